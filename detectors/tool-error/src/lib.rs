@@ -1,0 +1,289 @@
+//! `tool_error`: a failed tool call, grouped by tool and normalized error.
+//!
+//! Reads failed activity rows (`messages` / `tool-failure`) and bot names
+//! (`bots` / `bot`). Origin is `harness` for the application's own tools and
+//! for harness notices, `shell` for shell commands, `external` for everything
+//! else; harness failures rank `high`. A shell failure is grouped by exit code
+//! and error class, never by its output. A tool name that is a sentence the
+//! harness wrote is recorded as `harness_notice`, with bot names removed
+//! before hashing. The raw output is used for the signature only and never
+//! leaves the detector.
+
+use sentinel_sdk::normalize;
+use sentinel_sdk::prelude::*;
+use sentinel_sdk::shell;
+
+pub const KIND: &str = "tool_error";
+
+/// Tools that are shell commands.
+const SHELL_TOOLS: &[&str] = &["Bash", "bash", "exec", "shell", "sh"];
+
+/// The application's own tools, unless configured otherwise: a `*` suffix
+/// matches a prefix.
+const DEFAULT_HARNESS_TOOLS: &str =
+    "mcp__agents__*,computer,browser,mcp__computer__*,mcp__browser__*";
+
+#[derive(Debug)]
+pub struct ToolError {
+    harness_tools: Vec<String>,
+    bot_names: Vec<String>,
+}
+
+/// A tool identifier: no spaces, a sane length, identifier characters only.
+pub fn is_tool_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'))
+}
+
+impl ToolError {
+    fn is_harness_tool(&self, tool: &str) -> bool {
+        self.harness_tools
+            .iter()
+            .any(|p| match p.strip_suffix('*') {
+                Some(prefix) => tool.starts_with(prefix),
+                None => tool == p,
+            })
+    }
+
+    /// Turns one failed call into an observation.
+    pub fn observe(&self, f: &Failure<'_>) -> Observation {
+        let (tool, origin, key, title) = match f.tool_name.filter(|n| is_tool_identifier(n)) {
+            Some(tool) if SHELL_TOOLS.contains(&tool) => {
+                let (key, title) = shell::group(f.output.unwrap_or(""), f.exit_code);
+                (tool.to_owned(), Origin::Shell, key, title)
+            }
+            Some(tool) => {
+                let origin = if self.is_harness_tool(tool) {
+                    Origin::Harness
+                } else {
+                    Origin::External
+                };
+                let normalized = normalize::normalize(f.output.unwrap_or(""));
+                let title = if normalized.is_empty() {
+                    format!("{tool} failed")
+                } else {
+                    normalize::cap(&normalized)
+                };
+                (tool.to_owned(), origin, normalized, title)
+            }
+            None => {
+                // A sentence the harness wrote: it can name a bot, so names go
+                // before anything is normalized or hashed.
+                let sentence = normalize::scrub(f.tool_name.unwrap_or(""), &self.bot_names);
+                let normalized = normalize::normalize(&sentence);
+                (
+                    "harness_notice".to_owned(),
+                    Origin::Harness,
+                    normalized.clone(),
+                    normalize::cap(&normalized),
+                )
+            }
+        };
+        let severity = match origin {
+            Origin::Harness => Severity::High,
+            Origin::Shell | Origin::External => Severity::Medium,
+        };
+        Observation::new(
+            KIND,
+            &format!("{tool}\n{key}"),
+            &title,
+            f.at,
+            f.id,
+            ("messages", f.id),
+        )
+        .origin(origin)
+        .severity(severity)
+        .tool(Some(&tool))
+        .bot(f.bot_id)
+        .thread(f.thread_id)
+        .turn(f.turn_id)
+        .wasted_turns(u32::from(f.turn_id.is_some()))
+    }
+}
+
+/// One failed tool call, as the source gives it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Failure<'a> {
+    pub id: &'a str,
+    pub at: i64,
+    pub thread_id: Option<&'a str>,
+    pub turn_id: Option<&'a str>,
+    pub bot_id: Option<&'a str>,
+    pub tool_name: Option<&'a str>,
+    pub output: Option<&'a str>,
+    pub exit_code: Option<i64>,
+}
+
+impl Detector for ToolError {
+    fn describe() -> Descriptor {
+        Descriptor::new(KIND, env!("CARGO_PKG_VERSION"))
+            .emits(KIND)
+            .subscribe("bots", "bot")
+            .subscribe("messages", "tool-failure")
+            .config_text(
+                "harness_tools",
+                DEFAULT_HARNESS_TOOLS,
+                "comma-separated tools that belong to the application itself (`*` suffix: prefix match)",
+            )
+    }
+
+    fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
+        let harness_tools = ctx
+            .text("harness_tools")?
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Ok(ToolError {
+            harness_tools,
+            bot_names: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
+        if batch.is("bots", "bot") {
+            self.bot_names.extend(
+                batch
+                    .iter()
+                    .filter_map(|r| r.text("name"))
+                    .map(str::to_owned),
+            );
+            return Ok(());
+        }
+        if !batch.is("messages", "tool-failure") {
+            return Ok(());
+        }
+        let col = |name: &str| batch.column(name);
+        let (id, at, thread, turn, bot, tool, output, exit) = (
+            col("id"),
+            col("at"),
+            col("thread_id"),
+            col("turn_id"),
+            col("bot_id"),
+            col("tool_name"),
+            col("output"),
+            col("exit_code"),
+        );
+        let id = id.ok_or_else(|| {
+            DetectorError::BadInput("messages/tool-failure has no `id` column".into())
+        })?;
+        for row in 0..batch.rows() {
+            let Some(msg_id) = batch.text(id, row) else {
+                continue;
+            };
+            let text = |c: Option<usize>| c.and_then(|c| batch.text(c, row));
+            let failure = Failure {
+                id: msg_id,
+                at: at.and_then(|c| batch.int(c, row)).unwrap_or(0),
+                thread_id: text(thread),
+                turn_id: text(turn),
+                bot_id: text(bot),
+                tool_name: text(tool),
+                output: text(output),
+                exit_code: exit.and_then(|c| batch.int(c, row)),
+            };
+            out.push(self.observe(&failure));
+        }
+        Ok(())
+    }
+}
+
+sentinel_sdk::export_detector!(ToolError);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detector() -> ToolError {
+        let ctx = ScanContext::new(0, ToolError::describe().defaults(), None);
+        let mut d = ToolError::start(&ctx).unwrap();
+        d.bot_names = vec!["Marvin".into()];
+        d
+    }
+
+    fn fail<'a>(id: &'a str, tool: &'a str, output: &'a str, exit: Option<i64>) -> Failure<'a> {
+        Failure {
+            id,
+            at: 1,
+            turn_id: Some("t1"),
+            tool_name: Some(tool),
+            output: Some(output),
+            exit_code: exit,
+            ..Failure::default()
+        }
+    }
+
+    #[test]
+    fn same_error_with_other_numbers_and_paths_is_one_signature() {
+        let d = detector();
+        let a = d.observe(&fail(
+            "m1",
+            "mcp__agents__load",
+            "no layer 12 in /a/b",
+            None,
+        ));
+        let b = d.observe(&fail(
+            "m2",
+            "mcp__agents__load",
+            "no layer 104 in /c/d",
+            None,
+        ));
+        assert_eq!(a.signature(), b.signature());
+        assert_eq!(a.title(), "no layer <n> in <path>");
+        assert_eq!(a.get_origin(), Origin::Harness);
+        assert_eq!(a.get_severity(), Severity::High);
+    }
+
+    #[test]
+    fn shell_failures_group_by_exit_code_and_class_only() {
+        let d = detector();
+        let a = d.observe(&fail(
+            "m1",
+            "Bash",
+            "bash: frobnicate: command not found",
+            Some(127),
+        ));
+        let b = d.observe(&fail(
+            "m2",
+            "Bash",
+            "zsh: command not found: other-tool",
+            Some(127),
+        ));
+        assert_eq!(a.signature(), b.signature());
+        assert_eq!(a.title(), "exit 127: command not found");
+        assert_eq!(a.get_origin(), Origin::Shell);
+    }
+
+    #[test]
+    fn harness_sentences_become_harness_notice_without_bot_names() {
+        let d = detector();
+        let a = d.observe(&fail(
+            "m1",
+            "Room turn stopped: Marvin ran too long",
+            "",
+            None,
+        ));
+        assert_eq!(a.get_tool(), Some("harness_notice"));
+        assert!(!a.title().contains("Marvin"));
+        assert!(!a.signature().contains("Marvin"));
+    }
+
+    #[test]
+    fn other_tools_are_external() {
+        let d = detector();
+        assert_eq!(
+            d.observe(&fail("m1", "mcp__github__create_issue", "HTTP 502", None))
+                .get_origin(),
+            Origin::External
+        );
+        assert_eq!(
+            d.observe(&fail("m1", "WebFetch", "HTTP 502", None))
+                .get_origin(),
+            Origin::External
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! The `sentinel-host` binary: parses flags, calls the library, renders the
+//! report and maps errors to documented exit codes. All the work is in the
+//! `sentinel_host` library, which never prints.
+
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use sentinel_host::ledger::out_dir::OutDirError;
+use sentinel_host::observation::ConfigValue;
+use sentinel_host::runtime::{Limits, RuntimeError};
+use sentinel_host::{ScanError, ScanOptions, run_scan};
+
+/// Exit codes, documented in docs/cli.md.
+mod exit {
+    pub const OK: u8 = 0;
+    pub const INTERNAL: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const CONFIG: u8 = 3;
+    pub const OUT_REFUSED: u8 = 4;
+    pub const DATA_DIR: u8 = 5;
+    pub const OUTPUT_IO: u8 = 6;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sentinel-host",
+    version,
+    about = "Watch an application's data read-only with detector components"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Scan the data dir with every detector in a folder.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Folder of detector components (`*.wasm`), as built by `cargo xtask build-detectors`.
+    #[arg(long, value_name = "DIR")]
+    detectors: PathBuf,
+    /// The application's data dir [default: ~/.openmausbot].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Where issues.jsonl and the ledger go [default: per-OS state folder].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Run one scan and exit (the scheduled mode runs one scan per start).
+    #[arg(long)]
+    once: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Queue-wait threshold in seconds, for detectors with a `queue_wait` key.
+    #[arg(long, value_name = "SECONDS")]
+    queue_wait: Option<u64>,
+    /// Cost threshold in USD, for detectors with a `cost` key.
+    #[arg(long, value_name = "USD")]
+    cost: Option<f64>,
+    /// A detector config value: `DETECTOR.KEY=VALUE` (repeatable).
+    #[arg(long = "set", value_name = "DETECTOR.KEY=VALUE", value_parser = parse_set)]
+    set: Vec<(String, String, ConfigValue)>,
+    /// Fuel per call into a detector.
+    #[arg(long, value_name = "UNITS")]
+    fuel: Option<u64>,
+    /// Deadline per call into a detector, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    deadline_ms: Option<u64>,
+    /// Linear memory cap per detector, in MiB.
+    #[arg(long, value_name = "MIB")]
+    memory_mib: Option<usize>,
+}
+
+/// `name.key=value`: true/false, integers, floats, `30s`/`5m`/`250ms` durations, else text.
+fn parse_set(s: &str) -> Result<(String, String, ConfigValue), String> {
+    let (lhs, value) = s.split_once('=').ok_or("expected DETECTOR.KEY=VALUE")?;
+    let (det, key) = lhs.split_once('.').ok_or("expected DETECTOR.KEY=VALUE")?;
+    let v = if let Ok(b) = value.parse::<bool>() {
+        ConfigValue::Boolean(b)
+    } else if let Ok(i) = value.parse::<i64>() {
+        ConfigValue::Integer(i)
+    } else if let Ok(f) = value.parse::<f64>() {
+        ConfigValue::Float(f)
+    } else if let Some(ms) = parse_duration(value) {
+        ConfigValue::DurationMs(ms)
+    } else {
+        ConfigValue::Text(value.to_owned())
+    };
+    Ok((det.to_owned(), key.to_owned(), v))
+}
+
+fn parse_duration(s: &str) -> Option<u64> {
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map(|i| s.split_at(i))?;
+    let n: u64 = num.parse().ok()?;
+    Some(match unit {
+        "ms" => n,
+        "s" => n * 1000,
+        "m" => n * 60_000,
+        "h" => n * 3_600_000,
+        _ => return None,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("SENTINEL_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Run(args) => match run(&args) {
+            Ok(code) => ExitCode::from(code),
+            Err(err) => {
+                eprintln!("sentinel-host: error: {err}");
+                for cause in err.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
+                ExitCode::from(exit_code(&err))
+            }
+        },
+    }
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    let mut limits = Limits::default();
+    if let Some(f) = args.fuel {
+        limits.fuel_per_call = f;
+    }
+    if let Some(ms) = args.deadline_ms {
+        limits.deadline = Duration::from_millis(ms);
+    }
+    if let Some(mib) = args.memory_mib {
+        limits.memory_bytes = mib << 20;
+    }
+    let mut opts = ScanOptions::new(&args.detectors);
+    opts.data_dir = args.data_dir.clone();
+    opts.out = args.out.clone();
+    opts.limits = limits;
+    if let Some(q) = args.queue_wait {
+        opts.global_config
+            .push(("queue_wait".into(), ConfigValue::DurationMs(q * 1000)));
+    }
+    if let Some(c) = args.cost {
+        opts.global_config
+            .push(("cost".into(), ConfigValue::Float(c)));
+    }
+    opts.detector_config = args.set.clone();
+    // Without --once the scan still runs once: the scheduler (systemd, launchd,
+    // schtasks) starts sentinel-host every two minutes.
+    let _ = args.once;
+
+    let report = run_scan(&opts)
+        .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).context("cannot render the summary as JSON")?
+        );
+    } else {
+        print!("{}", render::human(&report));
+    }
+    Ok(exit::OK)
+}
+
+fn exit_code(err: &anyhow::Error) -> u8 {
+    match err.downcast_ref::<ScanError>() {
+        Some(ScanError::OutDir(
+            OutDirError::InsideDataDir { .. } | OutDirError::InsideGitRepo { .. },
+        )) => exit::OUT_REFUSED,
+        Some(ScanError::OutDir(_)) | Some(ScanError::Ledger(_)) => exit::OUTPUT_IO,
+        Some(ScanError::DataDir { .. } | ScanError::NoDataDir) => exit::DATA_DIR,
+        Some(ScanError::Runtime(RuntimeError::DetectorsDir { .. }))
+        | Some(ScanError::ConfigType { .. }) => exit::CONFIG,
+        _ => exit::INTERNAL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_values_are_typed() {
+        assert_eq!(
+            parse_set("cost.cost=7.5").unwrap().2,
+            ConfigValue::Float(7.5)
+        );
+        assert_eq!(parse_set("a.b=3").unwrap().2, ConfigValue::Integer(3));
+        assert_eq!(
+            parse_set("a.b=90s").unwrap().2,
+            ConfigValue::DurationMs(90_000)
+        );
+        assert_eq!(
+            parse_set("a.b=yes please").unwrap().2,
+            ConfigValue::Text("yes please".into())
+        );
+        assert!(parse_set("nodot=1").is_err());
+    }
+}

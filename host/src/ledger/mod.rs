@@ -1,0 +1,541 @@
+//! The ledger: what sentinel remembers, in one SQLite store in the output
+//! folder, and the `issues.jsonl` it exports.
+//!
+//! One transaction per scan commits together the source cursors, the
+//! occurrence keys already counted, the issues upserted by signature and the
+//! detectors' state blobs, so a crash can never leave a cursor advanced past
+//! an occurrence that was not counted, or count one twice. After each commit
+//! `issues.jsonl` is rewritten atomically (temp file, fsync, rename). The
+//! ledger stores hashes of signatures and occurrence keys, references and
+//! normalized titles, never raw content. It never touches the data dir.
+
+pub mod out_dir;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::observation::{Observation, Severity};
+
+/// Bumped whenever the store's shape changes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+pub const STORE_FILE: &str = "ledger.db";
+pub const ISSUES_FILE: &str = "issues.jsonl";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger {path}: {action}")]
+    Store {
+        path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "ledger {path} has schema version {found}, newer than this release ({SCHEMA_VERSION}); use the newer sentinel-host"
+    )]
+    NewerSchema { path: PathBuf, found: i64 },
+    #[error("cannot write {path}")]
+    Export {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The ledger of one output folder.
+#[derive(Debug)]
+pub struct Ledger {
+    dir: PathBuf,
+    db_path: PathBuf,
+    conn: Connection,
+}
+
+/// What one commit changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CommitReport {
+    /// Occurrences counted for the first time.
+    pub counted: u64,
+    /// Occurrences already counted by an earlier scan.
+    pub repeated: u64,
+    pub new_issues: u64,
+    pub updated_issues: u64,
+    pub total_issues: u64,
+}
+
+/// Everything one scan commits.
+#[derive(Debug, Default)]
+pub struct ScanCommit<'a> {
+    pub observations: &'a [Observation],
+    pub cursors: BTreeMap<String, String>,
+    pub states: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors(source TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS occurrences(key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS issues(
+    sig TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL,
+    origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
+    bot_id TEXT, thread_id TEXT, turn_id TEXT,
+    first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, count INTEGER NOT NULL,
+    wasted_turns INTEGER NOT NULL,
+    evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
+    PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
+";
+
+fn sha_hex(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h.update([0u8]);
+        }
+        h.update(p.as_bytes());
+    }
+    crate::hex(&h.finalize())
+}
+
+/// The issue signature: `kind:` and 16 hex digits of a hash of the
+/// detector's grouping key. The key itself is never stored.
+pub fn issue_sig(kind: &str, signature: &str) -> String {
+    format!("{kind}:{}", &sha_hex(&[kind, signature])[..16])
+}
+
+fn occurrence_key(o: &Observation) -> String {
+    sha_hex(&[&o.detector, &o.kind, &o.occurrence])[..32].to_owned()
+}
+
+impl Ledger {
+    /// Opens (or creates) the ledger in `dir`, which must already exist.
+    pub fn open(dir: &Path) -> Result<Self, LedgerError> {
+        let db_path = dir.join(STORE_FILE);
+        let err = |action| {
+            let path = db_path.clone();
+            move |source| LedgerError::Store {
+                path,
+                action,
+                source,
+            }
+        };
+        let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
+        restrict(&db_path);
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err("cannot set WAL mode"))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err("cannot set synchronous"))?;
+        conn.execute_batch(SCHEMA)
+            .map_err(err("cannot create the schema"))?;
+        let version: Option<i64> = conn
+            .query_row(
+                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(err("cannot read the schema version"))?;
+        match version {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(LedgerError::NewerSchema {
+                    path: db_path,
+                    found: v,
+                });
+            }
+            Some(_) => {}
+            None => {
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES('schema_version', ?1)",
+                    [SCHEMA_VERSION.to_string()],
+                )
+                .map_err(err("cannot write the schema version"))?;
+            }
+        }
+        for suffix in ["-wal", "-shm"] {
+            restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
+        }
+        Ok(Ledger {
+            dir: dir.to_owned(),
+            db_path,
+            conn,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn issues_path(&self) -> PathBuf {
+        self.dir.join(ISSUES_FILE)
+    }
+
+    fn err(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError + '_ {
+        move |source| LedgerError::Store {
+            path: self.db_path.clone(),
+            action,
+            source,
+        }
+    }
+
+    pub fn cursor(&self, source: &str) -> Result<Option<String>, LedgerError> {
+        self.conn
+            .query_row(
+                "SELECT value FROM cursors WHERE source = ?1",
+                [source],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("cannot read a cursor"))
+    }
+
+    pub fn state(&self, detector: &str) -> Result<Option<Vec<u8>>, LedgerError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT state FROM detector_state WHERE detector = ?1",
+                [detector],
+                |r| r.get::<_, Option<Vec<u8>>>(0),
+            )
+            .optional()
+            .map_err(self.err("cannot read a detector state"))?
+            .flatten())
+    }
+
+    /// Commits one scan in one transaction, then exports `issues.jsonl`.
+    pub fn commit(&mut self, scan: ScanCommit<'_>) -> Result<CommitReport, LedgerError> {
+        let path = self.db_path.clone();
+        let e = |action: &'static str| {
+            let path = path.clone();
+            move |source| LedgerError::Store {
+                path,
+                action,
+                source,
+            }
+        };
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(e("cannot begin the scan transaction"))?;
+        let mut report = CommitReport::default();
+        for o in scan.observations {
+            let inserted = tx
+                .execute(
+                    "INSERT OR IGNORE INTO occurrences(key) VALUES(?1)",
+                    [occurrence_key(o)],
+                )
+                .map_err(e("cannot record an occurrence"))?;
+            if inserted == 0 {
+                report.repeated += 1;
+                continue;
+            }
+            report.counted += 1;
+            let sig = issue_sig(&o.kind, &o.signature);
+            let wasted = match (&o.turn_id, o.wasted_turns) {
+                (_, 0) => 0,
+                (Some(turn), w) => {
+                    let first = tx
+                        .execute(
+                            "INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)",
+                            params![sig, turn],
+                        )
+                        .map_err(e("cannot record a wasted turn"))?;
+                    if first == 1 { i64::from(w) } else { 0 }
+                }
+                (None, w) => i64::from(w),
+            };
+            let existing: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT evidence_at, severity FROM issues WHERE sig = ?1",
+                    [&sig],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(e("cannot read an issue"))?;
+            match existing {
+                None => {
+                    report.new_issues += 1;
+                    tx.execute(
+                        "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
+                                            first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at)
+                         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1, ?11, ?12, ?13, ?10)",
+                        params![
+                            sig,
+                            o.kind,
+                            o.title,
+                            o.origin.as_str(),
+                            o.severity.as_str(),
+                            o.tool,
+                            o.bot_id,
+                            o.thread_id,
+                            o.turn_id,
+                            o.at,
+                            wasted,
+                            o.evidence_source,
+                            o.evidence_id
+                        ],
+                    )
+                    .map_err(e("cannot insert an issue"))?;
+                }
+                Some((evidence_at, severity)) => {
+                    report.updated_issues += 1;
+                    let severity = Severity::parse(&severity)
+                        .unwrap_or(Severity::Low)
+                        .max(o.severity);
+                    tx.execute(
+                        "UPDATE issues SET count = count + 1, wasted_turns = wasted_turns + ?2,
+                                first_at = MIN(first_at, ?3), last_at = MAX(last_at, ?3), severity = ?4
+                         WHERE sig = ?1",
+                        params![sig, wasted, o.at, severity.as_str()],
+                    )
+                    .map_err(e("cannot update an issue"))?;
+                    if o.at >= evidence_at {
+                        tx.execute(
+                            "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
+                                    evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
+                             WHERE sig = ?1",
+                            params![sig, o.title, o.bot_id, o.thread_id, o.turn_id, o.evidence_source, o.evidence_id, o.at],
+                        )
+                        .map_err(e("cannot update an issue's evidence"))?;
+                    }
+                }
+            }
+        }
+        for (source, value) in &scan.cursors {
+            tx.execute(
+                "INSERT INTO cursors(source, value) VALUES(?1, ?2) ON CONFLICT(source) DO UPDATE SET value = excluded.value",
+                params![source, value],
+            )
+            .map_err(e("cannot store a cursor"))?;
+        }
+        for (detector, state) in &scan.states {
+            tx.execute(
+                "INSERT INTO detector_state(detector, state) VALUES(?1, ?2)
+                 ON CONFLICT(detector) DO UPDATE SET state = excluded.state",
+                params![detector, state],
+            )
+            .map_err(e("cannot store a detector state"))?;
+        }
+        tx.commit().map_err(e("cannot commit the scan"))?;
+        report.total_issues = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0))
+            .map_err(e("cannot count issues"))? as u64;
+        self.export()?;
+        Ok(report)
+    }
+
+    /// Every issue, in `issues.jsonl` order (first seen, then signature).
+    pub fn issues(&self) -> Result<Vec<IssueLine>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
+                        count, wasted_turns, evidence_source, evidence_id
+                 FROM issues ORDER BY first_at, sig",
+            )
+            .map_err(self.err("cannot read issues"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(IssueLine {
+                    sig: r.get(0)?,
+                    kind: r.get(1)?,
+                    title: r.get(2)?,
+                    origin: r.get(3)?,
+                    severity: r.get(4)?,
+                    tool: r.get(5)?,
+                    bot_id: r.get(6)?,
+                    thread_id: r.get(7)?,
+                    turn_id: r.get(8)?,
+                    first_at: r.get(9)?,
+                    last_at: r.get(10)?,
+                    count: r.get(11)?,
+                    wasted_turns: r.get(12)?,
+                    evidence_ref: EvidenceRef {
+                        source: r.get(13)?,
+                        id: r.get(14)?,
+                    },
+                })
+            })
+            .map_err(self.err("cannot read issues"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(self.err("cannot read issues"))
+    }
+
+    /// Rewrites `issues.jsonl` atomically: temp file, fsync, rename, fsync dir.
+    pub fn export(&self) -> Result<(), LedgerError> {
+        let issues = self.issues()?;
+        let target = self.issues_path();
+        let tmp = self.dir.join(format!(".{ISSUES_FILE}.tmp"));
+        let io = |source| LedgerError::Export {
+            path: target.clone(),
+            source,
+        };
+        let mut buf = Vec::with_capacity(issues.len() * 400);
+        for issue in &issues {
+            serde_json::to_writer(&mut buf, issue).map_err(|e| io(std::io::Error::other(e)))?;
+            buf.push(b'\n');
+        }
+        {
+            let mut f = private_file(&tmp).map_err(io)?;
+            f.write_all(&buf).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
+        std::fs::rename(&tmp, &target).map_err(io)?;
+        #[cfg(unix)]
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// A new file, `0600` from the start.
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
+/// Sets a file the ledger owns to `0600`, if it exists.
+fn restrict(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if path.exists() {
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// One line of `issues.jsonl`, in the scanner spec's field order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueLine {
+    pub sig: String,
+    pub kind: String,
+    pub title: String,
+    pub origin: String,
+    pub severity: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    pub first_at: i64,
+    pub last_at: i64,
+    pub count: i64,
+    pub wasted_turns: i64,
+    pub evidence_ref: EvidenceRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct EvidenceRef {
+    pub source: String,
+    pub id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observation::Origin;
+
+    fn obs(occurrence: &str, signature: &str, turn: &str, at: i64) -> Observation {
+        Observation {
+            detector: "d".into(),
+            kind: "tool_error".into(),
+            signature: signature.into(),
+            title: "t".into(),
+            origin: Origin::Harness,
+            severity: Severity::High,
+            tool: Some("x".into()),
+            bot_id: None,
+            thread_id: None,
+            turn_id: Some(turn.into()),
+            at,
+            occurrence: occurrence.into(),
+            evidence_source: "messages".into(),
+            evidence_id: occurrence.into(),
+            wasted_turns: 1,
+        }
+    }
+
+    #[test]
+    fn an_occurrence_is_counted_once_and_a_turn_wasted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        let first = [obs("m1", "s", "t1", 10), obs("m2", "s", "t1", 20)];
+        let r = l
+            .commit(ScanCommit {
+                observations: &first,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!((r.counted, r.new_issues, r.updated_issues), (2, 1, 1));
+        let again = [obs("m2", "s", "t1", 20), obs("m3", "s", "t2", 5)];
+        let r = l
+            .commit(ScanCommit {
+                observations: &again,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!((r.counted, r.repeated), (1, 1));
+        let issues = l.issues().unwrap();
+        assert_eq!(issues.len(), 1);
+        assert_eq!((issues[0].count, issues[0].wasted_turns), (3, 2));
+        assert_eq!((issues[0].first_at, issues[0].last_at), (5, 20));
+        // The latest evidence wins, not the latest scan.
+        assert_eq!(issues[0].evidence_ref.id, "m2");
+    }
+
+    #[test]
+    fn no_new_data_leaves_issues_jsonl_byte_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        let o = [obs("m1", "s", "t1", 10)];
+        l.commit(ScanCommit {
+            observations: &o,
+            ..Default::default()
+        })
+        .unwrap();
+        let before = std::fs::read(l.issues_path()).unwrap();
+        l.commit(ScanCommit {
+            observations: &o,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(before, std::fs::read(l.issues_path()).unwrap());
+    }
+
+    #[test]
+    fn the_signature_text_is_never_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        let o = [obs("m1", "secret-grouping-text", "t1", 10)];
+        l.commit(ScanCommit {
+            observations: &o,
+            ..Default::default()
+        })
+        .unwrap();
+        drop(l);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(!bytes.windows(20).any(|w| w == b"secret-grouping-text"));
+        }
+    }
+}

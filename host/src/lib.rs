@@ -1,0 +1,29 @@
+//! sentinel-host: runs detector components over an application's data,
+//! strictly read-only, and keeps the issues they report.
+//!
+//! The data flows one way: [`sources`] read the data dir into packed
+//! [`record`] batches; the [`runtime`] pushes them into sandboxed detector
+//! components and checks what comes back as [`observation`]s; the [`ledger`]
+//! commits them as issues, with the sources' cursors, in one transaction and
+//! exports `issues.jsonl`; [`scan`] wires one pass of that together. The
+//! library never prints: the `sentinel-host` binary renders what it returns.
+
+pub mod ledger;
+pub mod observation;
+pub mod record;
+pub mod runtime;
+pub mod scan;
+pub mod sources;
+
+pub use scan::{ScanError, ScanOptions, ScanReport, run_scan};
+
+/// Lowercase hex of a byte string.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}

@@ -1,0 +1,189 @@
+//! The detector runtime: one wasmtime `Engine` for the process, components
+//! loaded and checked against the capability table, and a fresh sandboxed
+//! store per detector per scan.
+//!
+//! It owns everything that touches wasmtime: the engine configuration (fuel,
+//! epoch interruption, stack cap), the linker with the deny-all WASI and the
+//! host's log interface, loading (`loader`), the per-store sandbox
+//! (`sandbox`) and calls into a scan (`session`). It never reads the data dir
+//! and never writes anywhere: sources feed it batches, the ledger takes what
+//! comes out.
+
+mod bindings;
+pub mod capabilities;
+mod loader;
+mod sandbox;
+mod session;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+pub use loader::{LoadError, LoadedDetector};
+pub use sandbox::{LimitBreach, LogLevel, LogLine};
+pub use session::{
+    CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext,
+    ScanOutcome,
+};
+
+use bindings::DetectorWorld;
+use sandbox::StoreData;
+
+/// Every cap a detector runs under. All are configurable; the defaults are
+/// documented in `docs/sandbox.md`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Fuel (roughly, wasm instructions) for one call into a detector.
+    pub fuel_per_call: u64,
+    /// Wall-clock deadline for one call: the fire rule says 100 ms.
+    pub deadline: Duration,
+    /// Linear memory a store may grow to, in bytes.
+    pub memory_bytes: usize,
+    /// Elements a table may grow to.
+    pub table_elements: usize,
+    /// Core instances, tables and memories a store may create.
+    pub instances: usize,
+    pub tables: usize,
+    pub memories: usize,
+    /// Native stack a guest may use, in bytes (engine-wide).
+    pub max_wasm_stack: usize,
+    /// Observations one detector may return in one scan.
+    pub observations_per_scan: usize,
+    /// Bytes of `log` one detector may write in one scan.
+    pub log_bytes_per_scan: usize,
+    /// Bytes of stdout and of stderr kept per store.
+    pub stdio_bytes: usize,
+    /// Largest component file accepted, in bytes.
+    pub component_bytes: u64,
+    /// Largest state blob a detector may keep, in bytes.
+    pub state_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel_per_call: 200_000_000,
+            deadline: Duration::from_millis(100),
+            memory_bytes: 128 << 20,
+            table_elements: 100_000,
+            instances: 64,
+            tables: 64,
+            memories: 16,
+            max_wasm_stack: 512 << 10,
+            observations_per_scan: 10_000,
+            log_bytes_per_scan: 64 << 10,
+            stdio_bytes: 64 << 10,
+            component_bytes: 64 << 20,
+            state_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Milliseconds between epoch ticks: the deadline is enforced to within one tick.
+const TICK: Duration = Duration::from_millis(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot configure the wasm engine: {0}")]
+    Engine(String),
+    #[error("cannot link the host interfaces: {0}")]
+    Link(String),
+    #[error("cannot read the detectors directory {path}")]
+    DetectorsDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The process-wide runtime: engine, linker, limits and the epoch ticker.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<StoreData>,
+    limits: Limits,
+    ticker: Option<Ticker>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Runtime {
+    pub fn new(limits: Limits) -> Result<Self, RuntimeError> {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(limits.max_wasm_stack)
+            .wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
+        let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        DetectorWorld::add_to_linker::<StoreData, HasSelf<StoreData>>(&mut linker, |s| s)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("sentinel-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch ticker: {e}")))?
+        };
+        Ok(Runtime {
+            engine,
+            linker,
+            limits,
+            ticker: Some(Ticker {
+                stop,
+                thread: Some(thread),
+            }),
+        })
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Epoch ticks that make up the per-call deadline.
+    fn deadline_ticks(&self) -> u64 {
+        (self.limits.deadline.as_millis() / TICK.as_millis()).max(1) as u64
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker.take();
+    }
+}

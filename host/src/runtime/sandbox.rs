@@ -1,0 +1,265 @@
+//! The per-store sandbox: a deny-all WASI context, resource limits and the
+//! bounded log a detector may write to.
+//!
+//! One [`StoreData`] backs one store, which serves one detector for one scan
+//! (or one `describe` at load). It grants nothing a detector could use to act
+//! on the world: no preopened directory, no environment, no arguments, no
+//! sockets (every address and name lookup is refused), clocks pinned to the
+//! scan time and randomness from a fixed seed. It never touches the data dir.
+
+use std::fmt;
+use std::time::Duration;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::{ClosedInputStream, MemoryOutputPipe};
+use wasmtime_wasi::{
+    HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
+};
+
+use super::Limits;
+use super::bindings::{host_api, types};
+
+/// A limit a detector ran into, recorded by the limiter so the failure can be
+/// named precisely.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitBreach {
+    #[error("linear memory limit of {limit} bytes exceeded (asked for {desired})")]
+    Memory { limit: usize, desired: usize },
+    #[error("table limit of {limit} elements exceeded (asked for {desired})")]
+    Table { limit: usize, desired: usize },
+}
+
+/// Enforces the memory and table caps and remembers the first breach.
+pub(crate) struct Limiter {
+    memory_bytes: usize,
+    table_elements: usize,
+    instances: usize,
+    tables: usize,
+    memories: usize,
+    pub(crate) breach: Option<LimitBreach>,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            let breach = LimitBreach::Memory {
+                limit: self.memory_bytes,
+                desired,
+            };
+            self.breach.get_or_insert(breach.clone());
+            return Err(breach.into());
+        }
+        Ok(maximum.is_none_or(|max| desired <= max))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.table_elements {
+            let breach = LimitBreach::Table {
+                limit: self.table_elements,
+                desired,
+            };
+            self.breach.get_or_insert(breach.clone());
+            return Err(breach.into());
+        }
+        Ok(maximum.is_none_or(|max| desired <= max))
+    }
+
+    fn instances(&self) -> usize {
+        self.instances
+    }
+    fn tables(&self) -> usize {
+        self.tables
+    }
+    fn memories(&self) -> usize {
+        self.memories
+    }
+}
+
+/// A line a detector logged through `sentinel:detector/host.log`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: LogLevel,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        })
+    }
+}
+
+/// Bytes of a single log line kept; the rest is cut.
+const LOG_LINE_BYTES: usize = 1024;
+
+/// The log a detector writes to, bounded by bytes per scan.
+#[derive(Debug, Default)]
+pub(crate) struct LogSink {
+    budget: usize,
+    pub(crate) lines: Vec<LogLine>,
+    pub(crate) dropped: u64,
+}
+
+impl LogSink {
+    fn push(&mut self, level: LogLevel, mut message: String) {
+        if message.len() > LOG_LINE_BYTES {
+            let mut cut = LOG_LINE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        if message.len() > self.budget {
+            self.dropped += 1;
+            return;
+        }
+        self.budget -= message.len();
+        self.lines.push(LogLine { level, message });
+    }
+}
+
+/// A wall clock stopped at the scan time.
+struct FixedWallClock(Duration);
+
+impl HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn now(&self) -> Duration {
+        self.0
+    }
+}
+
+/// A monotonic clock that never moves: a detector cannot time anything.
+struct FrozenMonotonicClock;
+
+impl HostMonotonicClock for FrozenMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// Everything one store holds.
+pub(crate) struct StoreData {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    pub(crate) log: LogSink,
+    /// Captured, bounded; kept so the pipe lives as long as the store.
+    _stdout: MemoryOutputPipe,
+    pub(crate) stderr: MemoryOutputPipe,
+}
+
+impl StoreData {
+    /// A fresh deny-all sandbox. `scan_time_ms` pins the wall clock.
+    pub(crate) fn new(limits: &Limits, scan_time_ms: i64) -> Self {
+        let stdout = MemoryOutputPipe::new(limits.stdio_bytes);
+        let stderr = MemoryOutputPipe::new(limits.stdio_bytes);
+        let since_epoch = Duration::from_millis(u64::try_from(scan_time_ms).unwrap_or(0));
+        let wasi = WasiCtxBuilder::new()
+            .stdin(ClosedInputStream)
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .wall_clock(FixedWallClock(since_epoch))
+            .monotonic_clock(FrozenMonotonicClock)
+            .secure_random(wasmtime_wasi::Deterministic::new(SEED.to_vec()))
+            .insecure_random(wasmtime_wasi::Deterministic::new(SEED.to_vec()))
+            .insecure_random_seed(0x5e71_7e1)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }))
+            .build();
+        StoreData {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                memory_bytes: limits.memory_bytes,
+                table_elements: limits.table_elements,
+                instances: limits.instances,
+                tables: limits.tables,
+                memories: limits.memories,
+                breach: None,
+            },
+            log: LogSink {
+                budget: limits.log_bytes_per_scan,
+                ..LogSink::default()
+            },
+            _stdout: stdout,
+            stderr,
+        }
+    }
+}
+
+/// The fixed bytes behind `wasi:random`: deterministic by design, so a
+/// detector's output depends on its inputs only.
+const SEED: [u8; 16] = *b"sentinel-detsalt";
+
+impl WasiView for StoreData {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for StoreData {}
+
+impl host_api::Host for StoreData {
+    fn log(&mut self, level: host_api::Level, message: String) {
+        let level = match level {
+            host_api::Level::Debug => LogLevel::Debug,
+            host_api::Level::Info => LogLevel::Info,
+            host_api::Level::Warn => LogLevel::Warn,
+            host_api::Level::Error => LogLevel::Error,
+        };
+        self.log.push(level, message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_sink_cuts_long_lines_and_drops_past_the_budget() {
+        let mut sink = LogSink {
+            budget: 1500,
+            ..LogSink::default()
+        };
+        sink.push(LogLevel::Info, "é".repeat(600)); // 1200 bytes, cut to 1024
+        assert_eq!(sink.lines[0].message.len(), 1024);
+        sink.push(LogLevel::Info, "x".repeat(600)); // over the remaining 476
+        assert_eq!(sink.lines.len(), 1);
+        assert_eq!(sink.dropped, 1);
+        sink.push(LogLevel::Warn, "short".into());
+        assert_eq!(sink.lines.len(), 2);
+    }
+}

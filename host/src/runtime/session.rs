@@ -1,0 +1,548 @@
+//! One detector's scan: start it, push batches, finish it, and turn every
+//! way a call can go wrong into a typed [`CallFailure`].
+//!
+//! Each call runs with fresh fuel and a fresh epoch deadline in the scan's own
+//! store. A failed call poisons the scan: the store is dropped and the detector
+//! gets no more calls this scan. Observations are checked here (declared kind,
+//! title cap, count cap) before anything else sees them. This module never
+//! decides what a failure means for the detector's health; the scan does.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceAny;
+use wasmtime::{Store, Trap, WasmBacktrace};
+
+use super::bindings::{DetectorWorld, guest, types};
+use super::sandbox::{LimitBreach, LogLine, StoreData};
+use super::{Limits, LoadedDetector, Runtime};
+use crate::observation::{ConfigValue, Observation, Origin, Severity};
+use crate::record::{Batch, ColumnType};
+
+/// Titles are capped at this many characters (privacy rule of the scanner spec).
+pub const TITLE_CHARS: usize = 160;
+
+/// Which call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Describe,
+    Instantiate,
+    Start,
+    Push,
+    Finish,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Describe => "describe",
+            Phase::Instantiate => "instantiate",
+            Phase::Start => "start",
+            Phase::Push => "push",
+            Phase::Finish => "finish",
+        })
+    }
+}
+
+/// What went wrong, precisely enough to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The call outlived the epoch deadline (the 100 ms fire rule).
+    Deadline,
+    /// The call used up its fuel.
+    Fuel,
+    /// A memory or table cap was hit.
+    Limit(LimitBreach),
+    /// The guest overflowed its stack.
+    StackOverflow,
+    /// Any other trap (a panic is `unreachable`).
+    Trap(String),
+    /// The detector returned an error of its own.
+    DetectorError(String),
+    /// The detector returned something the host will not accept.
+    InvalidOutput(String),
+    /// Anything else the runtime reported.
+    Host(String),
+}
+
+impl FailureKind {
+    /// A short stable label for summaries and JSON.
+    pub fn label(&self) -> &'static str {
+        match self {
+            FailureKind::Deadline => "deadline",
+            FailureKind::Fuel => "fuel",
+            FailureKind::Limit(LimitBreach::Memory { .. }) => "memory",
+            FailureKind::Limit(LimitBreach::Table { .. }) => "table",
+            FailureKind::StackOverflow => "stack",
+            FailureKind::Trap(_) => "trap",
+            FailureKind::DetectorError(_) => "detector-error",
+            FailureKind::InvalidOutput(_) => "invalid-output",
+            FailureKind::Host(_) => "host",
+        }
+    }
+}
+
+/// A failed call into a detector.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("detector {detector}: {phase} failed: {message}")]
+pub struct CallFailure {
+    pub detector: String,
+    pub phase: Phase,
+    pub kind: FailureKind,
+    pub message: String,
+    /// The guest backtrace, with function names where the component has them.
+    pub backtrace: Option<String>,
+    /// The tail of what the guest wrote to stderr (a panic message lands there).
+    pub stderr: Option<String>,
+}
+
+/// Classifies a wasmtime error from a call. Limit breaches are read from the
+/// store's limiter, which saw them happen.
+pub(crate) fn classify_failure(
+    detector: &str,
+    phase: Phase,
+    store: &Store<StoreData>,
+    err: &wasmtime::Error,
+    limits: &Limits,
+) -> CallFailure {
+    let backtrace = err.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
+    let (kind, message) = if let Some(breach) = &store.data().limiter.breach {
+        (FailureKind::Limit(breach.clone()), breach.to_string())
+    } else if let Some(trap) = err.downcast_ref::<Trap>() {
+        match trap {
+            Trap::Interrupt => (
+                FailureKind::Deadline,
+                format!("stopped at the {} ms deadline", limits.deadline.as_millis()),
+            ),
+            Trap::OutOfFuel => (
+                FailureKind::Fuel,
+                format!("ran out of fuel ({} units per call)", limits.fuel_per_call),
+            ),
+            Trap::StackOverflow => (FailureKind::StackOverflow, "wasm stack overflow".to_owned()),
+            other => (
+                FailureKind::Trap(other.to_string()),
+                format!("trapped: {other}"),
+            ),
+        }
+    } else {
+        let msg = format!("{err:#}");
+        (FailureKind::Host(msg.clone()), msg)
+    };
+    CallFailure {
+        detector: detector.to_owned(),
+        phase,
+        kind,
+        message,
+        backtrace,
+        stderr: stderr_tail(store),
+    }
+}
+
+/// Bytes of guest stderr kept in a failure report.
+const STDERR_TAIL: usize = 2048;
+
+fn stderr_tail(store: &Store<StoreData>) -> Option<String> {
+    let bytes = store.data().stderr.contents();
+    if bytes.is_empty() {
+        return None;
+    }
+    let tail = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
+    Some(String::from_utf8_lossy(tail).trim().to_owned())
+}
+
+/// Everything a scan knows besides its records, in host types.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanContext {
+    pub scan_time_ms: i64,
+    pub window_start_ms: i64,
+    /// Operator values by key; keys the detector does not declare are ignored
+    /// by the caller before this point.
+    pub config: Vec<(String, ConfigValue)>,
+    pub state: Option<Vec<u8>>,
+}
+
+/// A batch converted once into the WIT shape, ready to push to any number of
+/// detectors.
+pub struct PreparedBatch {
+    pub(crate) inner: types::Batch,
+}
+
+impl fmt::Debug for PreparedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedBatch")
+            .field("source", &self.inner.source)
+            .field("kind", &self.inner.kind)
+            .field("rows", &self.inner.rows)
+            .finish()
+    }
+}
+
+impl PreparedBatch {
+    pub fn new(b: Batch) -> Self {
+        let columns = b
+            .columns
+            .iter()
+            .map(|c| types::Column {
+                name: c.name.to_owned(),
+                ty: match c.ty {
+                    ColumnType::Text => types::ColumnType::Text,
+                    ColumnType::Int => types::ColumnType::Int,
+                    ColumnType::Float => types::ColumnType::Float,
+                    ColumnType::Boolean => types::ColumnType::Boolean,
+                },
+            })
+            .collect();
+        PreparedBatch {
+            inner: types::Batch {
+                source: b.source,
+                kind: b.kind,
+                columns,
+                rows: b.rows,
+                text: b.text,
+                text_ends: b.text_ends,
+                ints: b.ints,
+                floats: b.floats,
+                nulls: b.nulls,
+            },
+        }
+    }
+
+    pub fn source(&self) -> &str {
+        &self.inner.source
+    }
+    pub fn kind(&self) -> &str {
+        &self.inner.kind
+    }
+    pub fn rows(&self) -> u32 {
+        self.inner.rows
+    }
+}
+
+/// What a finished scan hands back.
+#[derive(Debug, Clone)]
+pub struct ScanOutcome {
+    pub observations: Vec<Observation>,
+    pub state: Option<Vec<u8>>,
+    pub stats: CallStats,
+    pub logs: Vec<LogLine>,
+    pub logs_dropped: u64,
+}
+
+/// Cost of one detector's scan, for the summary and the benchmark.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallStats {
+    pub calls: u32,
+    pub records: u64,
+    pub fuel: u64,
+    pub total: Duration,
+    /// The slowest single call, to compare with the deadline.
+    pub slowest: Duration,
+    /// The final decision call (`finish`).
+    pub finish: Duration,
+}
+
+/// A running scan of one detector.
+pub struct DetectorScan<'r> {
+    runtime: &'r Runtime,
+    name: String,
+    emits: Vec<String>,
+    store: Store<StoreData>,
+    world: DetectorWorld,
+    scan: ResourceAny,
+    observations: Vec<Observation>,
+    stats: CallStats,
+}
+
+impl fmt::Debug for DetectorScan<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DetectorScan")
+            .field("name", &self.name)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Instantiates `detector` in a fresh store and starts its scan.
+    pub fn start_scan<'r>(
+        &'r self,
+        detector: &LoadedDetector,
+        ctx: ScanContext,
+    ) -> Result<DetectorScan<'r>, CallFailure> {
+        let name = detector.descriptor.name.clone();
+        let mut store = self.new_store(ctx.scan_time_ms);
+        let started = Instant::now();
+        // Instantiation runs the component's start functions: it gets the
+        // same fuel and deadline as any call.
+        self.arm(&mut store);
+        let world = detector
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| classify_failure(&name, Phase::Instantiate, &store, &e, &self.limits))?;
+        let wit_ctx = types::ScanContext {
+            scan_time: ctx.scan_time_ms,
+            window_start: ctx.window_start_ms,
+            config: ctx
+                .config
+                .into_iter()
+                .map(|(k, v)| (k, to_wit_config(v)))
+                .collect(),
+            state: ctx.state,
+        };
+        self.arm(&mut store);
+        let result = world
+            .sentinel_detector_detector()
+            .call_start(&mut store, &wit_ctx);
+        let fuel = self
+            .limits
+            .fuel_per_call
+            .saturating_sub(store.get_fuel().unwrap_or(0));
+        let scan = match result {
+            Ok(Ok(scan)) => scan,
+            Ok(Err(e)) => return Err(detector_error(&name, Phase::Start, e)),
+            Err(e) => {
+                return Err(classify_failure(
+                    &name,
+                    Phase::Start,
+                    &store,
+                    &e,
+                    &self.limits,
+                ));
+            }
+        };
+        let elapsed = started.elapsed();
+        Ok(DetectorScan {
+            runtime: self,
+            name,
+            emits: detector.descriptor.emits.clone(),
+            store,
+            world,
+            scan,
+            observations: Vec::new(),
+            stats: CallStats {
+                calls: 1,
+                records: 0,
+                fuel,
+                total: elapsed,
+                slowest: elapsed,
+                finish: Duration::ZERO,
+            },
+        })
+    }
+}
+
+impl DetectorScan<'_> {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&mut self, started: Instant) -> Duration {
+        let elapsed = started.elapsed();
+        let fuel = self
+            .runtime
+            .limits
+            .fuel_per_call
+            .saturating_sub(self.store.get_fuel().unwrap_or(0));
+        self.stats.calls += 1;
+        self.stats.fuel += fuel;
+        self.stats.total += elapsed;
+        self.stats.slowest = self.stats.slowest.max(elapsed);
+        elapsed
+    }
+
+    /// Pushes one batch. On failure the scan is over for this detector.
+    pub fn push(&mut self, batch: &PreparedBatch) -> Result<(), CallFailure> {
+        self.runtime.arm(&mut self.store);
+        let started = Instant::now();
+        let result = self.world.sentinel_detector_detector().scan().call_push(
+            &mut self.store,
+            self.scan,
+            &batch.inner,
+        );
+        self.account(started);
+        self.stats.records += u64::from(batch.inner.rows);
+        match result {
+            Ok(Ok(obs)) => self.accept(Phase::Push, obs),
+            Ok(Err(e)) => Err(detector_error(&self.name, Phase::Push, e)),
+            Err(e) => Err(classify_failure(
+                &self.name,
+                Phase::Push,
+                &self.store,
+                &e,
+                &self.runtime.limits,
+            )),
+        }
+    }
+
+    /// Asks for the decision and ends the scan.
+    pub fn finish(mut self) -> Result<ScanOutcome, CallFailure> {
+        self.runtime.arm(&mut self.store);
+        let started = Instant::now();
+        let result = self
+            .world
+            .sentinel_detector_detector()
+            .scan()
+            .call_finish(&mut self.store, self.scan);
+        self.stats.finish = self.account(started);
+        let output = match result {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => return Err(detector_error(&self.name, Phase::Finish, e)),
+            Err(e) => {
+                return Err(classify_failure(
+                    &self.name,
+                    Phase::Finish,
+                    &self.store,
+                    &e,
+                    &self.runtime.limits,
+                ));
+            }
+        };
+        self.accept(Phase::Finish, output.observations)?;
+        if let Some(state) = &output.state
+            && state.len() > self.runtime.limits.state_bytes
+        {
+            return Err(self.invalid(
+                Phase::Finish,
+                format!(
+                    "state of {} bytes is over the limit of {}",
+                    state.len(),
+                    self.runtime.limits.state_bytes
+                ),
+            ));
+        }
+        let data = self.store.data_mut();
+        let logs = std::mem::take(&mut data.log.lines);
+        let logs_dropped = data.log.dropped;
+        Ok(ScanOutcome {
+            observations: self.observations,
+            state: output.state,
+            stats: self.stats,
+            logs,
+            logs_dropped,
+        })
+    }
+
+    pub fn stats(&self) -> &CallStats {
+        &self.stats
+    }
+
+    fn invalid(&self, phase: Phase, message: String) -> CallFailure {
+        CallFailure {
+            detector: self.name.clone(),
+            phase,
+            kind: FailureKind::InvalidOutput(message.clone()),
+            message,
+            backtrace: None,
+            stderr: None,
+        }
+    }
+
+    fn accept(&mut self, phase: Phase, obs: Vec<types::Observation>) -> Result<(), CallFailure> {
+        let cap = self.runtime.limits.observations_per_scan;
+        if self.observations.len() + obs.len() > cap {
+            return Err(self.invalid(phase, format!("more than {cap} observations in one scan")));
+        }
+        for o in obs {
+            if !self.emits.iter().any(|k| *k == o.kind) {
+                return Err(self.invalid(
+                    phase,
+                    format!(
+                        "observation kind `{}` is not declared in emits",
+                        o.kind.escape_debug()
+                    ),
+                ));
+            }
+            if o.occurrence.is_empty() {
+                return Err(self.invalid(phase, "observation with an empty occurrence key".into()));
+            }
+            self.observations.push(Observation {
+                detector: self.name.clone(),
+                kind: o.kind,
+                signature: o.signature,
+                title: clean_title(&o.title),
+                origin: match o.origin {
+                    types::Origin::Harness => Origin::Harness,
+                    types::Origin::Shell => Origin::Shell,
+                    types::Origin::External => Origin::External,
+                },
+                severity: match o.severity {
+                    types::Severity::Low => Severity::Low,
+                    types::Severity::Medium => Severity::Medium,
+                    types::Severity::High => Severity::High,
+                },
+                tool: o.tool,
+                bot_id: o.bot_id,
+                thread_id: o.thread_id,
+                turn_id: o.turn_id,
+                at: o.at,
+                occurrence: o.occurrence,
+                evidence_source: o.evidence.source,
+                evidence_id: o.evidence.id,
+                wasted_turns: o.wasted_turns,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One line, no control characters, at most [`TITLE_CHARS`] characters.
+pub fn clean_title(raw: &str) -> String {
+    raw.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(TITLE_CHARS)
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+fn detector_error(name: &str, phase: Phase, e: types::DetectorError) -> CallFailure {
+    let message = match &e {
+        types::DetectorError::BadConfig(m) => format!("bad config: {m}"),
+        types::DetectorError::BadInput(m) => format!("bad input: {m}"),
+        types::DetectorError::Failed(m) => m.clone(),
+    };
+    CallFailure {
+        detector: name.to_owned(),
+        phase,
+        kind: FailureKind::DetectorError(message.clone()),
+        message,
+        backtrace: None,
+        stderr: None,
+    }
+}
+
+pub(crate) fn convert_config_value(v: types::ConfigValue) -> ConfigValue {
+    match v {
+        types::ConfigValue::Boolean(b) => ConfigValue::Boolean(b),
+        types::ConfigValue::Integer(i) => ConfigValue::Integer(i),
+        types::ConfigValue::Float(f) => ConfigValue::Float(f),
+        types::ConfigValue::Text(s) => ConfigValue::Text(s),
+        types::ConfigValue::DurationMs(d) => ConfigValue::DurationMs(d),
+    }
+}
+
+fn to_wit_config(v: ConfigValue) -> types::ConfigValue {
+    match v {
+        ConfigValue::Boolean(b) => types::ConfigValue::Boolean(b),
+        ConfigValue::Integer(i) => types::ConfigValue::Integer(i),
+        ConfigValue::Float(f) => types::ConfigValue::Float(f),
+        ConfigValue::Text(s) => types::ConfigValue::Text(s),
+        ConfigValue::DurationMs(d) => types::ConfigValue::DurationMs(d),
+    }
+}
+
+// Keep `guest` referenced for descriptor conversion in the loader.
+#[allow(unused_imports)]
+use guest as _;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_one_line_and_capped_at_160_characters() {
+        let t = clean_title(&format!("first\nsecond {}", "é".repeat(300)));
+        assert!(!t.contains('\n'));
+        assert_eq!(t.chars().count(), TITLE_CHARS);
+    }
+}

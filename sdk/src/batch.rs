@@ -1,0 +1,347 @@
+//! Typed access to the packed, columnar batches the host sends.
+
+use crate::__bindings::sentinel::detector::types::{self, ColumnType};
+
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Text(usize),
+    Int(usize),
+    Float(usize),
+}
+
+/// A batch of records of one kind from one source.
+///
+/// Look columns up once with [`Batch::column`], then read cells by row:
+///
+/// ```ignore
+/// let tool = batch.column("tool_name");
+/// for row in 0..batch.rows() {
+///     let name = tool.and_then(|c| batch.text(c, row)).unwrap_or("");
+/// }
+/// ```
+/// or, more simply and a little slower, iterate [`Row`]s with [`Batch::iter`].
+#[derive(Debug)]
+pub struct Batch {
+    source: String,
+    kind: String,
+    names: Vec<String>,
+    types: Vec<ColumnType>,
+    slots: Vec<Slot>,
+    rows: usize,
+    text: String,
+    text_ends: Vec<u32>,
+    ints: Vec<i64>,
+    floats: Vec<f64>,
+    nulls: Vec<u8>,
+}
+
+impl Batch {
+    /// Checks the layout once, so cell reads need no further checks than bounds.
+    pub(crate) fn new(raw: types::Batch) -> Result<Self, String> {
+        let rows = raw.rows as usize;
+        let (mut t, mut i, mut f) = (0, 0, 0);
+        let mut slots = Vec::with_capacity(raw.columns.len());
+        for c in &raw.columns {
+            slots.push(match c.ty {
+                ColumnType::Text => {
+                    t += 1;
+                    Slot::Text(t - 1)
+                }
+                ColumnType::Int | ColumnType::Boolean => {
+                    i += 1;
+                    Slot::Int(i - 1)
+                }
+                ColumnType::Float => {
+                    f += 1;
+                    Slot::Float(f - 1)
+                }
+            });
+        }
+        let bad = |what: &str| format!("batch {}/{}: {what}", raw.source, raw.kind);
+        if raw.text_ends.len() != t * rows
+            || raw.ints.len() != i * rows
+            || raw.floats.len() != f * rows
+        {
+            return Err(bad("cell arrays do not match columns x rows"));
+        }
+        if raw.nulls.len() < (raw.columns.len() * rows).div_ceil(8) {
+            return Err(bad("null bitmap too short"));
+        }
+        if raw.text_ends.windows(2).any(|w| w[0] > w[1])
+            || raw
+                .text_ends
+                .last()
+                .is_some_and(|&e| e as usize > raw.text.len())
+        {
+            return Err(bad("text offsets out of order or out of range"));
+        }
+        let text = String::from_utf8(raw.text).map_err(|_| bad("text is not UTF-8"))?;
+        Ok(Batch {
+            source: raw.source,
+            kind: raw.kind,
+            names: raw.columns.iter().map(|c| c.name.clone()).collect(),
+            types: raw.columns.iter().map(|c| c.ty).collect(),
+            slots,
+            rows,
+            text,
+            text_ends: raw.text_ends,
+            ints: raw.ints,
+            floats: raw.floats,
+            nulls: raw.nulls,
+        })
+    }
+
+    /// Builds a batch in memory, for tests and replay cases.
+    pub fn from_rows(
+        source: &str,
+        kind: &str,
+        columns: &[(&str, ColumnKind)],
+        rows: &[Vec<Value>],
+    ) -> Self {
+        let n = rows.len();
+        let mut text = String::new();
+        let (mut text_ends, mut ints, mut floats) = (Vec::new(), Vec::new(), Vec::new());
+        let mut nulls = vec![0u8; (columns.len() * n).div_ceil(8)];
+        for (c, (_, kind)) in columns.iter().enumerate() {
+            for (r, row) in rows.iter().enumerate() {
+                let v = &row[c];
+                if matches!(v, Value::Null) {
+                    let bit = c * n + r;
+                    nulls[bit / 8] |= 1 << (bit % 8);
+                }
+                match kind {
+                    ColumnKind::Text => {
+                        if let Value::Text(s) = v {
+                            text.push_str(s);
+                        }
+                        text_ends.push(text.len() as u32);
+                    }
+                    ColumnKind::Int | ColumnKind::Boolean => ints.push(match v {
+                        Value::Int(i) => *i,
+                        Value::Bool(b) => i64::from(*b),
+                        _ => 0,
+                    }),
+                    ColumnKind::Float => floats.push(match v {
+                        Value::Float(x) => *x,
+                        _ => 0.0,
+                    }),
+                }
+            }
+        }
+        let raw = types::Batch {
+            source: source.into(),
+            kind: kind.into(),
+            columns: columns
+                .iter()
+                .map(|(name, k)| types::Column {
+                    name: (*name).into(),
+                    ty: match k {
+                        ColumnKind::Text => ColumnType::Text,
+                        ColumnKind::Int => ColumnType::Int,
+                        ColumnKind::Float => ColumnType::Float,
+                        ColumnKind::Boolean => ColumnType::Boolean,
+                    },
+                })
+                .collect(),
+            rows: n as u32,
+            text: text.into_bytes(),
+            text_ends,
+            ints,
+            floats,
+            nulls,
+        };
+        Batch::new(raw).expect("from_rows builds a consistent batch")
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// True for records of `kind` from `source`.
+    pub fn is(&self, source: &str, kind: &str) -> bool {
+        self.source == source && self.kind == kind
+    }
+
+    /// The index of a column, if the batch has it.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    pub fn is_null(&self, col: usize, row: usize) -> bool {
+        let bit = col * self.rows + row;
+        self.nulls
+            .get(bit / 8)
+            .is_none_or(|b| b & (1 << (bit % 8)) != 0)
+    }
+
+    /// A text cell; `None` when null, out of range or not a text column.
+    pub fn text(&self, col: usize, row: usize) -> Option<&str> {
+        let Slot::Text(t) = *self.slots.get(col)? else {
+            return None;
+        };
+        if row >= self.rows || self.is_null(col, row) {
+            return None;
+        }
+        let idx = t * self.rows + row;
+        let end = self.text_ends[idx] as usize;
+        let start = if idx == 0 {
+            0
+        } else {
+            self.text_ends[idx - 1] as usize
+        };
+        self.text.get(start..end)
+    }
+
+    /// An int cell (booleans read as 0 or 1).
+    pub fn int(&self, col: usize, row: usize) -> Option<i64> {
+        let Slot::Int(i) = *self.slots.get(col)? else {
+            return None;
+        };
+        if row >= self.rows || self.is_null(col, row) {
+            return None;
+        }
+        Some(self.ints[i * self.rows + row])
+    }
+
+    /// A float cell; int columns are widened.
+    pub fn float(&self, col: usize, row: usize) -> Option<f64> {
+        match *self.slots.get(col)? {
+            Slot::Float(f) if row < self.rows && !self.is_null(col, row) => {
+                Some(self.floats[f * self.rows + row])
+            }
+            Slot::Int(_) => self.int(col, row).map(|i| i as f64),
+            _ => None,
+        }
+    }
+
+    pub fn boolean(&self, col: usize, row: usize) -> Option<bool> {
+        if self.types.get(col) != Some(&ColumnType::Boolean) {
+            return None;
+        }
+        self.int(col, row).map(|i| i != 0)
+    }
+
+    /// Rows, for code that prefers reading by column name.
+    pub fn iter(&self) -> impl Iterator<Item = Row<'_>> {
+        (0..self.rows).map(move |index| Row { batch: self, index })
+    }
+}
+
+/// One row of a [`Batch`], read by column name.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    batch: &'a Batch,
+    index: usize,
+}
+
+impl<'a> Row<'a> {
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    pub fn text(&self, name: &str) -> Option<&'a str> {
+        self.batch.text(self.batch.column(name)?, self.index)
+    }
+    pub fn int(&self, name: &str) -> Option<i64> {
+        self.batch.int(self.batch.column(name)?, self.index)
+    }
+    pub fn float(&self, name: &str) -> Option<f64> {
+        self.batch.float(self.batch.column(name)?, self.index)
+    }
+    pub fn boolean(&self, name: &str) -> Option<bool> {
+        self.batch.boolean(self.batch.column(name)?, self.index)
+    }
+}
+
+/// Column types for [`Batch::from_rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    Text,
+    Int,
+    Float,
+    Boolean,
+}
+
+/// Cell values for [`Batch::from_rows`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Text(s.into())
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Value::Int(i)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(o: Option<T>) -> Self {
+        o.map_or(Value::Null, Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_read_back_by_column_and_row_with_nulls() {
+        let b = Batch::from_rows(
+            "messages",
+            "tool-failure",
+            &[
+                ("id", ColumnKind::Text),
+                ("at", ColumnKind::Int),
+                ("output", ColumnKind::Text),
+            ],
+            &[
+                vec!["m1".into(), 10.into(), "boom é".into()],
+                vec!["m2".into(), Value::Null, Value::Null],
+            ],
+        );
+        let (id, at, out) = (
+            b.column("id").unwrap(),
+            b.column("at").unwrap(),
+            b.column("output").unwrap(),
+        );
+        assert_eq!(b.text(id, 1), Some("m2"));
+        assert_eq!(b.int(at, 0), Some(10));
+        assert_eq!(b.int(at, 1), None);
+        assert_eq!(b.text(out, 0), Some("boom é"));
+        assert_eq!(b.text(out, 1), None);
+        assert_eq!(b.text(at, 0), None, "wrong type reads as none");
+        let rows: Vec<_> = b.iter().map(|r| r.text("id").unwrap().to_owned()).collect();
+        assert_eq!(rows, ["m1", "m2"]);
+    }
+
+    #[test]
+    fn an_inconsistent_batch_is_refused() {
+        let raw = types::Batch {
+            source: "s".into(),
+            kind: "k".into(),
+            columns: vec![types::Column {
+                name: "a".into(),
+                ty: ColumnType::Text,
+            }],
+            rows: 2,
+            text: b"ab".to_vec(),
+            text_ends: vec![1],
+            ints: vec![],
+            floats: vec![],
+            nulls: vec![0],
+        };
+        assert!(Batch::new(raw).is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! The signature normalizer: every Rust detector groups errors the same way.
+//!
+//! An error line is reduced to its first meaningful line, then ordered rules
+//! replace what varies between occurrences of the same failure with
+//! placeholders: email addresses, URLs, quoted values, UUIDs, IP addresses,
+//! dates and times, paths (POSIX, `~`, Windows), long hashes, hex ids,
+//! durations, then any remaining number. So "no layer 12 in /a/b" and
+//! "no layer 104 in /c/d" both become "no layer <n> in <path>" and group into
+//! one issue. The order matters: earlier rules take text that later rules
+//! would cut into pieces (a URL holds a path and numbers). The lessons of
+//! Sentry's grouping parameterization apply, and the known imperfect cases
+//! are pinned by tests so a change in behaviour is a decision, not an accident.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Characters kept in a title.
+pub const TITLE_CHARS: usize = 160;
+
+struct Rule {
+    re: Regex,
+    with: &'static str,
+}
+
+fn rule(pattern: &str, with: &'static str) -> Rule {
+    Rule {
+        re: Regex::new(pattern).expect("normalizer patterns are valid"),
+        with,
+    }
+}
+
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    vec![
+        rule(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", "<email>"),
+        rule(r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>`]+"#, "<url>"),
+        rule(
+            r#""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"#,
+            "<quoted>",
+        ),
+        rule(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+            "<uuid>",
+        ),
+        rule(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<ip>"),
+        rule(
+            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b",
+            "<date>",
+        ),
+        rule(r"(?:\b[A-Za-z]:\\|\\\\)[^\s:*?<>|]+", "<path>"),
+        // A POSIX path starts a word: `src/a/b.rs` is not cut in two.
+        rule(
+            r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#,
+            "${1}<path>",
+        ),
+        rule(r"\b[0-9a-fA-F]{16,}\b", "<hash>"),
+        rule(
+            r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b",
+            "<hex>",
+        ),
+        rule(
+            r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b",
+            "<duration>",
+        ),
+        rule(r"[-+]?\b\d+(?:[.,]\d+)*\b", "<n>"),
+    ]
+});
+
+static SPACES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid"));
+
+/// The first line of an error that says something: blank lines and lines of
+/// only punctuation are skipped.
+pub fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| l.chars().any(|c| c.is_alphanumeric()))
+        .unwrap_or("")
+}
+
+/// Replaces what varies with placeholders, on the first meaningful line only,
+/// and collapses whitespace. Hex ids shorter than 16 digits need at least one
+/// letter and one digit, so plain words and plain numbers are left to the
+/// word and number rules.
+pub fn normalize(text: &str) -> String {
+    let mut line = first_line(text).to_owned();
+    for r in RULES.iter() {
+        if r.re.is_match(&line) {
+            line = r.re.replace_all(&line, r.with).into_owned();
+        }
+    }
+    SPACES.replace_all(line.trim(), " ").into_owned()
+}
+
+/// A title: the normalized line, capped at [`TITLE_CHARS`] characters.
+pub fn title(text: &str) -> String {
+    cap(&normalize(text))
+}
+
+/// Caps a line at [`TITLE_CHARS`] characters.
+pub fn cap(s: &str) -> String {
+    s.chars().take(TITLE_CHARS).collect()
+}
+
+/// Removes every occurrence of each name (bot names, say) before hashing,
+/// longest first so a name containing another is removed whole.
+pub fn scrub(text: &str, names: &[String]) -> String {
+    let mut names: Vec<&String> = names.iter().filter(|n| n.trim().len() >= 2).collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    let mut out = text.to_owned();
+    for n in names {
+        if out.contains(n.as_str()) {
+            out = out.replace(n.as_str(), "<name>");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (input, expected placeholder text). Each case is also checked with a
+    /// prefix and a suffix around it, so a rule anchored by accident shows up.
+    const CASES: &[(&str, &str)] = &[
+        ("12", "<n>"),
+        ("104", "<n>"),
+        ("-3", "<n>"),
+        ("3.25", "<n>"),
+        ("/a/b", "<path>"),
+        ("/var/log/app-1.log", "<path>"),
+        ("~/work/x.txt", "<path>"),
+        ("./build/out", "<path>"),
+        (r"C:\Users\me\file.txt", "<path>"),
+        ("https://api.example.com/v1/items?id=9", "<url>"),
+        ("ops@example.com", "<email>"),
+        ("550e8400-e29b-41d4-a716-446655440000", "<uuid>"),
+        ("10.0.0.12", "<ip>"),
+        ("127.0.0.1:8080", "<ip>"),
+        ("2026-11-30T10:15:00Z", "<date>"),
+        ("10:15:00", "<date>"),
+        ("deadbeefcafebabe1234", "<hash>"),
+        ("0x7ffe", "<hex>"),
+        ("a1b2c3", "<hex>"),
+        ("250ms", "<duration>"),
+        ("1.5s", "<duration>"),
+        ("\"some value\"", "<quoted>"),
+        ("'x y'", "<quoted>"),
+        ("`cmd --flag`", "<quoted>"),
+    ];
+
+    #[test]
+    fn every_case_bare_with_prefix_and_with_suffix() {
+        for (input, want) in CASES {
+            assert_eq!(normalize(input), *want, "bare {input:?}");
+            assert_eq!(
+                normalize(&format!("failed at {input}")),
+                format!("failed at {want}"),
+                "prefix {input:?}"
+            );
+            assert_eq!(
+                normalize(&format!("{input} failed")),
+                format!("{want} failed"),
+                "suffix {input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn different_numbers_and_paths_group_together() {
+        assert_eq!(normalize("no layer 12 in /a/b"), "no layer <n> in <path>");
+        assert_eq!(
+            normalize("no layer 12 in /a/b"),
+            normalize("no layer 104 in /c/d")
+        );
+    }
+
+    #[test]
+    fn only_the_first_meaningful_line_counts() {
+        assert_eq!(
+            normalize("\n---\nError: disk 3 full\n  at foo (/x/y.js:1:2)"),
+            "Error: disk <n> full"
+        );
+    }
+
+    #[test]
+    fn words_that_look_like_hex_are_kept() {
+        // "cafe" and "deadbeef" have no digit: they are words, not ids.
+        assert_eq!(normalize("cafe deadbeef added"), "cafe deadbeef added");
+    }
+
+    /// Known imperfect cases: pinned so a change is a decision.
+    #[test]
+    fn known_imperfect_cases() {
+        // A relative path without a leading `./` keeps its words; only its numbers go.
+        assert_eq!(
+            normalize("cannot open src/a/12.rs"),
+            "cannot open src/a/<n>.rs"
+        );
+        // A version reads as a number.
+        assert_eq!(normalize("needs node 20.1.0"), "needs node <n>");
+        // An apostrophe in prose opens a quote that a second one closes.
+        assert_eq!(normalize("can't find 'x' here"), "can<quoted>x' here");
+    }
+
+    #[test]
+    fn titles_are_capped() {
+        assert_eq!(title(&"word ".repeat(100)).chars().count(), TITLE_CHARS);
+    }
+
+    #[test]
+    fn names_are_scrubbed_longest_first() {
+        let names = vec!["Ann".to_string(), "Annabel".to_string()];
+        assert_eq!(
+            scrub("Annabel stopped; Ann too", &names),
+            "<name> stopped; <name> too"
+        );
+    }
+}

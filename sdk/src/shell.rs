@@ -1,0 +1,163 @@
+//! Shell failures, grouped coarsely: by exit code and an error class, never
+//! by what the command printed (which names the files of the work in hand).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// The class of a failed shell command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    TimedOut,
+    CommandNotFound,
+    SyntaxError,
+    NoSuchFile,
+    PermissionDenied,
+    ConnectionFailed,
+    OutOfMemory,
+    DiskFull,
+    AlreadyExists,
+    Killed,
+    Interrupted,
+    Other,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::TimedOut => "timed out",
+            ErrorClass::CommandNotFound => "command not found",
+            ErrorClass::SyntaxError => "syntax error",
+            ErrorClass::NoSuchFile => "no such file",
+            ErrorClass::PermissionDenied => "permission denied",
+            ErrorClass::ConnectionFailed => "connection failed",
+            ErrorClass::OutOfMemory => "out of memory",
+            ErrorClass::DiskFull => "disk full",
+            ErrorClass::AlreadyExists => "already exists",
+            ErrorClass::Killed => "killed",
+            ErrorClass::Interrupted => "interrupted",
+            ErrorClass::Other => "failed",
+        }
+    }
+}
+
+static CLASSES: LazyLock<Vec<(Regex, ErrorClass)>> = LazyLock::new(|| {
+    let r = |p: &str| Regex::new(&format!("(?i){p}")).expect("valid pattern");
+    vec![
+        (
+            r(r"timed out|timeout|deadline exceeded"),
+            ErrorClass::TimedOut,
+        ),
+        (
+            r(r"command not found|not recognized as an internal or external command|: not found\b"),
+            ErrorClass::CommandNotFound,
+        ),
+        (
+            r(r"syntax error|unexpected token|unexpected end of file|unexpected eof"),
+            ErrorClass::SyntaxError,
+        ),
+        (
+            r(r"no such file or directory|enoent|cannot find the path|no such file"),
+            ErrorClass::NoSuchFile,
+        ),
+        (
+            r(r"permission denied|eacces|operation not permitted|eperm\b"),
+            ErrorClass::PermissionDenied,
+        ),
+        (
+            r(
+                r"connection refused|could not resolve host|name or service not known|network is unreachable|econnrefused|connection reset",
+            ),
+            ErrorClass::ConnectionFailed,
+        ),
+        (
+            r(r"out of memory|cannot allocate memory|enomem"),
+            ErrorClass::OutOfMemory,
+        ),
+        (
+            r(r"no space left on device|enospc|disk quota exceeded"),
+            ErrorClass::DiskFull,
+        ),
+        (
+            r(r"file exists|already exists|eexist"),
+            ErrorClass::AlreadyExists,
+        ),
+    ]
+});
+
+/// Classifies a failed command from its output and exit code.
+pub fn classify(output: &str, exit_code: Option<i64>) -> ErrorClass {
+    if let Some((_, class)) = CLASSES.iter().find(|(re, _)| re.is_match(output)) {
+        return *class;
+    }
+    match exit_code {
+        Some(124) => ErrorClass::TimedOut,
+        Some(127) => ErrorClass::CommandNotFound,
+        Some(126) => ErrorClass::PermissionDenied,
+        Some(137) => ErrorClass::Killed,
+        Some(130) => ErrorClass::Interrupted,
+        _ => ErrorClass::Other,
+    }
+}
+
+/// The grouping key and title of a failed command. A timeout ignores the exit
+/// code, which only names the signal that stopped it.
+pub fn group(output: &str, exit_code: Option<i64>) -> (String, String) {
+    let class = classify(output, exit_code);
+    match (class, exit_code) {
+        (ErrorClass::TimedOut, _) => ("timed out".into(), "timed out".into()),
+        (c, Some(code)) => (
+            format!("exit {code}: {}", c.as_str()),
+            format!("exit {code}: {}", c.as_str()),
+        ),
+        (c, None) => (c.as_str().into(), format!("command failed: {}", c.as_str())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_from_output() {
+        assert_eq!(
+            classify("bash: foo: command not found", Some(127)),
+            ErrorClass::CommandNotFound
+        );
+        assert_eq!(
+            classify("cat: /x/y: No such file or directory", Some(1)),
+            ErrorClass::NoSuchFile
+        );
+        assert_eq!(
+            classify("sh: 1: Syntax error: \"(\" unexpected", Some(2)),
+            ErrorClass::SyntaxError
+        );
+        assert_eq!(
+            classify("mkdir: cannot create directory: Permission denied", Some(1)),
+            ErrorClass::PermissionDenied
+        );
+        assert_eq!(
+            classify("curl: (7) Failed to connect: Connection refused", Some(7)),
+            ErrorClass::ConnectionFailed
+        );
+    }
+
+    #[test]
+    fn exit_code_decides_when_output_is_silent() {
+        assert_eq!(classify("", Some(127)), ErrorClass::CommandNotFound);
+        assert_eq!(classify("", Some(124)), ErrorClass::TimedOut);
+        assert_eq!(classify("", Some(1)), ErrorClass::Other);
+    }
+
+    #[test]
+    fn a_timeout_ignores_the_exit_code() {
+        assert_eq!(
+            group("Command timed out after 120s", Some(143)),
+            group("timed out", Some(137))
+        );
+        assert_eq!(
+            group("x: command not found", Some(127)).1,
+            "exit 127: command not found"
+        );
+    }
+}

@@ -1,0 +1,290 @@
+//! Generates reference data dirs (the OpenMausBot layout of DESIGN.md) with
+//! a known ground truth: the demo, the end-to-end tests and the benchmarks
+//! all use it.
+//!
+//! The data is deterministic for a given seed: SQLite databases in WAL mode
+//! (`messages.db`, `runtime.db`), one NDJSON event log per thread and
+//! `bots.json`. Failures are drawn from realistic templates whose raw text
+//! carries values (paths, numbers, ids, addresses) that must never reach the
+//! output; the returned [`Truth`] lists every failed call so a test can check
+//! counts exactly.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, params};
+
+/// How much to generate.
+#[derive(Debug, Clone)]
+pub struct DataSpec {
+    pub seed: u64,
+    pub bots: usize,
+    pub threads_per_bot: usize,
+    pub turns_per_thread: usize,
+    /// Tool calls per turn.
+    pub calls_per_turn: usize,
+    /// Percent of tool calls that fail.
+    pub failure_pct: u64,
+    /// The time of the first record, ms since the Unix epoch.
+    pub start_ms: i64,
+}
+
+impl Default for DataSpec {
+    /// A few hundred rows: the demo.
+    fn default() -> Self {
+        DataSpec {
+            seed: 7,
+            bots: 3,
+            threads_per_bot: 2,
+            turns_per_thread: 12,
+            calls_per_turn: 4,
+            failure_pct: 18,
+            start_ms: 1_791_895_700_000,
+        }
+    }
+}
+
+/// One failed tool call the generator wrote.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub message_id: String,
+    pub tool: String,
+    pub output: String,
+    pub exit_code: Option<i64>,
+    pub turn_id: String,
+    /// Which template produced it: failures of one template group together.
+    pub template: &'static str,
+}
+
+/// What was written.
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    pub activity_rows: usize,
+    pub failures: Vec<Failure>,
+    pub bot_names: Vec<String>,
+}
+
+/// A small deterministic generator (xorshift64*): no dependency, same data
+/// on every machine.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const BOT_NAMES: &[&str] = &["Marvin", "Ada", "Turing", "Grace", "Linus", "Hopper"];
+
+/// `(template, tool, exit code, output)`: every output carries values the
+/// normalizer must remove.
+fn failure_template(rng: &mut Rng, bot_name: &str) -> (&'static str, String, Option<i64>, String) {
+    let n = rng.below(900) + 10;
+    let m = rng.below(90_000) + 1000;
+    match rng.below(8) {
+        0 => (
+            "no-layer",
+            "mcp__agents__load_layer".into(),
+            None,
+            format!("no layer {n} in /srv/projects/p{m}/layers"),
+        ),
+        1 => (
+            "cmd-not-found",
+            "Bash".into(),
+            Some(127),
+            format!("bash: deploy-{m}: command not found"),
+        ),
+        2 => (
+            "no-such-file",
+            "Bash".into(),
+            Some(1),
+            format!("cat: /home/user/work/report-{m}.txt: No such file or directory"),
+        ),
+        3 => (
+            "timeout",
+            "Bash".into(),
+            Some(if n % 2 == 0 { 137 } else { 143 }),
+            format!("Command timed out after {m}ms"),
+        ),
+        4 => (
+            "github-502",
+            "mcp__github__create_issue".into(),
+            None,
+            format!("HTTP 502 from https://api.github.com/repos/acme/r{m}/issues"),
+        ),
+        5 => (
+            "send-denied",
+            "mcp__agents__send_message".into(),
+            None,
+            format!("recipient user{m}@example.com rejected token \"sk-live-{m}{n}\""),
+        ),
+        6 => (
+            "fetch-404",
+            "WebFetch".into(),
+            None,
+            format!("request {m} to https://docs.example.org/p/{n} failed: 404"),
+        ),
+        _ => (
+            "room-timeout",
+            format!("Room turn stopped: {bot_name} ran longer than {n} seconds"),
+            None,
+            String::new(),
+        ),
+    }
+}
+
+fn open_wal(path: &Path) -> Result<Connection> {
+    let conn =
+        Connection::open(path).with_context(|| format!("cannot create {}", path.display()))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    Ok(conn)
+}
+
+/// Writes a data dir at `dir` (created if needed) and returns its truth.
+pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
+    std::fs::create_dir_all(dir.join("events"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut rng = Rng::new(spec.seed);
+    let mut truth = Truth::default();
+
+    let mut messages = open_wal(&dir.join("messages.db"))?;
+    messages.execute_batch(
+        "CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
+         CREATE INDEX IF NOT EXISTS messages_at ON messages(at);",
+    )?;
+    let mut runtime = open_wal(&dir.join("runtime.db"))?;
+    runtime.execute_batch(
+        "CREATE TABLE IF NOT EXISTS assignment_events(id INTEGER PRIMARY KEY, assignment_id TEXT, thread_id TEXT,
+                                                     bot_id TEXT, event TEXT, at INTEGER);",
+    )?;
+
+    let mut bots = Vec::new();
+    let tx = messages.transaction()?;
+    let rtx = runtime.transaction()?;
+    let mut at = spec.start_ms;
+    for b in 0..spec.bots {
+        let bot_id = format!("bot-{b:02}");
+        let name = BOT_NAMES[b % BOT_NAMES.len()].to_owned();
+        truth.bot_names.push(name.clone());
+        let mut threads = Vec::new();
+        for t in 0..spec.threads_per_bot {
+            let thread_id = format!("th-{b:02}-{t:03}");
+            threads.push(thread_id.clone());
+            let mut log = std::io::BufWriter::new(std::fs::File::create(
+                dir.join("events").join(format!("{thread_id}.ndjson")),
+            )?);
+            for turn in 0..spec.turns_per_thread {
+                let turn_id = format!("turn-{b:02}-{t:03}-{turn:04}");
+                let assignment = format!("as-{b:02}-{t:03}-{turn:04}");
+                let wait = if rng.below(10) == 0 {
+                    400_000
+                } else {
+                    2_000 + rng.below(20_000) as i64
+                };
+                rtx.execute(
+                    "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'enqueued', ?4)",
+                    params![assignment, thread_id, bot_id, at],
+                )?;
+                rtx.execute(
+                    "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'started', ?4)",
+                    params![assignment, thread_id, bot_id, at + wait],
+                )?;
+                at += wait;
+                tx.execute(
+                    "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'text', ?4)",
+                    params![format!("msg-{turn_id}-q"), thread_id, at, r#"{"text":"please do the thing"}"#],
+                )?;
+                for call in 0..spec.calls_per_turn {
+                    at += 1_000 + rng.below(5_000) as i64;
+                    let id = format!("msg-{turn_id}-{call:02}");
+                    let failed = rng.below(100) < spec.failure_pct;
+                    let data = if failed {
+                        let (template, tool, exit_code, output) = failure_template(&mut rng, &name);
+                        truth.failures.push(Failure {
+                            message_id: id.clone(),
+                            tool: tool.clone(),
+                            output: output.clone(),
+                            exit_code,
+                            turn_id: turn_id.clone(),
+                            template,
+                        });
+                        serde_json::json!({"turnId": turn_id, "from": {"botId": bot_id},
+                            "tool": {"name": tool, "ok": false, "output": output, "exitCode": exit_code}})
+                    } else {
+                        serde_json::json!({"turnId": turn_id, "from": {"botId": bot_id},
+                            "tool": {"name": "Read", "ok": true, "output": "fine"}})
+                    };
+                    tx.execute(
+                        "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'activity', ?4)",
+                        params![id, thread_id, at, data.to_string()],
+                    )?;
+                    truth.activity_rows += 1;
+                }
+                let ok = rng.below(10) != 0;
+                let stop = if ok {
+                    "end_turn"
+                } else {
+                    ["max_tokens", "error", "room_timeout", "quota"][rng.below(4) as usize]
+                };
+                let cost = (rng.below(700) as f64) / 100.0;
+                writeln!(
+                    log,
+                    "{}",
+                    serde_json::json!({"type": "turn.started", "id": format!("ev-{turn_id}-s"),
+                    "threadId": thread_id, "turnId": turn_id, "botId": bot_id, "createdAt": at - 10})
+                )?;
+                writeln!(
+                    log,
+                    "{}",
+                    serde_json::json!({"type": "turn.completed", "id": format!("ev-{turn_id}-c"),
+                    "threadId": thread_id, "turnId": turn_id, "botId": bot_id, "createdAt": at,
+                    "ok": ok, "stopReason": stop, "cost": cost})
+                )?;
+            }
+            log.flush()?;
+        }
+        bots.push(serde_json::json!({"id": bot_id, "name": name, "threads": threads}));
+    }
+    tx.commit()?;
+    rtx.commit()?;
+    std::fs::write(
+        dir.join("bots.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({"bots": bots}))?,
+    )?;
+    Ok(truth)
+}
+
+/// Adds one activity row to `messages.db` (for tests that build data by hand).
+pub fn insert_activity(
+    dir: &Path,
+    id: &str,
+    at: i64,
+    turn_id: &str,
+    tool: &str,
+    ok: Option<bool>,
+    output: &str,
+    exit_code: Option<i64>,
+) -> Result<()> {
+    let conn = open_wal(&dir.join("messages.db"))?;
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);")?;
+    let data = serde_json::json!({"turnId": turn_id, "from": {"botId": "bot-x"},
+        "tool": {"name": tool, "ok": ok, "output": output, "exitCode": exit_code}});
+    conn.execute(
+        "INSERT OR REPLACE INTO messages(id, thread_id, at, type, data) VALUES(?1, 'th-x', ?2, 'activity', ?3)",
+        params![id, at, data.to_string()],
+    )?;
+    Ok(())
+}

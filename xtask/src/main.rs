@@ -1,0 +1,187 @@
+//! `cargo xtask`: the project's chores.
+//!
+//! - `build-detectors`: every detector under `detectors/` → `detectors/<name>.wasm`
+//! - `demo`: build, generate a reference data dir, scan it, show the issues
+//! - `test`: the whole suite as CI runs it (format, lints, tests)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use xtask::{datagen, guest};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build every detector to detectors/<name>.wasm and check the host accepts it.
+    BuildDetectors,
+    /// Generate a reference data dir and scan it with every detector.
+    Demo {
+        /// Where to generate the data dir [default: target/demo/data].
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Generate a reference data dir only.
+    GenData {
+        dir: PathBuf,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+    /// Run the whole suite as CI does: fmt, clippy, tests.
+    Test,
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("xtask: error: {e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let root = guest::repo_root();
+    match cli.command {
+        Cmd::BuildDetectors => {
+            build_detectors(&root)?;
+        }
+        Cmd::Demo { data_dir } => demo(&root, data_dir)?,
+        Cmd::GenData { dir, seed } => {
+            let truth = datagen::generate(
+                &dir,
+                &datagen::DataSpec {
+                    seed,
+                    ..Default::default()
+                },
+            )?;
+            println!(
+                "{}: {} activity rows, {} failed tool calls",
+                dir.display(),
+                truth.activity_rows,
+                truth.failures.len()
+            );
+        }
+        Cmd::Test => test(&root)?,
+    }
+    Ok(())
+}
+
+fn build_detectors(root: &Path) -> Result<()> {
+    let built = guest::build_detectors(root, &root.join("detectors"))?;
+    println!("{:<24} {:>10}  sha256", "detector", "bytes");
+    for b in &built {
+        println!("{:<24} {:>10}  {}", b.name, b.size, b.sha256);
+    }
+    println!(
+        "{} detectors in {}",
+        built.len(),
+        root.join("detectors").display()
+    );
+    Ok(())
+}
+
+fn cargo(root: &Path) -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root);
+    c
+}
+
+fn step(what: &str, cmd: &mut Command) -> Result<()> {
+    eprintln!("==> {what}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start: {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
+    build_detectors(root)?;
+    let data = data_dir.unwrap_or_else(|| root.join("target/demo/data"));
+    if data.exists() {
+        std::fs::remove_dir_all(&data)
+            .with_context(|| format!("cannot clear {}", data.display()))?;
+    }
+    let truth = datagen::generate(&data, &datagen::DataSpec::default())?;
+    eprintln!(
+        "==> generated {}: {} activity rows, {} failed tool calls",
+        data.display(),
+        truth.activity_rows,
+        truth.failures.len()
+    );
+    // Output must live outside the data dir and outside any git repository.
+    let out = std::env::temp_dir().join("sentinel-demo-out");
+    if out.exists() {
+        std::fs::remove_dir_all(&out)?;
+    }
+    step(
+        "sentinel-host run",
+        cargo(root)
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "sentinel-host",
+                "--",
+                "run",
+                "--once",
+                "--detectors",
+            ])
+            .arg(root.join("detectors"))
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--out")
+            .arg(&out),
+    )?;
+    let issues = std::fs::read_to_string(out.join("issues.jsonl"))
+        .context("the scan wrote no issues.jsonl")?;
+    println!(
+        "\n{} issues in {}:",
+        issues.lines().count(),
+        out.join("issues.jsonl").display()
+    );
+    for line in issues.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        println!(
+            "  {:>3}x  {:<8} {:<8} {:<28} {}",
+            v["count"],
+            v["origin"].as_str().unwrap_or(""),
+            v["severity"].as_str().unwrap_or(""),
+            v["tool"].as_str().unwrap_or(""),
+            v["title"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+fn test(root: &Path) -> Result<()> {
+    guest::ensure_wasm_target()?;
+    step(
+        "cargo fmt --check",
+        cargo(root).args(["fmt", "--all", "--check"]),
+    )?;
+    step(
+        "cargo clippy",
+        cargo(root).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step("cargo test", cargo(root).args(["test", "--workspace"]))?;
+    Ok(())
+}
