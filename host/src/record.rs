@@ -25,28 +25,16 @@ pub struct Column {
 
 impl Column {
     pub const fn text(name: &'static str) -> Self {
-        Column {
-            name,
-            ty: ColumnType::Text,
-        }
+        Column { name, ty: ColumnType::Text }
     }
     pub const fn int(name: &'static str) -> Self {
-        Column {
-            name,
-            ty: ColumnType::Int,
-        }
+        Column { name, ty: ColumnType::Int }
     }
     pub const fn float(name: &'static str) -> Self {
-        Column {
-            name,
-            ty: ColumnType::Float,
-        }
+        Column { name, ty: ColumnType::Float }
     }
     pub const fn boolean(name: &'static str) -> Self {
-        Column {
-            name,
-            ty: ColumnType::Boolean,
-        }
+        Column { name, ty: ColumnType::Boolean }
     }
 }
 
@@ -101,9 +89,7 @@ pub struct BatchBuilder {
 
 /// A row whose cells do not match the batch's columns: a bug in a source.
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error(
-    "row for {source_name}/{kind} does not fit column {column}: expected {expected:?}, got {got}"
-)]
+#[error("row for {source_name}/{kind} does not fit column {column}: expected {expected:?}, got {got}")]
 pub struct ShapeError {
     pub source_name: String,
     pub kind: String,
@@ -163,11 +149,7 @@ impl BatchBuilder {
 
     /// Appends one row; `cells` are in column order.
     pub fn push_row(&mut self, cells: &[Cell<'_>]) -> Result<(), ShapeError> {
-        assert_eq!(
-            cells.len(),
-            self.columns.len(),
-            "a row has one cell per column"
-        );
+        assert_eq!(cells.len(), self.columns.len(), "a row has one cell per column");
         // Check the whole row first so a bad row leaves the batch untouched.
         for (c, cell) in cells.iter().enumerate() {
             let ty = self.columns[c].ty;
@@ -278,33 +260,14 @@ impl BatchBuilder {
 mod tests {
     use super::*;
 
-    const COLS: &[Column] = &[
-        Column::text("id"),
-        Column::int("at"),
-        Column::text("name"),
-        Column::boolean("ok"),
-        Column::float("cost"),
-    ];
+    const COLS: &[Column] =
+        &[Column::text("id"), Column::int("at"), Column::text("name"), Column::boolean("ok"), Column::float("cost")];
 
     #[test]
     fn cells_are_packed_column_major_with_running_text_offsets() {
         let mut b = BatchBuilder::new("s", "k", COLS);
-        b.push_row(&[
-            Cell::Text("a1"),
-            Cell::Int(5),
-            Cell::Text("x"),
-            Cell::Boolean(true),
-            Cell::Float(1.5),
-        ])
-        .unwrap();
-        b.push_row(&[
-            Cell::Text("b22"),
-            Cell::Int(7),
-            Cell::Null,
-            Cell::Boolean(false),
-            Cell::Null,
-        ])
-        .unwrap();
+        b.push_row(&[Cell::Text("a1"), Cell::Int(5), Cell::Text("x"), Cell::Boolean(true), Cell::Float(1.5)]).unwrap();
+        b.push_row(&[Cell::Text("b22"), Cell::Int(7), Cell::Null, Cell::Boolean(false), Cell::Null]).unwrap();
         let batch = b.take();
         assert_eq!(batch.rows, 2);
         assert_eq!(batch.text, b"a1b22x");
@@ -319,24 +282,10 @@ mod tests {
     #[test]
     fn take_resets_for_the_next_batch() {
         let mut b = BatchBuilder::new("s", "k", COLS);
-        b.push_row(&[
-            Cell::Text("a"),
-            Cell::Int(1),
-            Cell::Text("b"),
-            Cell::Boolean(true),
-            Cell::Float(0.0),
-        ])
-        .unwrap();
+        b.push_row(&[Cell::Text("a"), Cell::Int(1), Cell::Text("b"), Cell::Boolean(true), Cell::Float(0.0)]).unwrap();
         let _ = b.take();
         assert!(b.is_empty());
-        b.push_row(&[
-            Cell::Text("zz"),
-            Cell::Int(2),
-            Cell::Text("y"),
-            Cell::Boolean(true),
-            Cell::Float(0.0),
-        ])
-        .unwrap();
+        b.push_row(&[Cell::Text("zz"), Cell::Int(2), Cell::Text("y"), Cell::Boolean(true), Cell::Float(0.0)]).unwrap();
         let batch = b.take();
         assert_eq!(batch.text, b"zzy");
         assert_eq!(batch.text_ends, vec![2, 3]);
@@ -345,15 +294,7 @@ mod tests {
     #[test]
     fn a_mistyped_cell_is_refused_and_leaves_the_batch_unchanged() {
         let mut b = BatchBuilder::new("s", "k", COLS);
-        let err = b
-            .push_row(&[
-                Cell::Int(1),
-                Cell::Int(1),
-                Cell::Null,
-                Cell::Null,
-                Cell::Null,
-            ])
-            .unwrap_err();
+        let err = b.push_row(&[Cell::Int(1), Cell::Int(1), Cell::Null, Cell::Null, Cell::Null]).unwrap_err();
         assert_eq!(err.column, "id");
         assert!(b.is_empty());
     }

@@ -17,9 +17,7 @@ use serde::Serialize;
 use crate::ledger::out_dir::{self, OutDirError};
 use crate::ledger::{CommitReport, Ledger, LedgerError, ScanCommit};
 use crate::observation::{ConfigValue, Descriptor, Observation};
-use crate::runtime::{
-    CallFailure, DetectorScan, Limits, PreparedBatch, Runtime, RuntimeError, ScanContext,
-};
+use crate::runtime::{CallFailure, DetectorScan, Limits, PreparedBatch, Runtime, RuntimeError, ScanContext};
 use crate::sources::{self, ReadContext};
 
 /// Everything a scan needs to know.
@@ -69,12 +67,7 @@ pub enum ScanError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error("config for detector {detector}: key `{key}` expects {expected}, got {got}")]
-    ConfigType {
-        detector: String,
-        key: String,
-        expected: &'static str,
-        got: &'static str,
-    },
+    ConfigType { detector: String, key: String, expected: &'static str, got: &'static str },
 }
 
 /// How a detector fared in this scan.
@@ -146,10 +139,7 @@ impl ScanReport {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Resolves the data dir and checks it is a directory.
@@ -166,10 +156,7 @@ pub fn resolve_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, ScanError> {
 
 /// The config a detector gets: its defaults, overridden by operator values of
 /// the same key, each checked against the default's type.
-fn detector_config(
-    d: &Descriptor,
-    opts: &ScanOptions,
-) -> Result<Vec<(String, ConfigValue)>, ScanError> {
+fn detector_config(d: &Descriptor, opts: &ScanOptions) -> Result<Vec<(String, ConfigValue)>, ScanError> {
     let mut out = Vec::with_capacity(d.config.len());
     for key in &d.config {
         let given = opts
@@ -178,13 +165,7 @@ fn detector_config(
             .rev()
             .find(|(det, k, _)| *det == d.name && *k == key.name)
             .map(|(_, _, v)| v)
-            .or_else(|| {
-                opts.global_config
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| *k == key.name)
-                    .map(|(_, v)| v)
-            });
+            .or_else(|| opts.global_config.iter().rev().find(|(k, _)| *k == key.name).map(|(_, v)| v));
         let value = match given {
             None => key.default.clone(),
             Some(v) => coerce(v, &key.default).ok_or_else(|| ScanError::ConfigType {
@@ -250,11 +231,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                 loaded.push(d);
             }
             Err(e) => summaries.push(DetectorSummary {
-                name: e
-                    .path()
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+                name: e.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
                 path: e.path().to_owned(),
                 version: None,
                 status: "refused",
@@ -276,12 +253,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         }
     }
     // Summaries of loaded detectors, by position in `loaded`.
-    let loaded_summary: Vec<usize> = summaries
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.status == "ok")
-        .map(|(i, _)| i)
-        .collect();
+    let loaded_summary: Vec<usize> =
+        summaries.iter().enumerate().filter(|(_, s)| s.status == "ok").map(|(i, _)| i).collect();
 
     let mut sources = sources::default_sources();
     sources.sort_by_key(|s| !s.is_reference());
@@ -295,12 +268,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     for (index, d) in loaded.iter().enumerate() {
         let config = detector_config(&d.descriptor, opts)?;
         let state = ledger.state(&d.descriptor.name)?;
-        let ctx = ScanContext {
-            scan_time_ms: scan_time,
-            window_start_ms: window_start,
-            config,
-            state,
-        };
+        let ctx = ScanContext { scan_time_ms: scan_time, window_start_ms: window_start, config, state };
         match runtime.start_scan(d, ctx) {
             Ok(scan) => active.push(Active { index, scan }),
             Err(f) => record_failure(&mut summaries[loaded_summary[index]], &f),
@@ -367,16 +335,9 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
             Ok(outcome) => {
                 fill_stats(summary, &outcome.stats);
                 summary.observations = outcome.observations.len();
-                summary.logs = outcome
-                    .logs
-                    .iter()
-                    .map(|l| format!("{}: {}", l.level, l.message))
-                    .collect();
+                summary.logs = outcome.logs.iter().map(|l| format!("{}: {}", l.level, l.message)).collect();
                 if outcome.logs_dropped > 0 {
-                    summary.logs.push(format!(
-                        "({} more lines dropped: log budget spent)",
-                        outcome.logs_dropped
-                    ));
+                    summary.logs.push(format!("({} more lines dropped: log budget spent)", outcome.logs_dropped));
                 }
                 states.insert(loaded[a.index].descriptor.name.clone(), outcome.state);
                 observations.extend(outcome.observations);
@@ -385,11 +346,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         }
     }
 
-    let issues = ledger.commit(ScanCommit {
-        observations: &observations,
-        cursors: cursors_out,
-        states,
-    })?;
+    let issues = ledger.commit(ScanCommit { observations: &observations, cursors: cursors_out, states })?;
     Ok(ScanReport {
         data_dir,
         issues_file: ledger.issues_path(),

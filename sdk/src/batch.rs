@@ -58,20 +58,14 @@ impl Batch {
             });
         }
         let bad = |what: &str| format!("batch {}/{}: {what}", raw.source, raw.kind);
-        if raw.text_ends.len() != t * rows
-            || raw.ints.len() != i * rows
-            || raw.floats.len() != f * rows
-        {
+        if raw.text_ends.len() != t * rows || raw.ints.len() != i * rows || raw.floats.len() != f * rows {
             return Err(bad("cell arrays do not match columns x rows"));
         }
         if raw.nulls.len() < (raw.columns.len() * rows).div_ceil(8) {
             return Err(bad("null bitmap too short"));
         }
         if raw.text_ends.windows(2).any(|w| w[0] > w[1])
-            || raw
-                .text_ends
-                .last()
-                .is_some_and(|&e| e as usize > raw.text.len())
+            || raw.text_ends.last().is_some_and(|&e| e as usize > raw.text.len())
         {
             return Err(bad("text offsets out of order or out of range"));
         }
@@ -92,12 +86,7 @@ impl Batch {
     }
 
     /// Builds a batch in memory, for tests and replay cases.
-    pub fn from_rows(
-        source: &str,
-        kind: &str,
-        columns: &[(&str, ColumnKind)],
-        rows: &[Vec<Value>],
-    ) -> Self {
+    pub fn from_rows(source: &str, kind: &str, columns: &[(&str, ColumnKind)], rows: &[Vec<Value>]) -> Self {
         let n = rows.len();
         let mut text = String::new();
         let (mut text_ends, mut ints, mut floats) = (Vec::new(), Vec::new(), Vec::new());
@@ -174,9 +163,7 @@ impl Batch {
 
     pub fn is_null(&self, col: usize, row: usize) -> bool {
         let bit = col * self.rows + row;
-        self.nulls
-            .get(bit / 8)
-            .is_none_or(|b| b & (1 << (bit % 8)) != 0)
+        self.nulls.get(bit / 8).is_none_or(|b| b & (1 << (bit % 8)) != 0)
     }
 
     /// A text cell; `None` when null, out of range or not a text column.
@@ -189,11 +176,7 @@ impl Batch {
         }
         let idx = t * self.rows + row;
         let end = self.text_ends[idx] as usize;
-        let start = if idx == 0 {
-            0
-        } else {
-            self.text_ends[idx - 1] as usize
-        };
+        let start = if idx == 0 { 0 } else { self.text_ends[idx - 1] as usize };
         self.text.get(start..end)
     }
 
@@ -211,9 +194,7 @@ impl Batch {
     /// A float cell; int columns are widened.
     pub fn float(&self, col: usize, row: usize) -> Option<f64> {
         match *self.slots.get(col)? {
-            Slot::Float(f) if row < self.rows && !self.is_null(col, row) => {
-                Some(self.floats[f * self.rows + row])
-            }
+            Slot::Float(f) if row < self.rows && !self.is_null(col, row) => Some(self.floats[f * self.rows + row]),
             Slot::Int(_) => self.int(col, row).map(|i| i as f64),
             _ => None,
         }
@@ -301,21 +282,10 @@ mod tests {
         let b = Batch::from_rows(
             "messages",
             "tool-failure",
-            &[
-                ("id", ColumnKind::Text),
-                ("at", ColumnKind::Int),
-                ("output", ColumnKind::Text),
-            ],
-            &[
-                vec!["m1".into(), 10.into(), "boom é".into()],
-                vec!["m2".into(), Value::Null, Value::Null],
-            ],
+            &[("id", ColumnKind::Text), ("at", ColumnKind::Int), ("output", ColumnKind::Text)],
+            &[vec!["m1".into(), 10.into(), "boom é".into()], vec!["m2".into(), Value::Null, Value::Null]],
         );
-        let (id, at, out) = (
-            b.column("id").unwrap(),
-            b.column("at").unwrap(),
-            b.column("output").unwrap(),
-        );
+        let (id, at, out) = (b.column("id").unwrap(), b.column("at").unwrap(), b.column("output").unwrap());
         assert_eq!(b.text(id, 1), Some("m2"));
         assert_eq!(b.int(at, 0), Some(10));
         assert_eq!(b.int(at, 1), None);
@@ -331,10 +301,7 @@ mod tests {
         let raw = types::Batch {
             source: "s".into(),
             kind: "k".into(),
-            columns: vec![types::Column {
-                name: "a".into(),
-                ty: ColumnType::Text,
-            }],
+            columns: vec![types::Column { name: "a".into(), ty: ColumnType::Text }],
             rows: 2,
             text: b"ab".to_vec(),
             text_ends: vec![1],

@@ -16,22 +16,12 @@ pub struct ScanContext {
 
 impl ScanContext {
     pub(crate) fn from_wit(c: types::ScanContext) -> Self {
-        ScanContext {
-            scan_time: c.scan_time,
-            window_start: c.window_start,
-            config: c.config,
-            state: c.state,
-        }
+        ScanContext { scan_time: c.scan_time, window_start: c.window_start, config: c.config, state: c.state }
     }
 
     /// A context for tests and replay cases.
     pub fn new(scan_time: i64, config: Vec<(String, ConfigValue)>, state: Option<Vec<u8>>) -> Self {
-        ScanContext {
-            scan_time,
-            window_start: 0,
-            config,
-            state,
-        }
+        ScanContext { scan_time, window_start: 0, config, state }
     }
 
     /// The state the last successful scan returned.

@@ -31,19 +31,12 @@ impl Descriptor {
 
     /// Records of `kind` from `source` are wanted.
     pub fn subscribe(mut self, source: &str, kind: &str) -> Self {
-        self.inner.subscriptions.push(types::Subscription {
-            source: source.into(),
-            kind: kind.into(),
-        });
+        self.inner.subscriptions.push(types::Subscription { source: source.into(), kind: kind.into() });
         self
     }
 
     pub fn config(mut self, name: &str, default: ConfigValue, doc: &str) -> Self {
-        self.inner.config.push(types::ConfigKey {
-            name: name.into(),
-            doc: doc.into(),
-            default,
-        });
+        self.inner.config.push(types::ConfigKey { name: name.into(), doc: doc.into(), default });
         self
     }
     pub fn config_bool(self, name: &str, default: bool, doc: &str) -> Self {
@@ -70,11 +63,7 @@ impl Descriptor {
 
     /// The config defaults, for building a [`crate::ScanContext`] in tests.
     pub fn defaults(&self) -> Vec<(String, ConfigValue)> {
-        self.inner
-            .config
-            .iter()
-            .map(|k| (k.name.clone(), k.default.clone()))
-            .collect()
+        self.inner.config.iter().map(|k| (k.name.clone(), k.default.clone())).collect()
     }
 
     pub fn name(&self) -> &str {

@@ -59,8 +59,7 @@ pub use __bindings::sentinel::detector::types::{ConfigValue, DetectorError, Orig
 /// Everything a detector usually needs.
 pub mod prelude {
     pub use crate::{
-        Batch, ConfigValue, Descriptor, Detector, DetectorError, Observation, Origin, Row,
-        ScanContext, Severity,
+        Batch, ConfigValue, Descriptor, Detector, DetectorError, Observation, Origin, Row, ScanContext, Severity,
     };
 }
 
@@ -129,26 +128,18 @@ pub mod __private {
         fn push(&self, batch: types::Batch) -> Result<Vec<types::Observation>, DetectorError> {
             let batch = Batch::new(batch).map_err(DetectorError::BadInput)?;
             let mut inner = self.inner.borrow_mut();
-            let det = inner
-                .as_mut()
-                .ok_or_else(|| DetectorError::Failed("push after finish".into()))?;
+            let det = inner.as_mut().ok_or_else(|| DetectorError::Failed("push after finish".into()))?;
             let mut out = Vec::new();
             det.push(&batch, &mut out)?;
             Ok(out.into_iter().map(|o| o.into_wit()).collect())
         }
 
         fn finish(&self) -> Result<types::ScanOutput, DetectorError> {
-            let mut det = self
-                .inner
-                .borrow_mut()
-                .take()
-                .ok_or_else(|| DetectorError::Failed("finish called twice".into()))?;
+            let mut det =
+                self.inner.borrow_mut().take().ok_or_else(|| DetectorError::Failed("finish called twice".into()))?;
             let mut out = Vec::new();
             let state = det.finish(&mut out)?;
-            Ok(types::ScanOutput {
-                observations: out.into_iter().map(|o| o.into_wit()).collect(),
-                state,
-            })
+            Ok(types::ScanOutput { observations: out.into_iter().map(|o| o.into_wit()).collect(), state })
         }
     }
 
@@ -158,9 +149,7 @@ pub mod __private {
 
     pub fn start<D: Detector>(ctx: types::ScanContext) -> Result<ScanAdapter<D>, DetectorError> {
         let ctx = ScanContext::from_wit(ctx);
-        Ok(ScanAdapter {
-            inner: RefCell::new(Some(D::start(&ctx)?)),
-        })
+        Ok(ScanAdapter { inner: RefCell::new(Some(D::start(&ctx)?)) })
     }
 }
 

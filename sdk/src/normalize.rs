@@ -24,24 +24,15 @@ struct Rule {
 }
 
 fn rule(pattern: &str, with: &'static str) -> Rule {
-    Rule {
-        re: Regex::new(pattern).expect("normalizer patterns are valid"),
-        with,
-    }
+    Rule { re: Regex::new(pattern).expect("normalizer patterns are valid"), with }
 }
 
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     vec![
         rule(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", "<email>"),
         rule(r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>`]+"#, "<url>"),
-        rule(
-            r#""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"#,
-            "<quoted>",
-        ),
-        rule(
-            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
-            "<uuid>",
-        ),
+        rule(r#""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"#, "<quoted>"),
+        rule(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
         rule(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<ip>"),
         rule(
             r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b",
@@ -49,19 +40,13 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         ),
         rule(r"(?:\b[A-Za-z]:\\|\\\\)[^\s:*?<>|]+", "<path>"),
         // A POSIX path starts a word: `src/a/b.rs` is not cut in two.
-        rule(
-            r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#,
-            "${1}<path>",
-        ),
+        rule(r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#, "${1}<path>"),
         rule(r"\b[0-9a-fA-F]{16,}\b", "<hash>"),
         rule(
             r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b",
             "<hex>",
         ),
-        rule(
-            r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b",
-            "<duration>",
-        ),
+        rule(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b", "<duration>"),
         rule(r"[-+]?\b\d+(?:[.,]\d+)*\b", "<n>"),
     ]
 });
@@ -71,10 +56,7 @@ static SPACES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("val
 /// The first line of an error that says something: blank lines and lines of
 /// only punctuation are skipped.
 pub fn first_line(text: &str) -> &str {
-    text.lines()
-        .map(str::trim)
-        .find(|l| l.chars().any(|c| c.is_alphanumeric()))
-        .unwrap_or("")
+    text.lines().map(str::trim).find(|l| l.chars().any(|c| c.is_alphanumeric())).unwrap_or("")
 }
 
 /// Replaces what varies with placeholders, on the first meaningful line only,
@@ -152,34 +134,20 @@ mod tests {
     fn every_case_bare_with_prefix_and_with_suffix() {
         for (input, want) in CASES {
             assert_eq!(normalize(input), *want, "bare {input:?}");
-            assert_eq!(
-                normalize(&format!("failed at {input}")),
-                format!("failed at {want}"),
-                "prefix {input:?}"
-            );
-            assert_eq!(
-                normalize(&format!("{input} failed")),
-                format!("{want} failed"),
-                "suffix {input:?}"
-            );
+            assert_eq!(normalize(&format!("failed at {input}")), format!("failed at {want}"), "prefix {input:?}");
+            assert_eq!(normalize(&format!("{input} failed")), format!("{want} failed"), "suffix {input:?}");
         }
     }
 
     #[test]
     fn different_numbers_and_paths_group_together() {
         assert_eq!(normalize("no layer 12 in /a/b"), "no layer <n> in <path>");
-        assert_eq!(
-            normalize("no layer 12 in /a/b"),
-            normalize("no layer 104 in /c/d")
-        );
+        assert_eq!(normalize("no layer 12 in /a/b"), normalize("no layer 104 in /c/d"));
     }
 
     #[test]
     fn only_the_first_meaningful_line_counts() {
-        assert_eq!(
-            normalize("\n---\nError: disk 3 full\n  at foo (/x/y.js:1:2)"),
-            "Error: disk <n> full"
-        );
+        assert_eq!(normalize("\n---\nError: disk 3 full\n  at foo (/x/y.js:1:2)"), "Error: disk <n> full");
     }
 
     #[test]
@@ -192,10 +160,7 @@ mod tests {
     #[test]
     fn known_imperfect_cases() {
         // A relative path without a leading `./` keeps its words; only its numbers go.
-        assert_eq!(
-            normalize("cannot open src/a/12.rs"),
-            "cannot open src/a/<n>.rs"
-        );
+        assert_eq!(normalize("cannot open src/a/12.rs"), "cannot open src/a/<n>.rs");
         // A version reads as a number.
         assert_eq!(normalize("needs node 20.1.0"), "needs node <n>");
         // An apostrophe in prose opens a quote that a second one closes.
@@ -210,9 +175,6 @@ mod tests {
     #[test]
     fn names_are_scrubbed_longest_first() {
         let names = vec!["Ann".to_string(), "Annabel".to_string()];
-        assert_eq!(
-            scrub("Annabel stopped; Ann too", &names),
-            "<name> stopped; <name> too"
-        );
+        assert_eq!(scrub("Annabel stopped; Ann too", &names), "<name> stopped; <name> too");
     }
 }

@@ -13,14 +13,7 @@ impl Observation {
     /// `signature` groups observations into one issue (the host stores only a
     /// hash of it); `occurrence` is counted once however often it is seen;
     /// `evidence` is a `(source, id)` reference, never content.
-    pub fn new(
-        kind: &str,
-        signature: &str,
-        title: &str,
-        at: i64,
-        occurrence: &str,
-        evidence: (&str, &str),
-    ) -> Self {
+    pub fn new(kind: &str, signature: &str, title: &str, at: i64, occurrence: &str, evidence: (&str, &str)) -> Self {
         Observation {
             inner: types::Observation {
                 kind: kind.into(),
@@ -34,10 +27,7 @@ impl Observation {
                 turn_id: None,
                 at,
                 occurrence: occurrence.into(),
-                evidence: types::EvidenceRef {
-                    source: evidence.0.into(),
-                    id: evidence.1.into(),
-                },
+                evidence: types::EvidenceRef { source: evidence.0.into(), id: evidence.1.into() },
                 wasted_turns: 0,
             },
         }

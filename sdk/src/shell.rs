@@ -44,44 +44,23 @@ impl ErrorClass {
 static CLASSES: LazyLock<Vec<(Regex, ErrorClass)>> = LazyLock::new(|| {
     let r = |p: &str| Regex::new(&format!("(?i){p}")).expect("valid pattern");
     vec![
-        (
-            r(r"timed out|timeout|deadline exceeded"),
-            ErrorClass::TimedOut,
-        ),
+        (r(r"timed out|timeout|deadline exceeded"), ErrorClass::TimedOut),
         (
             r(r"command not found|not recognized as an internal or external command|: not found\b"),
             ErrorClass::CommandNotFound,
         ),
-        (
-            r(r"syntax error|unexpected token|unexpected end of file|unexpected eof"),
-            ErrorClass::SyntaxError,
-        ),
-        (
-            r(r"no such file or directory|enoent|cannot find the path|no such file"),
-            ErrorClass::NoSuchFile,
-        ),
-        (
-            r(r"permission denied|eacces|operation not permitted|eperm\b"),
-            ErrorClass::PermissionDenied,
-        ),
+        (r(r"syntax error|unexpected token|unexpected end of file|unexpected eof"), ErrorClass::SyntaxError),
+        (r(r"no such file or directory|enoent|cannot find the path|no such file"), ErrorClass::NoSuchFile),
+        (r(r"permission denied|eacces|operation not permitted|eperm\b"), ErrorClass::PermissionDenied),
         (
             r(
                 r"connection refused|could not resolve host|name or service not known|network is unreachable|econnrefused|connection reset",
             ),
             ErrorClass::ConnectionFailed,
         ),
-        (
-            r(r"out of memory|cannot allocate memory|enomem"),
-            ErrorClass::OutOfMemory,
-        ),
-        (
-            r(r"no space left on device|enospc|disk quota exceeded"),
-            ErrorClass::DiskFull,
-        ),
-        (
-            r(r"file exists|already exists|eexist"),
-            ErrorClass::AlreadyExists,
-        ),
+        (r(r"out of memory|cannot allocate memory|enomem"), ErrorClass::OutOfMemory),
+        (r(r"no space left on device|enospc|disk quota exceeded"), ErrorClass::DiskFull),
+        (r(r"file exists|already exists|eexist"), ErrorClass::AlreadyExists),
     ]
 });
 
@@ -106,10 +85,7 @@ pub fn group(output: &str, exit_code: Option<i64>) -> (String, String) {
     let class = classify(output, exit_code);
     match (class, exit_code) {
         (ErrorClass::TimedOut, _) => ("timed out".into(), "timed out".into()),
-        (c, Some(code)) => (
-            format!("exit {code}: {}", c.as_str()),
-            format!("exit {code}: {}", c.as_str()),
-        ),
+        (c, Some(code)) => (format!("exit {code}: {}", c.as_str()), format!("exit {code}: {}", c.as_str())),
         (c, None) => (c.as_str().into(), format!("command failed: {}", c.as_str())),
     }
 }
@@ -120,26 +96,14 @@ mod tests {
 
     #[test]
     fn classes_from_output() {
-        assert_eq!(
-            classify("bash: foo: command not found", Some(127)),
-            ErrorClass::CommandNotFound
-        );
-        assert_eq!(
-            classify("cat: /x/y: No such file or directory", Some(1)),
-            ErrorClass::NoSuchFile
-        );
-        assert_eq!(
-            classify("sh: 1: Syntax error: \"(\" unexpected", Some(2)),
-            ErrorClass::SyntaxError
-        );
+        assert_eq!(classify("bash: foo: command not found", Some(127)), ErrorClass::CommandNotFound);
+        assert_eq!(classify("cat: /x/y: No such file or directory", Some(1)), ErrorClass::NoSuchFile);
+        assert_eq!(classify("sh: 1: Syntax error: \"(\" unexpected", Some(2)), ErrorClass::SyntaxError);
         assert_eq!(
             classify("mkdir: cannot create directory: Permission denied", Some(1)),
             ErrorClass::PermissionDenied
         );
-        assert_eq!(
-            classify("curl: (7) Failed to connect: Connection refused", Some(7)),
-            ErrorClass::ConnectionFailed
-        );
+        assert_eq!(classify("curl: (7) Failed to connect: Connection refused", Some(7)), ErrorClass::ConnectionFailed);
     }
 
     #[test]
@@ -151,13 +115,7 @@ mod tests {
 
     #[test]
     fn a_timeout_ignores_the_exit_code() {
-        assert_eq!(
-            group("Command timed out after 120s", Some(143)),
-            group("timed out", Some(137))
-        );
-        assert_eq!(
-            group("x: command not found", Some(127)).1,
-            "exit 127: command not found"
-        );
+        assert_eq!(group("Command timed out after 120s", Some(143)), group("timed out", Some(137)));
+        assert_eq!(group("x: command not found", Some(127)).1, "exit 127: command not found");
     }
 }

@@ -1,1 +1,9 @@
+//! End-to-end tests: build the detectors and the hostile fixtures from
+//! source, generate data dirs, run the real `sentinel-host` binary and check
+//! what it wrote.
 
+mod cli_errors;
+mod hostile;
+mod support;
+mod tool_error;
+mod wal;

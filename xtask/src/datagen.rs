@@ -95,18 +95,8 @@ fn failure_template(rng: &mut Rng, bot_name: &str) -> (&'static str, String, Opt
     let n = rng.below(900) + 10;
     let m = rng.below(90_000) + 1000;
     match rng.below(8) {
-        0 => (
-            "no-layer",
-            "mcp__agents__load_layer".into(),
-            None,
-            format!("no layer {n} in /srv/projects/p{m}/layers"),
-        ),
-        1 => (
-            "cmd-not-found",
-            "Bash".into(),
-            Some(127),
-            format!("bash: deploy-{m}: command not found"),
-        ),
+        0 => ("no-layer", "mcp__agents__load_layer".into(), None, format!("no layer {n} in /srv/projects/p{m}/layers")),
+        1 => ("cmd-not-found", "Bash".into(), Some(127), format!("bash: deploy-{m}: command not found")),
         2 => (
             "no-such-file",
             "Bash".into(),
@@ -131,32 +121,24 @@ fn failure_template(rng: &mut Rng, bot_name: &str) -> (&'static str, String, Opt
             None,
             format!("recipient user{m}@example.com rejected token \"sk-live-{m}{n}\""),
         ),
-        6 => (
-            "fetch-404",
-            "WebFetch".into(),
-            None,
-            format!("request {m} to https://docs.example.org/p/{n} failed: 404"),
-        ),
-        _ => (
-            "room-timeout",
-            format!("Room turn stopped: {bot_name} ran longer than {n} seconds"),
-            None,
-            String::new(),
-        ),
+        6 => {
+            ("fetch-404", "WebFetch".into(), None, format!("request {m} to https://docs.example.org/p/{n} failed: 404"))
+        }
+        _ => {
+            ("room-timeout", format!("Room turn stopped: {bot_name} ran longer than {n} seconds"), None, String::new())
+        }
     }
 }
 
 fn open_wal(path: &Path) -> Result<Connection> {
-    let conn =
-        Connection::open(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let conn = Connection::open(path).with_context(|| format!("cannot create {}", path.display()))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     Ok(conn)
 }
 
 /// Writes a data dir at `dir` (created if needed) and returns its truth.
 pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
-    std::fs::create_dir_all(dir.join("events"))
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("events")).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut rng = Rng::new(spec.seed);
     let mut truth = Truth::default();
 
@@ -183,17 +165,12 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
         for t in 0..spec.threads_per_bot {
             let thread_id = format!("th-{b:02}-{t:03}");
             threads.push(thread_id.clone());
-            let mut log = std::io::BufWriter::new(std::fs::File::create(
-                dir.join("events").join(format!("{thread_id}.ndjson")),
-            )?);
+            let mut log =
+                std::io::BufWriter::new(std::fs::File::create(dir.join("events").join(format!("{thread_id}.ndjson")))?);
             for turn in 0..spec.turns_per_thread {
                 let turn_id = format!("turn-{b:02}-{t:03}-{turn:04}");
                 let assignment = format!("as-{b:02}-{t:03}-{turn:04}");
-                let wait = if rng.below(10) == 0 {
-                    400_000
-                } else {
-                    2_000 + rng.below(20_000) as i64
-                };
+                let wait = if rng.below(10) == 0 { 400_000 } else { 2_000 + rng.below(20_000) as i64 };
                 rtx.execute(
                     "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'enqueued', ?4)",
                     params![assignment, thread_id, bot_id, at],
@@ -260,10 +237,7 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
     }
     tx.commit()?;
     rtx.commit()?;
-    std::fs::write(
-        dir.join("bots.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({"bots": bots}))?,
-    )?;
+    std::fs::write(dir.join("bots.json"), serde_json::to_vec_pretty(&serde_json::json!({"bots": bots}))?)?;
     Ok(truth)
 }
 
@@ -279,7 +253,9 @@ pub fn insert_activity(
     exit_code: Option<i64>,
 ) -> Result<()> {
     let conn = open_wal(&dir.join("messages.db"))?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);")?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);",
+    )?;
     let data = serde_json::json!({"turnId": turn_id, "from": {"botId": "bot-x"},
         "tool": {"name": tool, "ok": ok, "output": output, "exitCode": exit_code}});
     conn.execute(

@@ -17,21 +17,13 @@ pub const PROFILE: &str = "guest";
 
 /// The repository root (the parent of `xtask/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the repository")
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repository").to_owned()
 }
 
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     // A build started from a build script or a test must not inherit these.
-    for var in [
-        "CARGO_TARGET_DIR",
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-    ] {
+    for var in ["CARGO_TARGET_DIR", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET"] {
         c.env_remove(var);
     }
     c
@@ -43,17 +35,11 @@ pub fn ensure_wasm_target() -> Result<()> {
         .args(["target", "list", "--installed"])
         .output()
         .context("cannot run `rustup target list --installed`: is rustup installed?")?;
-    if String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.trim() == TARGET)
-    {
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) {
         return Ok(());
     }
     eprintln!("installing the {TARGET} target with rustup");
-    let status = Command::new("rustup")
-        .args(["target", "add", TARGET])
-        .status()
-        .context("cannot run rustup")?;
+    let status = Command::new("rustup").args(["target", "add", TARGET]).status().context("cannot run rustup")?;
     if !status.success() {
         bail!("`rustup target add {TARGET}` failed ({status})");
     }
@@ -70,26 +56,20 @@ pub struct GuestPackage {
 /// The packages in the folders directly under `parent` that have a Cargo.toml.
 pub fn packages_under(parent: &Path) -> Result<Vec<GuestPackage>> {
     let mut out = Vec::new();
-    for entry in
-        std::fs::read_dir(parent).with_context(|| format!("cannot list {}", parent.display()))?
-    {
+    for entry in std::fs::read_dir(parent).with_context(|| format!("cannot list {}", parent.display()))? {
         let dir = entry?.path();
         let manifest = dir.join("Cargo.toml");
         if !manifest.is_file() {
             continue;
         }
-        let text = std::fs::read_to_string(&manifest)
-            .with_context(|| format!("cannot read {}", manifest.display()))?;
+        let text = std::fs::read_to_string(&manifest).with_context(|| format!("cannot read {}", manifest.display()))?;
         let name = text
             .lines()
             .skip_while(|l| l.trim() != "[package]")
             .find_map(|l| {
-                l.trim().strip_prefix("name").map(|r| {
-                    r.trim_start_matches([' ', '='])
-                        .trim()
-                        .trim_matches('"')
-                        .to_owned()
-                })
+                l.trim()
+                    .strip_prefix("name")
+                    .map(|r| r.trim_start_matches([' ', '=']).trim().trim_matches('"').to_owned())
             })
             .with_context(|| format!("{} has no package name", manifest.display()))?;
         out.push(GuestPackage { name, dir });
@@ -100,52 +80,33 @@ pub fn packages_under(parent: &Path) -> Result<Vec<GuestPackage>> {
 
 /// Builds `packages` of the workspace at `manifest` and returns each
 /// package's component path, in the same order.
-pub fn build(
-    manifest: &Path,
-    packages: &[GuestPackage],
-    target_dir: &Path,
-) -> Result<Vec<PathBuf>> {
+pub fn build(manifest: &Path, packages: &[GuestPackage], target_dir: &Path) -> Result<Vec<PathBuf>> {
     if packages.is_empty() {
         return Ok(Vec::new());
     }
     ensure_wasm_target()?;
     let mut cmd = cargo();
-    cmd.arg("build").arg("--manifest-path").arg(manifest).args([
-        "--target",
-        TARGET,
-        "--profile",
-        PROFILE,
-    ]);
+    cmd.arg("build").arg("--manifest-path").arg(manifest).args(["--target", TARGET, "--profile", PROFILE]);
     cmd.arg("--target-dir").arg(target_dir);
     for p in packages {
         cmd.args(["-p", &p.name]);
     }
     let status = cmd.status().context("cannot run cargo")?;
     if !status.success() {
-        bail!(
-            "building {} for {TARGET} failed ({status})",
-            names(packages)
-        );
+        bail!("building {} for {TARGET} failed ({status})", names(packages));
     }
     let out_dir = target_dir.join(TARGET).join(PROFILE);
     packages
         .iter()
         .map(|p| {
             let path = out_dir.join(format!("{}.wasm", p.name.replace('-', "_")));
-            if path.is_file() {
-                Ok(path)
-            } else {
-                bail!("{} built no component at {}", p.name, path.display())
-            }
+            if path.is_file() { Ok(path) } else { bail!("{} built no component at {}", p.name, path.display()) }
         })
         .collect()
 }
 
 fn names(p: &[GuestPackage]) -> String {
-    p.iter()
-        .map(|p| p.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+    p.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 /// A component placed in a detectors folder.
@@ -171,21 +132,14 @@ pub fn build_detectors(root: &Path, dest: &Path) -> Result<Vec<Built>> {
         let name = pkg.name.replace('-', "_");
         let path = dest.join(format!("{name}.wasm"));
         let tmp = dest.join(format!(".{name}.wasm.tmp"));
-        std::fs::copy(&src, &tmp)
-            .with_context(|| format!("cannot copy {} to {}", src.display(), tmp.display()))?;
+        std::fs::copy(&src, &tmp).with_context(|| format!("cannot copy {} to {}", src.display(), tmp.display()))?;
         std::fs::rename(&tmp, &path)?;
         let bytes = std::fs::read(&path)?;
         if let Err(e) = runtime.load(&path) {
             let _ = std::fs::remove_file(&path);
-            return Err(anyhow::Error::new(e)
-                .context(format!("detector {name} would be refused by the host")));
+            return Err(anyhow::Error::new(e).context(format!("detector {name} would be refused by the host")));
         }
-        out.push(Built {
-            name,
-            path,
-            size: bytes.len() as u64,
-            sha256: sentinel_hex(&Sha256::digest(&bytes)),
-        });
+        out.push(Built { name, path, size: bytes.len() as u64, sha256: sentinel_hex(&Sha256::digest(&bytes)) });
     }
     Ok(out)
 }
@@ -196,11 +150,7 @@ pub fn build_detectors(root: &Path, dest: &Path) -> Result<Vec<Built>> {
 pub fn build_fixtures(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let guests = root.join("tests").join("guests");
     let packages = packages_under(&guests)?;
-    let built = build(
-        &guests.join("Cargo.toml"),
-        &packages,
-        &root.join("target").join("guest-fixtures"),
-    )?;
+    let built = build(&guests.join("Cargo.toml"), &packages, &root.join("target").join("guest-fixtures"))?;
     Ok(packages.into_iter().map(|p| p.name).zip(built).collect())
 }
 

@@ -56,13 +56,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Demo { data_dir } => demo(&root, data_dir)?,
         Cmd::GenData { dir, seed } => {
-            let truth = datagen::generate(
-                &dir,
-                &datagen::DataSpec {
-                    seed,
-                    ..Default::default()
-                },
-            )?;
+            let truth = datagen::generate(&dir, &datagen::DataSpec { seed, ..Default::default() })?;
             println!(
                 "{}: {} activity rows, {} failed tool calls",
                 dir.display(),
@@ -81,11 +75,7 @@ fn build_detectors(root: &Path) -> Result<()> {
     for b in &built {
         println!("{:<24} {:>10}  {}", b.name, b.size, b.sha256);
     }
-    println!(
-        "{} detectors in {}",
-        built.len(),
-        root.join("detectors").display()
-    );
+    println!("{} detectors in {}", built.len(), root.join("detectors").display());
     Ok(())
 }
 
@@ -97,9 +87,7 @@ fn cargo(root: &Path) -> Command {
 
 fn step(what: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("==> {what}");
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start: {what}"))?;
+    let status = cmd.status().with_context(|| format!("cannot start: {what}"))?;
     if !status.success() {
         bail!("{what} failed ({status})");
     }
@@ -110,8 +98,7 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     build_detectors(root)?;
     let data = data_dir.unwrap_or_else(|| root.join("target/demo/data"));
     if data.exists() {
-        std::fs::remove_dir_all(&data)
-            .with_context(|| format!("cannot clear {}", data.display()))?;
+        std::fs::remove_dir_all(&data).with_context(|| format!("cannot clear {}", data.display()))?;
     }
     let truth = datagen::generate(&data, &datagen::DataSpec::default())?;
     eprintln!(
@@ -128,29 +115,15 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     step(
         "sentinel-host run",
         cargo(root)
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                "sentinel-host",
-                "--",
-                "run",
-                "--once",
-                "--detectors",
-            ])
+            .args(["run", "--quiet", "-p", "sentinel-host", "--", "run", "--once", "--detectors"])
             .arg(root.join("detectors"))
             .arg("--data-dir")
             .arg(&data)
             .arg("--out")
             .arg(&out),
     )?;
-    let issues = std::fs::read_to_string(out.join("issues.jsonl"))
-        .context("the scan wrote no issues.jsonl")?;
-    println!(
-        "\n{} issues in {}:",
-        issues.lines().count(),
-        out.join("issues.jsonl").display()
-    );
+    let issues = std::fs::read_to_string(out.join("issues.jsonl")).context("the scan wrote no issues.jsonl")?;
+    println!("\n{} issues in {}:", issues.lines().count(), out.join("issues.jsonl").display());
     for line in issues.lines() {
         let v: serde_json::Value = serde_json::from_str(line)?;
         println!(
@@ -167,21 +140,8 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
 
 fn test(root: &Path) -> Result<()> {
     guest::ensure_wasm_target()?;
-    step(
-        "cargo fmt --check",
-        cargo(root).args(["fmt", "--all", "--check"]),
-    )?;
-    step(
-        "cargo clippy",
-        cargo(root).args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    )?;
+    step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
+    step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
     Ok(())
 }

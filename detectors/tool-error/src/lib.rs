@@ -20,8 +20,7 @@ const SHELL_TOOLS: &[&str] = &["Bash", "bash", "exec", "shell", "sh"];
 
 /// The application's own tools, unless configured otherwise: a `*` suffix
 /// matches a prefix.
-const DEFAULT_HARNESS_TOOLS: &str =
-    "mcp__agents__*,computer,browser,mcp__computer__*,mcp__browser__*";
+const DEFAULT_HARNESS_TOOLS: &str = "mcp__agents__*,computer,browser,mcp__computer__*,mcp__browser__*";
 
 #[derive(Debug)]
 pub struct ToolError {
@@ -33,19 +32,15 @@ pub struct ToolError {
 pub fn is_tool_identifier(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'))
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'))
 }
 
 impl ToolError {
     fn is_harness_tool(&self, tool: &str) -> bool {
-        self.harness_tools
-            .iter()
-            .any(|p| match p.strip_suffix('*') {
-                Some(prefix) => tool.starts_with(prefix),
-                None => tool == p,
-            })
+        self.harness_tools.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => tool == p,
+        })
     }
 
     /// Turns one failed call into an observation.
@@ -56,17 +51,9 @@ impl ToolError {
                 (tool.to_owned(), Origin::Shell, key, title)
             }
             Some(tool) => {
-                let origin = if self.is_harness_tool(tool) {
-                    Origin::Harness
-                } else {
-                    Origin::External
-                };
+                let origin = if self.is_harness_tool(tool) { Origin::Harness } else { Origin::External };
                 let normalized = normalize::normalize(f.output.unwrap_or(""));
-                let title = if normalized.is_empty() {
-                    format!("{tool} failed")
-                } else {
-                    normalize::cap(&normalized)
-                };
+                let title = if normalized.is_empty() { format!("{tool} failed") } else { normalize::cap(&normalized) };
                 (tool.to_owned(), origin, normalized, title)
             }
             None => {
@@ -74,33 +61,21 @@ impl ToolError {
                 // before anything is normalized or hashed.
                 let sentence = normalize::scrub(f.tool_name.unwrap_or(""), &self.bot_names);
                 let normalized = normalize::normalize(&sentence);
-                (
-                    "harness_notice".to_owned(),
-                    Origin::Harness,
-                    normalized.clone(),
-                    normalize::cap(&normalized),
-                )
+                ("harness_notice".to_owned(), Origin::Harness, normalized.clone(), normalize::cap(&normalized))
             }
         };
         let severity = match origin {
             Origin::Harness => Severity::High,
             Origin::Shell | Origin::External => Severity::Medium,
         };
-        Observation::new(
-            KIND,
-            &format!("{tool}\n{key}"),
-            &title,
-            f.at,
-            f.id,
-            ("messages", f.id),
-        )
-        .origin(origin)
-        .severity(severity)
-        .tool(Some(&tool))
-        .bot(f.bot_id)
-        .thread(f.thread_id)
-        .turn(f.turn_id)
-        .wasted_turns(u32::from(f.turn_id.is_some()))
+        Observation::new(KIND, &format!("{tool}\n{key}"), &title, f.at, f.id, ("messages", f.id))
+            .origin(origin)
+            .severity(severity)
+            .tool(Some(&tool))
+            .bot(f.bot_id)
+            .thread(f.thread_id)
+            .turn(f.turn_id)
+            .wasted_turns(u32::from(f.turn_id.is_some()))
     }
 }
 
@@ -131,27 +106,14 @@ impl Detector for ToolError {
     }
 
     fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
-        let harness_tools = ctx
-            .text("harness_tools")?
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
-        Ok(ToolError {
-            harness_tools,
-            bot_names: Vec::new(),
-        })
+        let harness_tools =
+            ctx.text("harness_tools")?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        Ok(ToolError { harness_tools, bot_names: Vec::new() })
     }
 
     fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
         if batch.is("bots", "bot") {
-            self.bot_names.extend(
-                batch
-                    .iter()
-                    .filter_map(|r| r.text("name"))
-                    .map(str::to_owned),
-            );
+            self.bot_names.extend(batch.iter().filter_map(|r| r.text("name")).map(str::to_owned));
             return Ok(());
         }
         if !batch.is("messages", "tool-failure") {
@@ -168,9 +130,7 @@ impl Detector for ToolError {
             col("output"),
             col("exit_code"),
         );
-        let id = id.ok_or_else(|| {
-            DetectorError::BadInput("messages/tool-failure has no `id` column".into())
-        })?;
+        let id = id.ok_or_else(|| DetectorError::BadInput("messages/tool-failure has no `id` column".into()))?;
         for row in 0..batch.rows() {
             let Some(msg_id) = batch.text(id, row) else {
                 continue;
@@ -220,18 +180,8 @@ mod tests {
     #[test]
     fn same_error_with_other_numbers_and_paths_is_one_signature() {
         let d = detector();
-        let a = d.observe(&fail(
-            "m1",
-            "mcp__agents__load",
-            "no layer 12 in /a/b",
-            None,
-        ));
-        let b = d.observe(&fail(
-            "m2",
-            "mcp__agents__load",
-            "no layer 104 in /c/d",
-            None,
-        ));
+        let a = d.observe(&fail("m1", "mcp__agents__load", "no layer 12 in /a/b", None));
+        let b = d.observe(&fail("m2", "mcp__agents__load", "no layer 104 in /c/d", None));
         assert_eq!(a.signature(), b.signature());
         assert_eq!(a.title(), "no layer <n> in <path>");
         assert_eq!(a.get_origin(), Origin::Harness);
@@ -241,18 +191,8 @@ mod tests {
     #[test]
     fn shell_failures_group_by_exit_code_and_class_only() {
         let d = detector();
-        let a = d.observe(&fail(
-            "m1",
-            "Bash",
-            "bash: frobnicate: command not found",
-            Some(127),
-        ));
-        let b = d.observe(&fail(
-            "m2",
-            "Bash",
-            "zsh: command not found: other-tool",
-            Some(127),
-        ));
+        let a = d.observe(&fail("m1", "Bash", "bash: frobnicate: command not found", Some(127)));
+        let b = d.observe(&fail("m2", "Bash", "zsh: command not found: other-tool", Some(127)));
         assert_eq!(a.signature(), b.signature());
         assert_eq!(a.title(), "exit 127: command not found");
         assert_eq!(a.get_origin(), Origin::Shell);
@@ -261,12 +201,7 @@ mod tests {
     #[test]
     fn harness_sentences_become_harness_notice_without_bot_names() {
         let d = detector();
-        let a = d.observe(&fail(
-            "m1",
-            "Room turn stopped: Marvin ran too long",
-            "",
-            None,
-        ));
+        let a = d.observe(&fail("m1", "Room turn stopped: Marvin ran too long", "", None));
         assert_eq!(a.get_tool(), Some("harness_notice"));
         assert!(!a.title().contains("Marvin"));
         assert!(!a.signature().contains("Marvin"));
@@ -276,14 +211,9 @@ mod tests {
     fn other_tools_are_external() {
         let d = detector();
         assert_eq!(
-            d.observe(&fail("m1", "mcp__github__create_issue", "HTTP 502", None))
-                .get_origin(),
+            d.observe(&fail("m1", "mcp__github__create_issue", "HTTP 502", None)).get_origin(),
             Origin::External
         );
-        assert_eq!(
-            d.observe(&fail("m1", "WebFetch", "HTTP 502", None))
-                .get_origin(),
-            Origin::External
-        );
+        assert_eq!(d.observe(&fail("m1", "WebFetch", "HTTP 502", None)).get_origin(), Origin::External);
     }
 }

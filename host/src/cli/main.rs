@@ -27,11 +27,7 @@ mod exit {
 }
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "sentinel-host",
-    version,
-    about = "Watch an application's data read-only with detector components"
-)]
+#[command(name = "sentinel-host", version, about = "Watch an application's data read-only with detector components")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -99,9 +95,7 @@ fn parse_set(s: &str) -> Result<(String, String, ConfigValue), String> {
 }
 
 fn parse_duration(s: &str) -> Option<u64> {
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map(|i| s.split_at(i))?;
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i))?;
     let n: u64 = num.parse().ok()?;
     Some(match unit {
         "ms" => n,
@@ -117,11 +111,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            });
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
         }
     };
     tracing_subscriber::fmt()
@@ -158,25 +148,19 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     opts.out = args.out.clone();
     opts.limits = limits;
     if let Some(q) = args.queue_wait {
-        opts.global_config
-            .push(("queue_wait".into(), ConfigValue::DurationMs(q * 1000)));
+        opts.global_config.push(("queue_wait".into(), ConfigValue::DurationMs(q * 1000)));
     }
     if let Some(c) = args.cost {
-        opts.global_config
-            .push(("cost".into(), ConfigValue::Float(c)));
+        opts.global_config.push(("cost".into(), ConfigValue::Float(c)));
     }
     opts.detector_config = args.set.clone();
     // Without --once the scan still runs once: the scheduler (systemd, launchd,
     // schtasks) starts sentinel-host every two minutes.
     let _ = args.once;
 
-    let report = run_scan(&opts)
-        .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
+    let report = run_scan(&opts).with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).context("cannot render the summary as JSON")?
-        );
+        println!("{}", serde_json::to_string(&report).context("cannot render the summary as JSON")?);
     } else {
         print!("{}", render::human(&report));
     }
@@ -185,13 +169,14 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     match err.downcast_ref::<ScanError>() {
-        Some(ScanError::OutDir(
-            OutDirError::InsideDataDir { .. } | OutDirError::InsideGitRepo { .. },
-        )) => exit::OUT_REFUSED,
+        Some(ScanError::OutDir(OutDirError::InsideDataDir { .. } | OutDirError::InsideGitRepo { .. })) => {
+            exit::OUT_REFUSED
+        }
         Some(ScanError::OutDir(_)) | Some(ScanError::Ledger(_)) => exit::OUTPUT_IO,
         Some(ScanError::DataDir { .. } | ScanError::NoDataDir) => exit::DATA_DIR,
-        Some(ScanError::Runtime(RuntimeError::DetectorsDir { .. }))
-        | Some(ScanError::ConfigType { .. }) => exit::CONFIG,
+        Some(ScanError::Runtime(RuntimeError::DetectorsDir { .. })) | Some(ScanError::ConfigType { .. }) => {
+            exit::CONFIG
+        }
         _ => exit::INTERNAL,
     }
 }
@@ -202,19 +187,10 @@ mod tests {
 
     #[test]
     fn set_values_are_typed() {
-        assert_eq!(
-            parse_set("cost.cost=7.5").unwrap().2,
-            ConfigValue::Float(7.5)
-        );
+        assert_eq!(parse_set("cost.cost=7.5").unwrap().2, ConfigValue::Float(7.5));
         assert_eq!(parse_set("a.b=3").unwrap().2, ConfigValue::Integer(3));
-        assert_eq!(
-            parse_set("a.b=90s").unwrap().2,
-            ConfigValue::DurationMs(90_000)
-        );
-        assert_eq!(
-            parse_set("a.b=yes please").unwrap().2,
-            ConfigValue::Text("yes please".into())
-        );
+        assert_eq!(parse_set("a.b=90s").unwrap().2, ConfigValue::DurationMs(90_000));
+        assert_eq!(parse_set("a.b=yes please").unwrap().2, ConfigValue::Text("yes please".into()));
         assert!(parse_set("nodot=1").is_err());
     }
 }

@@ -6,20 +6,12 @@ use sentinel_host::ScanReport;
 
 pub fn human(r: &ScanReport) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "sentinel: scanned {} in {} ms",
-        r.data_dir.display(),
-        r.elapsed_ms
-    );
+    let _ = writeln!(s, "sentinel: scanned {} in {} ms", r.data_dir.display(), r.elapsed_ms);
     let sources: Vec<String> = r
         .sources
         .iter()
         .map(|src| match src.status {
-            "ok" if src.skipped > 0 => format!(
-                "{} {} records ({} skipped)",
-                src.name, src.records, src.skipped
-            ),
+            "ok" if src.skipped > 0 => format!("{} {} records ({} skipped)", src.name, src.records, src.skipped),
             "ok" => format!("{} {} records", src.name, src.records),
             "missing" => format!("{} missing", src.name),
             _ => format!("{} FAILED", src.name),
@@ -27,21 +19,10 @@ pub fn human(r: &ScanReport) -> String {
         .collect();
     let _ = writeln!(s, "  sources: {}", sources.join(", "));
     for src in r.sources.iter().filter(|s| s.error.is_some()) {
-        let _ = writeln!(
-            s,
-            "    {}: {}",
-            src.name,
-            src.error.as_deref().unwrap_or_default()
-        );
+        let _ = writeln!(s, "    {}: {}", src.name, src.error.as_deref().unwrap_or_default());
     }
     let count = |status: &str| r.detectors.iter().filter(|d| d.status == status).count();
-    let _ = writeln!(
-        s,
-        "  detectors: {} ok, {} failed, {} refused",
-        count("ok"),
-        count("failed"),
-        count("refused")
-    );
+    let _ = writeln!(s, "  detectors: {} ok, {} failed, {} refused", count("ok"), count("failed"), count("refused"));
     for d in &r.detectors {
         match &d.failure {
             None => {
@@ -56,16 +37,11 @@ pub fn human(r: &ScanReport) -> String {
                 );
             }
             Some(f) => {
-                let phase = f
-                    .phase
-                    .as_deref()
-                    .map(|p| format!(" in {p}"))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    s,
-                    "    {:<8} {}: {}{}: {}",
-                    d.status, d.name, f.kind, phase, f.message
-                );
+                let phase = f.phase.as_deref().map(|p| format!(" in {p}")).unwrap_or_default();
+                let _ = writeln!(s, "    {:<8} {}: {}{}: {}", d.status, d.name, f.kind, phase, f.message);
+                if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
+                    let _ = writeln!(s, "             stderr: {line}");
+                }
             }
         }
     }

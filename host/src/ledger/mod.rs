@@ -58,6 +58,7 @@ pub struct Ledger {
 
 /// What one commit changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CommitReport {
     /// Occurrences counted for the first time.
     pub counted: u64,
@@ -119,52 +120,31 @@ impl Ledger {
         let db_path = dir.join(STORE_FILE);
         let err = |action| {
             let path = db_path.clone();
-            move |source| LedgerError::Store {
-                path,
-                action,
-                source,
-            }
+            move |source| LedgerError::Store { path, action, source }
         };
         let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         restrict(&db_path);
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err("cannot set WAL mode"))?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(err("cannot set synchronous"))?;
-        conn.execute_batch(SCHEMA)
-            .map_err(err("cannot create the schema"))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
+        conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
         let version: Option<i64> = conn
-            .query_row(
-                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
+            .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
             .optional()
             .map_err(err("cannot read the schema version"))?;
         match version {
             Some(v) if v > SCHEMA_VERSION => {
-                return Err(LedgerError::NewerSchema {
-                    path: db_path,
-                    found: v,
-                });
+                return Err(LedgerError::NewerSchema { path: db_path, found: v });
             }
             Some(_) => {}
             None => {
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES('schema_version', ?1)",
-                    [SCHEMA_VERSION.to_string()],
-                )
-                .map_err(err("cannot write the schema version"))?;
+                conn.execute("INSERT INTO meta(key, value) VALUES('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
+                    .map_err(err("cannot write the schema version"))?;
             }
         }
         for suffix in ["-wal", "-shm"] {
             restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
         }
-        Ok(Ledger {
-            dir: dir.to_owned(),
-            db_path,
-            conn,
-        })
+        Ok(Ledger { dir: dir.to_owned(), db_path, conn })
     }
 
     pub fn dir(&self) -> &Path {
@@ -176,20 +156,12 @@ impl Ledger {
     }
 
     fn err(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError + '_ {
-        move |source| LedgerError::Store {
-            path: self.db_path.clone(),
-            action,
-            source,
-        }
+        move |source| LedgerError::Store { path: self.db_path.clone(), action, source }
     }
 
     pub fn cursor(&self, source: &str) -> Result<Option<String>, LedgerError> {
         self.conn
-            .query_row(
-                "SELECT value FROM cursors WHERE source = ?1",
-                [source],
-                |r| r.get(0),
-            )
+            .query_row("SELECT value FROM cursors WHERE source = ?1", [source], |r| r.get(0))
             .optional()
             .map_err(self.err("cannot read a cursor"))
     }
@@ -197,11 +169,9 @@ impl Ledger {
     pub fn state(&self, detector: &str) -> Result<Option<Vec<u8>>, LedgerError> {
         Ok(self
             .conn
-            .query_row(
-                "SELECT state FROM detector_state WHERE detector = ?1",
-                [detector],
-                |r| r.get::<_, Option<Vec<u8>>>(0),
-            )
+            .query_row("SELECT state FROM detector_state WHERE detector = ?1", [detector], |r| {
+                r.get::<_, Option<Vec<u8>>>(0)
+            })
             .optional()
             .map_err(self.err("cannot read a detector state"))?
             .flatten())
@@ -212,23 +182,13 @@ impl Ledger {
         let path = self.db_path.clone();
         let e = |action: &'static str| {
             let path = path.clone();
-            move |source| LedgerError::Store {
-                path,
-                action,
-                source,
-            }
+            move |source| LedgerError::Store { path, action, source }
         };
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(e("cannot begin the scan transaction"))?;
+        let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
         let mut report = CommitReport::default();
         for o in scan.observations {
             let inserted = tx
-                .execute(
-                    "INSERT OR IGNORE INTO occurrences(key) VALUES(?1)",
-                    [occurrence_key(o)],
-                )
+                .execute("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)", [occurrence_key(o)])
                 .map_err(e("cannot record an occurrence"))?;
             if inserted == 0 {
                 report.repeated += 1;
@@ -240,21 +200,16 @@ impl Ledger {
                 (_, 0) => 0,
                 (Some(turn), w) => {
                     let first = tx
-                        .execute(
-                            "INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)",
-                            params![sig, turn],
-                        )
+                        .execute("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)", params![sig, turn])
                         .map_err(e("cannot record a wasted turn"))?;
                     if first == 1 { i64::from(w) } else { 0 }
                 }
                 (None, w) => i64::from(w),
             };
             let existing: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT evidence_at, severity FROM issues WHERE sig = ?1",
-                    [&sig],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
+                .query_row("SELECT evidence_at, severity FROM issues WHERE sig = ?1", [&sig], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .optional()
                 .map_err(e("cannot read an issue"))?;
             match existing {
@@ -284,9 +239,7 @@ impl Ledger {
                 }
                 Some((evidence_at, severity)) => {
                     report.updated_issues += 1;
-                    let severity = Severity::parse(&severity)
-                        .unwrap_or(Severity::Low)
-                        .max(o.severity);
+                    let severity = Severity::parse(&severity).unwrap_or(Severity::Low).max(o.severity);
                     tx.execute(
                         "UPDATE issues SET count = count + 1, wasted_turns = wasted_turns + ?2,
                                 first_at = MIN(first_at, ?3), last_at = MAX(last_at, ?3), severity = ?4
@@ -299,7 +252,16 @@ impl Ledger {
                             "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
                                     evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
                              WHERE sig = ?1",
-                            params![sig, o.title, o.bot_id, o.thread_id, o.turn_id, o.evidence_source, o.evidence_id, o.at],
+                            params![
+                                sig,
+                                o.title,
+                                o.bot_id,
+                                o.thread_id,
+                                o.turn_id,
+                                o.evidence_source,
+                                o.evidence_id,
+                                o.at
+                            ],
                         )
                         .map_err(e("cannot update an issue's evidence"))?;
                     }
@@ -356,15 +318,11 @@ impl Ledger {
                     last_at: r.get(10)?,
                     count: r.get(11)?,
                     wasted_turns: r.get(12)?,
-                    evidence_ref: EvidenceRef {
-                        source: r.get(13)?,
-                        id: r.get(14)?,
-                    },
+                    evidence_ref: EvidenceRef { source: r.get(13)?, id: r.get(14)? },
                 })
             })
             .map_err(self.err("cannot read issues"))?;
-        rows.collect::<Result<_, _>>()
-            .map_err(self.err("cannot read issues"))
+        rows.collect::<Result<_, _>>().map_err(self.err("cannot read issues"))
     }
 
     /// Rewrites `issues.jsonl` atomically: temp file, fsync, rename, fsync dir.
@@ -372,10 +330,7 @@ impl Ledger {
         let issues = self.issues()?;
         let target = self.issues_path();
         let tmp = self.dir.join(format!(".{ISSUES_FILE}.tmp"));
-        let io = |source| LedgerError::Export {
-            path: target.clone(),
-            source,
-        };
+        let io = |source| LedgerError::Export { path: target.clone(), source };
         let mut buf = Vec::with_capacity(issues.len() * 400);
         for issue in &issues {
             serde_json::to_writer(&mut buf, issue).map_err(|e| io(std::io::Error::other(e)))?;
@@ -480,20 +435,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
         let first = [obs("m1", "s", "t1", 10), obs("m2", "s", "t1", 20)];
-        let r = l
-            .commit(ScanCommit {
-                observations: &first,
-                ..Default::default()
-            })
-            .unwrap();
+        let r = l.commit(ScanCommit { observations: &first, ..Default::default() }).unwrap();
         assert_eq!((r.counted, r.new_issues, r.updated_issues), (2, 1, 1));
         let again = [obs("m2", "s", "t1", 20), obs("m3", "s", "t2", 5)];
-        let r = l
-            .commit(ScanCommit {
-                observations: &again,
-                ..Default::default()
-            })
-            .unwrap();
+        let r = l.commit(ScanCommit { observations: &again, ..Default::default() }).unwrap();
         assert_eq!((r.counted, r.repeated), (1, 1));
         let issues = l.issues().unwrap();
         assert_eq!(issues.len(), 1);
@@ -508,17 +453,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
         let o = [obs("m1", "s", "t1", 10)];
-        l.commit(ScanCommit {
-            observations: &o,
-            ..Default::default()
-        })
-        .unwrap();
+        l.commit(ScanCommit { observations: &o, ..Default::default() }).unwrap();
         let before = std::fs::read(l.issues_path()).unwrap();
-        l.commit(ScanCommit {
-            observations: &o,
-            ..Default::default()
-        })
-        .unwrap();
+        l.commit(ScanCommit { observations: &o, ..Default::default() }).unwrap();
         assert_eq!(before, std::fs::read(l.issues_path()).unwrap());
     }
 
@@ -527,11 +464,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
         let o = [obs("m1", "secret-grouping-text", "t1", 10)];
-        l.commit(ScanCommit {
-            observations: &o,
-            ..Default::default()
-        })
-        .unwrap();
+        l.commit(ScanCommit { observations: &o, ..Default::default() }).unwrap();
         drop(l);
         for entry in std::fs::read_dir(dir.path()).unwrap() {
             let bytes = std::fs::read(entry.unwrap().path()).unwrap();

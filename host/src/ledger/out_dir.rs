@@ -17,13 +17,9 @@ pub const APP_DIR: &str = "openmausbot-sentinel";
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutDirError {
-    #[error(
-        "output folder {out} is inside the data dir {data_dir}: sentinel never writes into the folder it reads"
-    )]
+    #[error("output folder {out} is inside the data dir {data_dir}: sentinel never writes into the folder it reads")]
     InsideDataDir { out: PathBuf, data_dir: PathBuf },
-    #[error(
-        "output folder {out} is inside the git repository at {repo}: issues must not end up in a commit"
-    )]
+    #[error("output folder {out} is inside the git repository at {repo}: issues must not end up in a commit")]
     InsideGitRepo { out: PathBuf, repo: PathBuf },
     #[error("no default output folder: {0} is not set; pass --out")]
     NoHome(&'static str),
@@ -41,9 +37,7 @@ pub fn default_data_dir() -> Option<PathBuf> {
 }
 
 fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .or_else(|| std::env::var_os("USERPROFILE"))
-        .map(PathBuf::from)
+    std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE")).map(PathBuf::from)
 }
 
 /// The per-OS base folder, before any `data-<hash>` subfolder.
@@ -57,10 +51,7 @@ pub fn default_base() -> Result<PathBuf, OutDirError> {
     } else {
         match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
             Some(state) => Ok(PathBuf::from(state).join(APP_DIR)),
-            None => Ok(home()
-                .ok_or(OutDirError::NoHome("HOME"))?
-                .join(".local/state")
-                .join(APP_DIR)),
+            None => Ok(home().ok_or(OutDirError::NoHome("HOME"))?.join(".local/state").join(APP_DIR)),
         }
     }
 }
@@ -74,11 +65,8 @@ pub fn data_subfolder(data_dir: &Path) -> String {
 /// Resolves a path that may not exist yet: the longest existing ancestor is
 /// canonicalized (following symlinks), the rest is appended with `..` folded.
 pub fn resolve(path: &Path) -> PathBuf {
-    let absolute = if path.is_absolute() {
-        path.to_owned()
-    } else {
-        std::env::current_dir().unwrap_or_default().join(path)
-    };
+    let absolute =
+        if path.is_absolute() { path.to_owned() } else { std::env::current_dir().unwrap_or_default().join(path) };
     let mut existing = absolute.clone();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     loop {
@@ -95,10 +83,7 @@ pub fn resolve(path: &Path) -> PathBuf {
             }
             return out;
         }
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent().map(Path::to_owned),
-        ) {
+        match (existing.file_name().map(|n| n.to_owned()), existing.parent().map(Path::to_owned)) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent;
@@ -118,9 +103,7 @@ pub fn resolve(path: &Path) -> PathBuf {
 
 /// The git repository `path` lies in, found by walking up from it.
 pub fn enclosing_git_repo(path: &Path) -> Option<PathBuf> {
-    path.ancestors()
-        .find(|a| a.join(".git").exists())
-        .map(Path::to_owned)
+    path.ancestors().find(|a| a.join(".git").exists()).map(Path::to_owned)
 }
 
 /// Chooses and checks the output folder, and creates it `0700`.
@@ -131,26 +114,16 @@ pub fn prepare(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirErr
         None => {
             let base = resolve(&default_base()?);
             let is_default_data = default_data_dir().map(|d| resolve(&d)) == Some(data_dir.clone());
-            if is_default_data {
-                base
-            } else {
-                base.join(data_subfolder(&data_dir))
-            }
+            if is_default_data { base } else { base.join(data_subfolder(&data_dir)) }
         }
     };
     if chosen.starts_with(&data_dir) {
-        return Err(OutDirError::InsideDataDir {
-            out: chosen,
-            data_dir,
-        });
+        return Err(OutDirError::InsideDataDir { out: chosen, data_dir });
     }
     if let Some(repo) = enclosing_git_repo(&chosen) {
         return Err(OutDirError::InsideGitRepo { out: chosen, repo });
     }
-    create_private_dir(&chosen).map_err(|source| OutDirError::Create {
-        path: chosen.clone(),
-        source,
-    })?;
+    create_private_dir(&chosen).map_err(|source| OutDirError::Create { path: chosen.clone(), source })?;
     Ok(chosen)
 }
 
@@ -158,10 +131,7 @@ fn create_private_dir(path: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(path)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
     }
     #[cfg(not(unix))]
@@ -180,18 +150,12 @@ mod tests {
         let data = tmp.path().join("data");
         std::fs::create_dir(&data).unwrap();
         let sneaky = tmp.path().join("elsewhere/../data/out");
-        assert!(matches!(
-            prepare(Some(&sneaky), &data),
-            Err(OutDirError::InsideDataDir { .. })
-        ));
+        assert!(matches!(prepare(Some(&sneaky), &data), Err(OutDirError::InsideDataDir { .. })));
         #[cfg(unix)]
         {
             let link = tmp.path().join("link");
             std::os::unix::fs::symlink(&data, &link).unwrap();
-            assert!(matches!(
-                prepare(Some(&link.join("out")), &data),
-                Err(OutDirError::InsideDataDir { .. })
-            ));
+            assert!(matches!(prepare(Some(&link.join("out")), &data), Err(OutDirError::InsideDataDir { .. })));
         }
         assert!(!data.join("out").exists());
     }

@@ -35,9 +35,7 @@ pub enum Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Refusal::Http => {
-                f.write_str("detectors may not make HTTP calls (no network, no model calls)")
-            }
+            Refusal::Http => f.write_str("detectors may not make HTTP calls: no network, no model calls"),
             Refusal::Unknown => f.write_str("the host grants no such capability"),
         }
     }
@@ -88,18 +86,13 @@ const TABLE: &[(&str, Grant)] = &[
 /// Classifies one import name such as `wasi:http/outgoing-handler@0.2.6`.
 pub fn classify(import: &str) -> Result<Grant, Refusal> {
     let unversioned = import.split('@').next().unwrap_or(import);
-    if unversioned == format!("{WIT_PACKAGE}/host") || unversioned == format!("{WIT_PACKAGE}/types")
-    {
+    if unversioned == format!("{WIT_PACKAGE}/host") || unversioned == format!("{WIT_PACKAGE}/types") {
         return Ok(Grant::AsIs);
     }
     if unversioned.starts_with("wasi:http/") {
         return Err(Refusal::Http);
     }
-    TABLE
-        .iter()
-        .find(|(name, _)| *name == unversioned)
-        .map(|(_, grant)| *grant)
-        .ok_or(Refusal::Unknown)
+    TABLE.iter().find(|(name, _)| *name == unversioned).map(|(_, grant)| *grant).ok_or(Refusal::Unknown)
 }
 
 /// Every granted interface, for documentation and `--json` inspection.
@@ -113,10 +106,7 @@ mod tests {
 
     #[test]
     fn http_is_refused_whatever_its_version() {
-        assert_eq!(
-            classify("wasi:http/outgoing-handler@0.2.0"),
-            Err(Refusal::Http)
-        );
+        assert_eq!(classify("wasi:http/outgoing-handler@0.2.0"), Err(Refusal::Http));
         assert_eq!(classify("wasi:http/types@0.2.6"), Err(Refusal::Http));
     }
 
@@ -129,10 +119,7 @@ mod tests {
     #[test]
     fn runtime_plumbing_is_granted() {
         assert_eq!(classify("wasi:io/streams@0.2.3"), Ok(Grant::AsIs));
-        assert_eq!(
-            classify("wasi:cli/environment@0.2.0"),
-            Ok(Grant::Virtualised)
-        );
+        assert_eq!(classify("wasi:cli/environment@0.2.0"), Ok(Grant::Virtualised));
         assert_eq!(classify("wasi:sockets/tcp@0.2.0"), Ok(Grant::Virtualised));
         assert_eq!(classify("sentinel:detector/host@0.1.0"), Ok(Grant::AsIs));
     }

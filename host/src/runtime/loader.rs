@@ -50,11 +50,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     #[error("detector {path}: component is {size} bytes, over the limit of {limit}")]
-    TooLarge {
-        path: PathBuf,
-        size: u64,
-        limit: u64,
-    },
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
     #[error("detector {path}: not a WebAssembly component ({what})")]
     NotAComponent { path: PathBuf, what: &'static str },
     #[error("detector {path}: invalid component: {message}")]
@@ -64,17 +60,9 @@ pub enum LoadError {
     )]
     UnsupportedVersion { path: PathBuf, found: String },
     #[error("detector {path}: exports no `{expected}` (it exports: {exports})")]
-    NoDetectorExport {
-        path: PathBuf,
-        expected: String,
-        exports: String,
-    },
-    #[error("detector {path}: import `{import}` refused: {reason}")]
-    RefusedImport {
-        path: PathBuf,
-        import: String,
-        reason: Refusal,
-    },
+    NoDetectorExport { path: PathBuf, expected: String, exports: String },
+    #[error("detector {path}: refused at load: {}", refusals(.refused))]
+    RefusedImports { path: PathBuf, refused: Vec<(String, Refusal)> },
     #[error("detector {path}: describe failed")]
     Describe {
         path: PathBuf,
@@ -84,11 +72,7 @@ pub enum LoadError {
     #[error("detector {path}: invalid descriptor: {message}")]
     BadDescriptor { path: PathBuf, message: String },
     #[error("detector {path}: name `{name}` is already taken by {other}")]
-    DuplicateName {
-        path: PathBuf,
-        name: String,
-        other: PathBuf,
-    },
+    DuplicateName { path: PathBuf, name: String, other: PathBuf },
 }
 
 impl LoadError {
@@ -100,12 +84,16 @@ impl LoadError {
             | LoadError::Invalid { path, .. }
             | LoadError::UnsupportedVersion { path, .. }
             | LoadError::NoDetectorExport { path, .. }
-            | LoadError::RefusedImport { path, .. }
+            | LoadError::RefusedImports { path, .. }
             | LoadError::Describe { path, .. }
             | LoadError::BadDescriptor { path, .. }
             | LoadError::DuplicateName { path, .. } => path,
         }
     }
+}
+
+fn refusals(refused: &[(String, Refusal)]) -> String {
+    refused.iter().map(|(import, reason)| format!("import `{import}` ({reason})")).collect::<Vec<_>>().join(", ")
 }
 
 /// Names a byte string that is not a component.
@@ -115,9 +103,7 @@ fn what_it_is(bytes: &[u8]) -> Option<&'static str> {
     }
     match bytes[4..8] {
         [0x0d, 0x00, 0x01, 0x00] => None,
-        [0x01, 0x00, 0x00, 0x00] => {
-            Some("a core wasm module; build for wasm32-wasip2 to get a component")
-        }
+        [0x01, 0x00, 0x00, 0x00] => Some("a core wasm module; build for wasm32-wasip2 to get a component"),
         _ => Some("an unknown wasm encoding"),
     }
 }
@@ -125,14 +111,9 @@ fn what_it_is(bytes: &[u8]) -> Option<&'static str> {
 impl Runtime {
     /// Loads every `*.wasm` file directly inside `dir`, in name order. One bad
     /// file never stops the others: each gets its own result.
-    pub fn load_dir(
-        &self,
-        dir: &Path,
-    ) -> Result<Vec<Result<LoadedDetector, LoadError>>, RuntimeError> {
-        let entries = std::fs::read_dir(dir).map_err(|source| RuntimeError::DetectorsDir {
-            path: dir.to_owned(),
-            source,
-        })?;
+    pub fn load_dir(&self, dir: &Path) -> Result<Vec<Result<LoadedDetector, LoadError>>, RuntimeError> {
+        let entries =
+            std::fs::read_dir(dir).map_err(|source| RuntimeError::DetectorsDir { path: dir.to_owned(), source })?;
         let mut files: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
@@ -142,10 +123,7 @@ impl Runtime {
         let mut out: Vec<Result<LoadedDetector, LoadError>> = Vec::with_capacity(files.len());
         for path in files {
             let loaded = self.load(&path).and_then(|d| {
-                let taken = out
-                    .iter()
-                    .flatten()
-                    .find(|o| o.descriptor.name == d.descriptor.name);
+                let taken = out.iter().flatten().find(|o| o.descriptor.name == d.descriptor.name);
                 match taken {
                     Some(other) => Err(LoadError::DuplicateName {
                         path: path.clone(),
@@ -163,97 +141,59 @@ impl Runtime {
     /// Loads and checks one component file.
     pub fn load(&self, path: &Path) -> Result<LoadedDetector, LoadError> {
         let p = || path.to_owned();
-        let meta =
-            std::fs::metadata(path).map_err(|source| LoadError::Read { path: p(), source })?;
+        let meta = std::fs::metadata(path).map_err(|source| LoadError::Read { path: p(), source })?;
         if meta.len() > self.limits.component_bytes {
-            return Err(LoadError::TooLarge {
-                path: p(),
-                size: meta.len(),
-                limit: self.limits.component_bytes,
-            });
+            return Err(LoadError::TooLarge { path: p(), size: meta.len(), limit: self.limits.component_bytes });
         }
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: p(), source })?;
         if let Some(what) = what_it_is(&bytes) {
             return Err(LoadError::NotAComponent { path: p(), what });
         }
         let sha256 = crate::hex(&Sha256::digest(&bytes));
-        let component = Component::new(&self.engine, &bytes).map_err(|e| LoadError::Invalid {
-            path: p(),
-            message: format!("{e:#}"),
-        })?;
+        let component = Component::new(&self.engine, &bytes)
+            .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
         let ty = component.component_type();
 
         // The export names the WIT version the component was built against.
         let expected = capabilities::detector_export();
         let prefix = format!("{WIT_PACKAGE}/detector@");
-        let exports: Vec<String> = ty
-            .exports(&self.engine)
-            .map(|(n, _)| n.to_owned())
-            .collect();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_owned()).collect();
         if !exports.iter().any(|e| *e == expected) {
             if let Some(found) = exports.iter().find_map(|e| e.strip_prefix(&prefix)) {
-                return Err(LoadError::UnsupportedVersion {
-                    path: p(),
-                    found: found.to_owned(),
-                });
+                return Err(LoadError::UnsupportedVersion { path: p(), found: found.to_owned() });
             }
             return Err(LoadError::NoDetectorExport {
                 path: p(),
                 expected,
-                exports: if exports.is_empty() {
-                    "nothing".into()
-                } else {
-                    exports.join(", ")
-                },
+                exports: if exports.is_empty() { "nothing".into() } else { exports.join(", ") },
             });
         }
 
         let mut imports = Vec::new();
+        let mut refused = Vec::new();
         for (name, _) in ty.imports(&self.engine) {
             match capabilities::classify(name) {
                 Ok(grant) => imports.push((name.to_owned(), grant)),
-                Err(reason) => {
-                    return Err(LoadError::RefusedImport {
-                        path: p(),
-                        import: name.to_owned(),
-                        reason,
-                    });
-                }
+                Err(reason) => refused.push((name.to_owned(), reason)),
             }
         }
+        if !refused.is_empty() {
+            return Err(LoadError::RefusedImports { path: p(), refused });
+        }
 
-        let instance_pre =
-            self.linker
-                .instantiate_pre(&component)
-                .map_err(|e| LoadError::Invalid {
-                    path: p(),
-                    message: format!("{e:#}"),
-                })?;
-        let pre = DetectorWorldPre::new(instance_pre).map_err(|e| LoadError::Invalid {
-            path: p(),
-            message: format!("{e:#}"),
-        })?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
+        let pre = DetectorWorldPre::new(instance_pre)
+            .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
 
         let descriptor = self.describe(&pre, path)?;
-        Ok(LoadedDetector {
-            path: p(),
-            sha256,
-            size: meta.len(),
-            descriptor,
-            imports,
-            pre,
-        })
+        Ok(LoadedDetector { path: p(), sha256, size: meta.len(), descriptor, imports, pre })
     }
 
-    fn describe(
-        &self,
-        pre: &DetectorWorldPre<StoreData>,
-        path: &Path,
-    ) -> Result<Descriptor, LoadError> {
-        let label = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    fn describe(&self, pre: &DetectorWorldPre<StoreData>, path: &Path) -> Result<Descriptor, LoadError> {
+        let label = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let mut store = self.new_store(0);
         let fail = |store: &Store<StoreData>, e: wasmtime::Error| LoadError::Describe {
             path: path.to_owned(),
@@ -269,10 +209,7 @@ impl Runtime {
             Ok(d) => d,
             Err(e) => return Err(fail(&store, e)),
         };
-        convert_descriptor(raw).map_err(|message| LoadError::BadDescriptor {
-            path: path.to_owned(),
-            message,
-        })
+        convert_descriptor(raw).map_err(|message| LoadError::BadDescriptor { path: path.to_owned(), message })
     }
 
     /// A fresh sandboxed store with the runtime's limits.
@@ -294,36 +231,25 @@ impl Runtime {
 fn is_identifier(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
 fn convert_descriptor(d: guest::Descriptor) -> Result<Descriptor, String> {
     if !is_identifier(&d.name) {
-        return Err(format!(
-            "name `{}` must be 1-64 letters, digits, `_`, `-` or `.`",
-            d.name.escape_debug()
-        ));
+        return Err(format!("name `{}` must be 1-64 letters, digits, `_`, `-` or `.`", d.name.escape_debug()));
     }
     if d.emits.is_empty() {
         return Err("it emits no kind".into());
     }
     if let Some(bad) = d.emits.iter().find(|k| !is_identifier(k)) {
-        return Err(format!(
-            "emitted kind `{}` is not an identifier",
-            bad.escape_debug()
-        ));
+        return Err(format!("emitted kind `{}` is not an identifier", bad.escape_debug()));
     }
     let mut config: Vec<ConfigKey> = Vec::new();
     for key in d.config {
         if config.iter().any(|k| k.name == key.name) {
             return Err(format!("config key `{}` is declared twice", key.name));
         }
-        config.push(ConfigKey {
-            name: key.name,
-            doc: key.doc,
-            default: convert_config_value(key.default),
-        });
+        config.push(ConfigKey { name: key.name, doc: key.doc, default: convert_config_value(key.default) });
     }
     Ok(Descriptor {
         name: d.name,
@@ -332,10 +258,7 @@ fn convert_descriptor(d: guest::Descriptor) -> Result<Descriptor, String> {
         subscriptions: d
             .subscriptions
             .into_iter()
-            .map(|s: types::Subscription| Subscription {
-                source: s.source,
-                kind: s.kind,
-            })
+            .map(|s: types::Subscription| Subscription { source: s.source, kind: s.kind })
             .collect(),
         config,
         cadence_seconds: d.cadence_seconds,
@@ -349,11 +272,7 @@ mod tests {
     #[test]
     fn headers_tell_modules_and_junk_from_components() {
         assert_eq!(what_it_is(b"hello world"), Some("no wasm header"));
-        assert!(
-            what_it_is(b"\0asm\x01\0\0\0")
-                .unwrap()
-                .starts_with("a core wasm module")
-        );
+        assert!(what_it_is(b"\0asm\x01\0\0\0").unwrap().starts_with("a core wasm module"));
         assert_eq!(what_it_is(b"\0asm\x0d\0\x01\0"), None);
     }
 }

@@ -25,10 +25,7 @@ use wasmtime::{Config, Engine};
 
 pub use loader::{LoadError, LoadedDetector};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
-pub use session::{
-    CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext,
-    ScanOutcome,
-};
+pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
 
 use bindings::DetectorWorld;
 use sandbox::StoreData;
@@ -66,7 +63,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            fuel_per_call: 200_000_000,
+            fuel_per_call: 500_000_000,
             deadline: Duration::from_millis(100),
             memory_bytes: 128 << 20,
             table_elements: 100_000,
@@ -110,9 +107,7 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime")
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
+        f.debug_struct("Runtime").field("limits", &self.limits).finish_non_exhaustive()
     }
 }
 
@@ -142,8 +137,7 @@ impl Runtime {
         let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         DetectorWorld::add_to_linker::<StoreData, HasSelf<StoreData>>(&mut linker, |s| s)
             .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
 
@@ -161,15 +155,7 @@ impl Runtime {
                 })
                 .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch ticker: {e}")))?
         };
-        Ok(Runtime {
-            engine,
-            linker,
-            limits,
-            ticker: Some(Ticker {
-                stop,
-                thread: Some(thread),
-            }),
-        })
+        Ok(Runtime { engine, linker, limits, ticker: Some(Ticker { stop, thread: Some(thread) }) })
     }
 
     pub fn limits(&self) -> &Limits {

@@ -13,9 +13,7 @@ use std::time::Duration;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::{ClosedInputStream, MemoryOutputPipe};
-use wasmtime_wasi::{
-    HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
-};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::Limits;
 use super::bindings::{host_api, types};
@@ -41,34 +39,18 @@ pub(crate) struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.memory_bytes {
-            let breach = LimitBreach::Memory {
-                limit: self.memory_bytes,
-                desired,
-            };
+            let breach = LimitBreach::Memory { limit: self.memory_bytes, desired };
             self.breach.get_or_insert(breach.clone());
             return Err(breach.into());
         }
         Ok(maximum.is_none_or(|max| desired <= max))
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.table_elements {
-            let breach = LimitBreach::Table {
-                limit: self.table_elements,
-                desired,
-            };
+            let breach = LimitBreach::Table { limit: self.table_elements, desired };
             self.breach.get_or_insert(breach.clone());
             return Err(breach.into());
         }
@@ -207,10 +189,7 @@ impl StoreData {
                 memories: limits.memories,
                 breach: None,
             },
-            log: LogSink {
-                budget: limits.log_bytes_per_scan,
-                ..LogSink::default()
-            },
+            log: LogSink { budget: limits.log_bytes_per_scan, ..LogSink::default() },
             _stdout: stdout,
             stderr,
         }
@@ -223,10 +202,7 @@ const SEED: [u8; 16] = *b"sentinel-detsalt";
 
 impl WasiView for StoreData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -250,10 +226,7 @@ mod tests {
 
     #[test]
     fn log_sink_cuts_long_lines_and_drops_past_the_budget() {
-        let mut sink = LogSink {
-            budget: 1500,
-            ..LogSink::default()
-        };
+        let mut sink = LogSink { budget: 1500, ..LogSink::default() };
         sink.push(LogLevel::Info, "é".repeat(600)); // 1200 bytes, cut to 1024
         assert_eq!(sink.lines[0].message.len(), 1024);
         sink.push(LogLevel::Info, "x".repeat(600)); // over the remaining 476

@@ -110,32 +110,20 @@ pub(crate) fn classify_failure(
         (FailureKind::Limit(breach.clone()), breach.to_string())
     } else if let Some(trap) = err.downcast_ref::<Trap>() {
         match trap {
-            Trap::Interrupt => (
-                FailureKind::Deadline,
-                format!("stopped at the {} ms deadline", limits.deadline.as_millis()),
-            ),
-            Trap::OutOfFuel => (
-                FailureKind::Fuel,
-                format!("ran out of fuel ({} units per call)", limits.fuel_per_call),
-            ),
+            Trap::Interrupt => {
+                (FailureKind::Deadline, format!("stopped at the {} ms deadline", limits.deadline.as_millis()))
+            }
+            Trap::OutOfFuel => {
+                (FailureKind::Fuel, format!("ran out of fuel ({} units per call)", limits.fuel_per_call))
+            }
             Trap::StackOverflow => (FailureKind::StackOverflow, "wasm stack overflow".to_owned()),
-            other => (
-                FailureKind::Trap(other.to_string()),
-                format!("trapped: {other}"),
-            ),
+            other => (FailureKind::Trap(other.to_string()), format!("trapped: {other}")),
         }
     } else {
         let msg = format!("{err:#}");
         (FailureKind::Host(msg.clone()), msg)
     };
-    CallFailure {
-        detector: detector.to_owned(),
-        phase,
-        kind,
-        message,
-        backtrace,
-        stderr: stderr_tail(store),
-    }
+    CallFailure { detector: detector.to_owned(), phase, kind, message, backtrace, stderr: stderr_tail(store) }
 }
 
 /// Bytes of guest stderr kept in a failure report.
@@ -255,10 +243,7 @@ pub struct DetectorScan<'r> {
 
 impl fmt::Debug for DetectorScan<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DetectorScan")
-            .field("name", &self.name)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
+        f.debug_struct("DetectorScan").field("name", &self.name).field("stats", &self.stats).finish_non_exhaustive()
     }
 }
 
@@ -282,32 +267,17 @@ impl Runtime {
         let wit_ctx = types::ScanContext {
             scan_time: ctx.scan_time_ms,
             window_start: ctx.window_start_ms,
-            config: ctx
-                .config
-                .into_iter()
-                .map(|(k, v)| (k, to_wit_config(v)))
-                .collect(),
+            config: ctx.config.into_iter().map(|(k, v)| (k, to_wit_config(v))).collect(),
             state: ctx.state,
         };
         self.arm(&mut store);
-        let result = world
-            .sentinel_detector_detector()
-            .call_start(&mut store, &wit_ctx);
-        let fuel = self
-            .limits
-            .fuel_per_call
-            .saturating_sub(store.get_fuel().unwrap_or(0));
+        let result = world.sentinel_detector_detector().call_start(&mut store, &wit_ctx);
+        let fuel = self.limits.fuel_per_call.saturating_sub(store.get_fuel().unwrap_or(0));
         let scan = match result {
             Ok(Ok(scan)) => scan,
             Ok(Err(e)) => return Err(detector_error(&name, Phase::Start, e)),
             Err(e) => {
-                return Err(classify_failure(
-                    &name,
-                    Phase::Start,
-                    &store,
-                    &e,
-                    &self.limits,
-                ));
+                return Err(classify_failure(&name, Phase::Start, &store, &e, &self.limits));
             }
         };
         let elapsed = started.elapsed();
@@ -319,14 +289,7 @@ impl Runtime {
             world,
             scan,
             observations: Vec::new(),
-            stats: CallStats {
-                calls: 1,
-                records: 0,
-                fuel,
-                total: elapsed,
-                slowest: elapsed,
-                finish: Duration::ZERO,
-            },
+            stats: CallStats { calls: 1, records: 0, fuel, total: elapsed, slowest: elapsed, finish: Duration::ZERO },
         })
     }
 }
@@ -338,11 +301,7 @@ impl DetectorScan<'_> {
 
     fn account(&mut self, started: Instant) -> Duration {
         let elapsed = started.elapsed();
-        let fuel = self
-            .runtime
-            .limits
-            .fuel_per_call
-            .saturating_sub(self.store.get_fuel().unwrap_or(0));
+        let fuel = self.runtime.limits.fuel_per_call.saturating_sub(self.store.get_fuel().unwrap_or(0));
         self.stats.calls += 1;
         self.stats.fuel += fuel;
         self.stats.total += elapsed;
@@ -354,23 +313,13 @@ impl DetectorScan<'_> {
     pub fn push(&mut self, batch: &PreparedBatch) -> Result<(), CallFailure> {
         self.runtime.arm(&mut self.store);
         let started = Instant::now();
-        let result = self.world.sentinel_detector_detector().scan().call_push(
-            &mut self.store,
-            self.scan,
-            &batch.inner,
-        );
+        let result = self.world.sentinel_detector_detector().scan().call_push(&mut self.store, self.scan, &batch.inner);
         self.account(started);
         self.stats.records += u64::from(batch.inner.rows);
         match result {
             Ok(Ok(obs)) => self.accept(Phase::Push, obs),
             Ok(Err(e)) => Err(detector_error(&self.name, Phase::Push, e)),
-            Err(e) => Err(classify_failure(
-                &self.name,
-                Phase::Push,
-                &self.store,
-                &e,
-                &self.runtime.limits,
-            )),
+            Err(e) => Err(classify_failure(&self.name, Phase::Push, &self.store, &e, &self.runtime.limits)),
         }
     }
 
@@ -378,23 +327,13 @@ impl DetectorScan<'_> {
     pub fn finish(mut self) -> Result<ScanOutcome, CallFailure> {
         self.runtime.arm(&mut self.store);
         let started = Instant::now();
-        let result = self
-            .world
-            .sentinel_detector_detector()
-            .scan()
-            .call_finish(&mut self.store, self.scan);
+        let result = self.world.sentinel_detector_detector().scan().call_finish(&mut self.store, self.scan);
         self.stats.finish = self.account(started);
         let output = match result {
             Ok(Ok(out)) => out,
             Ok(Err(e)) => return Err(detector_error(&self.name, Phase::Finish, e)),
             Err(e) => {
-                return Err(classify_failure(
-                    &self.name,
-                    Phase::Finish,
-                    &self.store,
-                    &e,
-                    &self.runtime.limits,
-                ));
+                return Err(classify_failure(&self.name, Phase::Finish, &self.store, &e, &self.runtime.limits));
             }
         };
         self.accept(Phase::Finish, output.observations)?;
@@ -403,23 +342,13 @@ impl DetectorScan<'_> {
         {
             return Err(self.invalid(
                 Phase::Finish,
-                format!(
-                    "state of {} bytes is over the limit of {}",
-                    state.len(),
-                    self.runtime.limits.state_bytes
-                ),
+                format!("state of {} bytes is over the limit of {}", state.len(), self.runtime.limits.state_bytes),
             ));
         }
         let data = self.store.data_mut();
         let logs = std::mem::take(&mut data.log.lines);
         let logs_dropped = data.log.dropped;
-        Ok(ScanOutcome {
-            observations: self.observations,
-            state: output.state,
-            stats: self.stats,
-            logs,
-            logs_dropped,
-        })
+        Ok(ScanOutcome { observations: self.observations, state: output.state, stats: self.stats, logs, logs_dropped })
     }
 
     pub fn stats(&self) -> &CallStats {
@@ -444,13 +373,8 @@ impl DetectorScan<'_> {
         }
         for o in obs {
             if !self.emits.iter().any(|k| *k == o.kind) {
-                return Err(self.invalid(
-                    phase,
-                    format!(
-                        "observation kind `{}` is not declared in emits",
-                        o.kind.escape_debug()
-                    ),
-                ));
+                return Err(self
+                    .invalid(phase, format!("observation kind `{}` is not declared in emits", o.kind.escape_debug())));
             }
             if o.occurrence.is_empty() {
                 return Err(self.invalid(phase, "observation with an empty occurrence key".into()));
@@ -487,12 +411,7 @@ impl DetectorScan<'_> {
 
 /// One line, no control characters, at most [`TITLE_CHARS`] characters.
 pub fn clean_title(raw: &str) -> String {
-    raw.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(TITLE_CHARS)
-        .collect::<String>()
-        .trim()
-        .to_owned()
+    raw.chars().map(|c| if c.is_control() { ' ' } else { c }).take(TITLE_CHARS).collect::<String>().trim().to_owned()
 }
 
 fn detector_error(name: &str, phase: Phase, e: types::DetectorError) -> CallFailure {

@@ -6,11 +6,7 @@
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
 use crate::record::{BatchBuilder, Cell, Column};
 
-const COLUMNS: &[Column] = &[
-    Column::text("id"),
-    Column::text("name"),
-    Column::text("threads"),
-];
+const COLUMNS: &[Column] = &[Column::text("id"), Column::text("name"), Column::text("threads")];
 
 /// Reads `bots.json` (`{"bots": [{"id", "name", "threads": [...]}]}`).
 #[derive(Debug, Clone)]
@@ -20,9 +16,7 @@ pub struct BotsSource {
 
 impl Default for BotsSource {
     fn default() -> Self {
-        BotsSource {
-            file: "bots.json".into(),
-        }
+        BotsSource { file: "bots.json".into() }
     }
 }
 
@@ -37,34 +31,22 @@ impl Source for BotsSource {
         true
     }
 
-    fn read(
-        &self,
-        ctx: &ReadContext<'_>,
-        sink: &mut Sink<'_>,
-    ) -> Result<SourceReport, SourceError> {
+    fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.file);
         let text = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SourceReport {
-                    missing: true,
-                    ..SourceReport::default()
-                });
+                return Ok(SourceReport { missing: true, ..SourceReport::default() });
             }
             Err(e) => {
-                return Err(SourceError::Open {
-                    source_name: "bots",
-                    path,
-                    source: Box::new(e),
-                });
+                return Err(SourceError::Open { source_name: "bots", path, source: Box::new(e) });
             }
         };
-        let doc: serde_json::Value =
-            serde_json::from_slice(&text).map_err(|e| SourceError::Read {
-                source_name: "bots",
-                path: path.clone(),
-                source: Box::new(e),
-            })?;
+        let doc: serde_json::Value = serde_json::from_slice(&text).map_err(|e| SourceError::Read {
+            source_name: "bots",
+            path: path.clone(),
+            source: Box::new(e),
+        })?;
         let Some(bots) = doc.get("bots").and_then(|b| b.as_array()) else {
             return Err(SourceError::Read {
                 source_name: "bots",
@@ -86,28 +68,15 @@ impl Source for BotsSource {
                 .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
                 .unwrap_or_default();
             let threads = threads.join("\n");
-            let row = [
-                Cell::Text(id),
-                name.map_or(Cell::Null, Cell::Text),
-                Cell::Text(&threads),
-            ];
-            builder.push_row(&row).map_err(|e| SourceError::Stopped {
-                source_name: "bots",
-                reason: e.to_string(),
-            })?;
+            let row = [Cell::Text(id), name.map_or(Cell::Null, Cell::Text), Cell::Text(&threads)];
+            builder.push_row(&row).map_err(|e| SourceError::Stopped { source_name: "bots", reason: e.to_string() })?;
             report.records += 1;
             if builder.rows() as usize >= ctx.batch_rows {
-                sink(builder.take()).map_err(|reason| SourceError::Stopped {
-                    source_name: "bots",
-                    reason,
-                })?;
+                sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "bots", reason })?;
             }
         }
         if !builder.is_empty() {
-            sink(builder.take()).map_err(|reason| SourceError::Stopped {
-                source_name: "bots",
-                reason,
-            })?;
+            sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "bots", reason })?;
         }
         Ok(report)
     }

@@ -1,19 +1,18 @@
 //! `messages.db`: failed tool calls, from the activity rows of a WAL database
 //! the application is writing while we read.
 //!
-//! Opened with `SQLITE_OPEN_READONLY` (never `immutable`, which would skip the
-//! rows still in the `-wal` file), one short query per batch on a fresh
-//! handle that is closed at once, so no read transaction outlives a batch and
+//! Opened read-only by [`super::sqlite`] (which reads the rows still in the
+//! `-wal` file and creates nothing in the data dir), one short query per
+//! batch on a fresh handle that is closed at once, so no read transaction outlives a batch and
 //! the writer can always checkpoint. Activity rows change after they are
 //! written (a tool's outcome lands later), so instead of a rowid cursor each
 //! scan rereads a trailing 30-minute window before the newest `at` it has
 //! seen; the ledger's occurrence keys count each message once.
 
 use std::path::Path;
-use std::time::Duration;
 
+use rusqlite::Connection;
 use rusqlite::types::Value;
-use rusqlite::{Connection, OpenFlags};
 
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
 use crate::record::{BatchBuilder, Cell, Column};
@@ -54,9 +53,7 @@ pub struct MessagesSource {
 
 impl Default for MessagesSource {
     fn default() -> Self {
-        MessagesSource {
-            file: "messages.db".into(),
-        }
+        MessagesSource { file: "messages.db".into() }
     }
 }
 
@@ -64,15 +61,6 @@ impl Default for MessagesSource {
 struct Cursor {
     /// The newest `at` seen, ms.
     hwm: i64,
-}
-
-fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(Duration::from_millis(250))?;
-    Ok(conn)
 }
 
 fn text_of(v: &Value) -> Option<String> {
@@ -106,31 +94,31 @@ struct Row {
 }
 
 /// One page of rows after `(after_at, after_id)`, on a handle closed on return.
-fn page(
-    path: &Path,
+fn page(path: &Path, window_start: i64, after_at: i64, after_id: &str, limit: usize) -> rusqlite::Result<Vec<Row>> {
+    super::sqlite::with_db(path, |conn| page_on(conn, window_start, after_at, after_id, limit))
+}
+
+fn page_on(
+    conn: &Connection,
     window_start: i64,
     after_at: i64,
     after_id: &str,
     limit: usize,
 ) -> rusqlite::Result<Vec<Row>> {
-    let conn = open(path)?;
     let mut stmt = conn.prepare(QUERY)?;
-    let rows = stmt.query_map(
-        rusqlite::params![window_start, after_at, after_id, limit as i64],
-        |r| {
-            Ok(Row {
-                id: text_of(&r.get::<_, Value>(0)?).unwrap_or_default(),
-                thread_id: text_of(&r.get::<_, Value>(1)?),
-                at: int_of(&r.get::<_, Value>(2)?).unwrap_or(0),
-                turn_id: text_of(&r.get::<_, Value>(3)?),
-                bot_id: text_of(&r.get::<_, Value>(4)?),
-                tool_name: text_of(&r.get::<_, Value>(5)?),
-                output: text_of(&r.get::<_, Value>(6)?),
-                exit_code: int_of(&r.get::<_, Value>(7)?),
-                malformed: r.get::<_, bool>(8)?,
-            })
-        },
-    )?;
+    let rows = stmt.query_map(rusqlite::params![window_start, after_at, after_id, limit as i64], |r| {
+        Ok(Row {
+            id: text_of(&r.get::<_, Value>(0)?).unwrap_or_default(),
+            thread_id: text_of(&r.get::<_, Value>(1)?),
+            at: int_of(&r.get::<_, Value>(2)?).unwrap_or(0),
+            turn_id: text_of(&r.get::<_, Value>(3)?),
+            bot_id: text_of(&r.get::<_, Value>(4)?),
+            tool_name: text_of(&r.get::<_, Value>(5)?),
+            output: text_of(&r.get::<_, Value>(6)?),
+            exit_code: int_of(&r.get::<_, Value>(7)?),
+            malformed: r.get::<_, bool>(8)?,
+        })
+    })?;
     rows.collect()
 }
 
@@ -142,11 +130,7 @@ impl Source for MessagesSource {
         &["tool-failure"]
     }
 
-    fn read(
-        &self,
-        ctx: &ReadContext<'_>,
-        sink: &mut Sink<'_>,
-    ) -> Result<SourceReport, SourceError> {
+    fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.file);
         if !path.exists() {
             return Ok(SourceReport {
@@ -155,27 +139,15 @@ impl Source for MessagesSource {
                 ..SourceReport::default()
             });
         }
-        let prev_hwm = ctx
-            .cursor
-            .and_then(|c| serde_json::from_str::<Cursor>(c).ok())
-            .map(|c| c.hwm);
+        let prev_hwm = ctx.cursor.and_then(|c| serde_json::from_str::<Cursor>(c).ok()).map(|c| c.hwm);
         let window_start = prev_hwm.map_or(i64::MIN, |h| h.saturating_sub(REREAD_WINDOW_MS));
-        let mut report = SourceReport {
-            window_start_ms: window_start.max(0),
-            ..SourceReport::default()
-        };
+        let mut report = SourceReport { window_start_ms: window_start.max(0), ..SourceReport::default() };
         let mut hwm = prev_hwm.unwrap_or(0);
         let (mut after_at, mut after_id) = (i64::MIN, String::new());
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
         loop {
-            let rows =
-                page(&path, window_start, after_at, &after_id, ctx.batch_rows).map_err(|e| {
-                    SourceError::Read {
-                        source_name: "messages",
-                        path: path.clone(),
-                        source: Box::new(e),
-                    }
-                })?;
+            let rows = page(&path, window_start, after_at, &after_id, ctx.batch_rows)
+                .map_err(|e| SourceError::Read { source_name: "messages", path: path.clone(), source: Box::new(e) })?;
             let last_page = rows.len() < ctx.batch_rows;
             for row in rows {
                 after_at = row.at;
@@ -195,17 +167,13 @@ impl Source for MessagesSource {
                     row.output.as_deref().map_or(Cell::Null, Cell::Text),
                     row.exit_code.map_or(Cell::Null, Cell::Int),
                 ];
-                builder.push_row(&cells).map_err(|e| SourceError::Stopped {
-                    source_name: "messages",
-                    reason: e.to_string(),
-                })?;
+                builder
+                    .push_row(&cells)
+                    .map_err(|e| SourceError::Stopped { source_name: "messages", reason: e.to_string() })?;
                 report.records += 1;
             }
             if !builder.is_empty() {
-                sink(builder.take()).map_err(|reason| SourceError::Stopped {
-                    source_name: "messages",
-                    reason,
-                })?;
+                sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "messages", reason })?;
             }
             if last_page {
                 break;

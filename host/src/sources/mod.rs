@@ -9,6 +9,7 @@
 
 mod bots;
 mod messages;
+pub mod sqlite;
 
 use std::path::{Path, PathBuf};
 
@@ -60,10 +61,7 @@ pub enum SourceError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("source {source_name}: the receiver stopped the read: {reason}")]
-    Stopped {
-        source_name: &'static str,
-        reason: String,
-    },
+    Stopped { source_name: &'static str, reason: String },
 }
 
 /// Where batches go. Returning an error stops the read.
@@ -80,15 +78,11 @@ pub trait Source {
         false
     }
     /// Streams every batch to `sink`.
-    fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>)
-    -> Result<SourceReport, SourceError>;
+    fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError>;
 }
 
 /// The sources of the reference data-dir layout, in the host's fixed order:
 /// reference data first.
 pub fn default_sources() -> Vec<Box<dyn Source>> {
-    vec![
-        Box::new(BotsSource::default()),
-        Box::new(MessagesSource::default()),
-    ]
+    vec![Box::new(BotsSource::default()), Box::new(MessagesSource::default())]
 }

@@ -1,0 +1,99 @@
+//! Bad input: a clear error naming what was wrong, and a documented exit code.
+
+use std::path::Path;
+
+use crate::support::*;
+
+fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn data_dir(s: &Scratch) -> std::path::PathBuf {
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    data
+}
+
+#[test]
+fn an_out_inside_the_data_dir_is_refused_with_exit_4() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    let o = run(&s.detectors_with(&[]), &data, &data.join("out"), &[]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("inside the data dir"));
+    assert!(!data.join("out").exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn an_out_reached_through_a_symlink_into_the_data_dir_is_refused() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    std::os::unix::fs::symlink(&data, s.path("sneaky")).unwrap();
+    let o = run(&s.detectors_with(&[]), &data, &s.path("sneaky/out"), &[]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr_of(&o));
+}
+
+#[test]
+fn an_out_inside_a_git_repository_is_refused_with_exit_4() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    std::fs::create_dir_all(s.path("repo/.git")).unwrap();
+    let o = run(&s.detectors_with(&[]), &data, &s.path("repo/deep/out"), &[]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("git repository"));
+}
+
+#[test]
+fn a_missing_data_dir_exits_5_naming_it() {
+    let s = Scratch::new();
+    let o = run(&s.detectors_with(&[]), &s.path("nope"), &s.path("out"), &[]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("nope"));
+}
+
+#[test]
+fn a_missing_detectors_dir_exits_3_naming_it() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    let o = run(Path::new("/nonexistent/detectors"), &data, &s.path("out"), &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("/nonexistent/detectors"));
+}
+
+#[test]
+fn a_config_value_of_the_wrong_type_exits_3_naming_detector_and_key() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    let o = run(&s.detectors_with(&[]), &data, &s.path("out"), &["--set", "tool_error.harness_tools=12"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert!(err.contains("tool_error") && err.contains("harness_tools"), "{err}");
+}
+
+#[test]
+fn a_usage_error_exits_2() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host")).arg("run").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn missing_sources_are_reported_not_fatal() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    let summary = scan(&s.detectors_with(&[]), &data, &s.path("out"));
+    let sources = summary["sources"].as_array().unwrap();
+    assert!(sources.iter().all(|src| src["status"] == "missing"), "{sources:#?}");
+    assert_eq!(issues(&s.path("out")).len(), 0);
+}
+
+#[test]
+fn a_config_value_reaches_the_detector_typed() {
+    // With mcp__agents__* no longer the harness's own, its failures turn external.
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    xtask::datagen::insert_activity(&data, "m1", 1, "t1", "mcp__agents__x", Some(false), "boom", None).unwrap();
+    let o = run(&s.detectors_with(&[]), &data, &s.path("out"), &["--set", "tool_error.harness_tools=computer"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    assert_eq!(issues(&s.path("out"))[0]["origin"], "external");
+}

@@ -1,0 +1,108 @@
+//! Hostile components: each is stopped or refused, named, and never stops
+//! the good detector in the same run from producing its issues.
+
+use serde_json::Value;
+use xtask::datagen::{self, DataSpec};
+
+use crate::support::*;
+
+/// Scans the demo data with the shipped detectors plus `fixtures`, checks
+/// that tool_error still reported every failure, and returns the summary.
+fn scan_with(fixtures: &[&str], extra_files: &[(&str, &[u8])]) -> Value {
+    let s = Scratch::new();
+    let data = s.path("data");
+    let truth = datagen::generate(&data, &DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(fixtures);
+    for (name, bytes) in extra_files {
+        std::fs::write(detectors.join(name), bytes).unwrap();
+    }
+    let summary = scan(&detectors, &data, &s.path("out"));
+    assert_eq!(detector(&summary, "tool_error")["status"], "ok", "{summary:#}");
+    let total: i64 = issues(&s.path("out")).iter().map(|i| i["count"].as_i64().unwrap()).sum();
+    assert_eq!(total as usize, truth.failures.len(), "the good detector still reports everything");
+    summary
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_fuel_or_the_deadline() {
+    let summary = scan_with(&["endless_loop"], &[]);
+    let d = detector(&summary, "endless_loop");
+    assert_eq!(d["status"], "failed");
+    let kind = d["failure"]["kind"].as_str().unwrap();
+    assert!(kind == "fuel" || kind == "deadline", "stopped by {kind}");
+    assert_eq!(d["failure"]["phase"], "push");
+}
+
+#[test]
+fn an_endless_loop_meets_the_deadline_when_fuel_is_plentiful() {
+    // With fuel out of the way, the 100 ms epoch deadline is what stops it.
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let out = run(&s.detectors_with(&["endless_loop"]), &data, &s.path("out"), &["--fuel", "100000000000000"]);
+    assert_eq!(out.status.code(), Some(0));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = detector(&summary, "endless_loop");
+    assert_eq!(d["failure"]["kind"], "deadline", "{d:#}");
+    assert!(d["failure"]["message"].as_str().unwrap().contains("100 ms"));
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_by_the_memory_cap() {
+    let summary = scan_with(&["memory_bomb"], &[]);
+    let d = detector(&summary, "memory_bomb");
+    assert_eq!(d["status"], "failed");
+    assert_eq!(d["failure"]["kind"], "memory", "{d:#}");
+}
+
+#[test]
+fn deep_recursion_is_stopped_by_the_stack_cap() {
+    let summary = scan_with(&["deep_recursion"], &[]);
+    let d = detector(&summary, "deep_recursion");
+    assert_eq!(d["failure"]["kind"], "stack", "{d:#}");
+    // The backtrace names guest functions.
+    assert!(d["failure"]["backtrace"].as_str().unwrap().contains("dive"));
+}
+
+#[test]
+fn a_panic_is_a_trap_with_its_message() {
+    let summary = scan_with(&["panicker"], &[]);
+    let d = detector(&summary, "panicker");
+    assert_eq!(d["failure"]["kind"], "trap");
+    assert!(d["failure"]["stderr"].as_str().unwrap().contains("panicker refuses batch"), "{d:#}");
+}
+
+#[test]
+fn an_http_import_is_refused_at_load_with_the_import_named() {
+    let summary = scan_with(&["http_caller"], &[]);
+    let d = detector(&summary, "http_caller");
+    assert_eq!(d["status"], "refused");
+    let msg = d["failure"]["message"].as_str().unwrap();
+    assert!(msg.contains("wasi:http/outgoing-handler"), "{msg}");
+    assert!(msg.contains("http_caller.wasm"), "{msg}");
+    assert_eq!(d["calls"], 0, "a refused component never runs");
+}
+
+#[test]
+fn a_component_of_another_wit_version_is_refused_with_both_versions() {
+    let summary = scan_with(&["wrong_version"], &[]);
+    let d = detector(&summary, "wrong_version");
+    assert_eq!(d["status"], "refused");
+    let msg = d["failure"]["message"].as_str().unwrap();
+    assert!(msg.contains("sentinel:detector@0.2.0") && msg.contains("sentinel:detector@0.1.0"), "{msg}");
+}
+
+#[test]
+fn files_that_are_not_components_are_refused() {
+    let summary = scan_with(&[], &[("junk.wasm", b"not wasm at all"), ("core.wasm", b"\0asm\x01\0\0\0")]);
+    assert!(detector(&summary, "junk")["failure"]["message"].as_str().unwrap().contains("no wasm header"));
+    assert!(detector(&summary, "core")["failure"]["message"].as_str().unwrap().contains("core wasm module"));
+}
+
+#[test]
+fn all_hostile_components_at_once_leave_the_good_detector_untouched() {
+    let summary =
+        scan_with(&["endless_loop", "memory_bomb", "deep_recursion", "panicker", "http_caller", "wrong_version"], &[]);
+    let bad = summary["detectors"].as_array().unwrap().iter().filter(|d| d["status"] != "ok").count();
+    assert_eq!(bad, 6);
+}

@@ -1,0 +1,114 @@
+//! Shared test support: components built once per test run, data dirs,
+//! running the binary, reading its output.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    xtask::guest::repo_root()
+}
+
+/// The shipped detectors, built from source once per test run (the same code
+/// path as `cargo xtask build-detectors`), into a folder of the test's own.
+pub fn shipped_detectors() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dest = root().join("target").join("e2e").join("detectors");
+        xtask::guest::build_detectors(&root(), &dest).expect("the shipped detectors build and load");
+        dest
+    })
+}
+
+/// The hostile fixtures of tests/guests, built from source once per run.
+pub fn fixture(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Vec<(String, PathBuf)>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| xtask::guest::build_fixtures(&root()).expect("the guest fixtures build"));
+    built.iter().find(|(n, _)| n == name).map(|(_, p)| p.clone()).unwrap_or_else(|| panic!("no fixture {name}"))
+}
+
+/// A scratch folder: a detectors dir made of the named components.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Scratch { dir: tempfile::Builder::new().prefix("sentinel-e2e-").tempdir().expect("tempdir") }
+    }
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    /// A detectors dir with the shipped detectors and the given fixtures.
+    pub fn detectors_with(&self, fixtures: &[&str]) -> PathBuf {
+        let dir = self.path("detectors");
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(shipped_detectors()).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "wasm") {
+                std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+            }
+        }
+        for f in fixtures {
+            std::fs::copy(fixture(f), dir.join(format!("{f}.wasm"))).unwrap();
+        }
+        dir
+    }
+}
+
+/// Runs `sentinel-host run --once --json` and returns the process output.
+pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .arg("run")
+        .arg("--once")
+        .arg("--json")
+        .arg("--detectors")
+        .arg(detectors)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("sentinel-host runs")
+}
+
+/// Runs a scan that must complete and returns its JSON summary.
+pub fn scan(detectors: &Path, data_dir: &Path, out: &Path) -> Value {
+    let output = run(detectors, data_dir, out, &[]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "scan failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("--json prints one JSON object")
+}
+
+/// The lines of `issues.jsonl`.
+pub fn issues(out: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(out.join("issues.jsonl")).expect("issues.jsonl exists");
+    text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect()
+}
+
+/// The summary entry of one detector.
+pub fn detector<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["detectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("no detector {name} in {summary:#}"))
+}
+
+/// Every file name in a folder, sorted.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}

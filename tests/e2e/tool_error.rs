@@ -1,0 +1,128 @@
+//! `tool_error` end to end: counts, grouping, privacy, idempotence.
+
+use std::collections::BTreeSet;
+
+use xtask::datagen::{self, DataSpec};
+
+use crate::support::*;
+
+#[test]
+fn every_failed_call_is_counted_once_and_grouped_by_template() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    let truth = datagen::generate(&data, &DataSpec::default()).unwrap();
+    assert!(truth.failures.len() > 20, "the generator makes failures worth reporting");
+    let summary = scan(&s.detectors_with(&[]), &data, &s.path("out"));
+
+    let issues = issues(&s.path("out"));
+    let total: i64 = issues.iter().map(|i| i["count"].as_i64().unwrap()).sum();
+    assert_eq!(total as usize, truth.failures.len(), "each failed call is one occurrence");
+    let templates: BTreeSet<_> = truth.failures.iter().map(|f| f.template).collect();
+    assert_eq!(issues.len(), templates.len(), "one issue per kind of failure: {issues:#?}");
+    assert_eq!(detector(&summary, "tool_error")["status"], "ok");
+    assert_eq!(summary["issues"]["totalIssues"], issues.len());
+    for i in &issues {
+        assert_eq!(i["kind"], "tool_error");
+        assert!(i["sig"].as_str().unwrap().starts_with("tool_error:"));
+        assert_eq!(i["evidenceRef"]["source"], "messages");
+        assert!(i["title"].as_str().unwrap().chars().count() <= 160);
+    }
+    // Harness failures rank high; shell failures carry the exit code and class.
+    fn by_tool<'a>(issues: &'a [serde_json::Value], t: &'a str) -> impl Iterator<Item = &'a serde_json::Value> {
+        issues.iter().filter(move |i| i["tool"] == t)
+    }
+    assert!(by_tool(&issues, "mcp__agents__load_layer").all(|i| i["origin"] == "harness" && i["severity"] == "high"));
+    assert!(by_tool(&issues, "harness_notice").all(|i| i["origin"] == "harness"));
+    let shell_titles: BTreeSet<_> = by_tool(&issues, "Bash").map(|i| i["title"].as_str().unwrap().to_owned()).collect();
+    for t in &shell_titles {
+        assert!(t == "timed out" || t.starts_with("exit "), "shell title {t}");
+    }
+}
+
+#[test]
+fn no_layer_12_and_no_layer_104_are_one_issue() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let tool = "mcp__agents__load_layer";
+    datagen::insert_activity(&data, "m1", 1_000, "t1", tool, Some(false), "no layer 12 in /a/b", None).unwrap();
+    datagen::insert_activity(&data, "m2", 2_000, "t1", tool, Some(false), "no layer 104 in /c/d", None).unwrap();
+    datagen::insert_activity(
+        &data,
+        "m3",
+        3_000,
+        "t2",
+        tool,
+        Some(false),
+        "permission denied for ops@example.com",
+        None,
+    )
+    .unwrap();
+    datagen::insert_activity(&data, "m4", 4_000, "t2", tool, Some(true), "no layer 5 in /e", None).unwrap();
+    datagen::insert_activity(&data, "m5", 5_000, "t2", tool, None, "", None).unwrap();
+    scan(&s.detectors_with(&[]), &data, &s.path("out"));
+
+    let issues = issues(&s.path("out"));
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    let layer = issues.iter().find(|i| i["title"] == "no layer <n> in <path>").expect("grouped issue");
+    assert_eq!(layer["count"], 2);
+    assert_eq!(layer["wastedTurns"], 1, "both failures cost the same turn");
+    assert_eq!((layer["firstAt"].as_i64(), layer["lastAt"].as_i64()), (Some(1_000), Some(2_000)));
+    assert_eq!(layer["evidenceRef"]["id"], "m2", "the latest evidence is kept");
+}
+
+#[test]
+fn raw_output_and_bot_names_are_never_stored() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    let truth = datagen::generate(&data, &DataSpec::default()).unwrap();
+    let out = s.path("out");
+    scan(&s.detectors_with(&[]), &data, &out);
+
+    // Every file sentinel wrote, issues and ledger alike.
+    let mut written = Vec::new();
+    for name in listing(&out) {
+        written.extend(std::fs::read(out.join(&name)).unwrap());
+    }
+    assert!(!written.is_empty());
+    let contains = |needle: &str| written.windows(needle.len()).any(|w| w == needle.as_bytes());
+    for f in &truth.failures {
+        if !f.output.is_empty() {
+            assert!(!contains(&f.output), "raw output stored: {}", f.output);
+        }
+    }
+    for leak in ["/srv/projects/", "@example.com", "sk-live-", "api.github.com", "/home/user/work/"] {
+        assert!(!contains(leak), "raw value {leak} stored");
+    }
+    for name in &truth.bot_names {
+        assert!(!contains(name), "bot name {name} stored");
+    }
+}
+
+#[test]
+fn a_rerun_with_no_new_data_leaves_issues_byte_identical() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let first = scan(&detectors, &data, &out);
+    let before = std::fs::read(out.join("issues.jsonl")).unwrap();
+    let second = scan(&detectors, &data, &out);
+    assert_eq!(before, std::fs::read(out.join("issues.jsonl")).unwrap());
+    assert_eq!(second["issues"]["counted"], 0);
+    assert_eq!(second["issues"]["newIssues"], 0);
+    assert!(first["issues"]["counted"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn the_data_dir_is_left_exactly_as_it_was() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let before = listing(&data);
+    let bytes_before = std::fs::read(data.join("messages.db")).unwrap();
+    scan(&s.detectors_with(&[]), &data, &s.path("out"));
+    assert_eq!(listing(&data), before, "nothing created in the data dir");
+    assert_eq!(std::fs::read(data.join("messages.db")).unwrap(), bytes_before);
+}
