@@ -92,7 +92,8 @@ fn a_config_value_reaches_the_detector_typed() {
     // With mcp__agents__* no longer the harness's own, its failures turn external.
     let s = Scratch::new();
     let data = data_dir(&s);
-    xtask::datagen::insert_activity(&data, "m1", 1, "t1", "mcp__agents__x", Some(false), "boom", None).unwrap();
+    let failed = xtask::datagen::Activity::failed("m1", 1, "t1", "mcp__agents__x", "boom");
+    xtask::datagen::insert_activity(&data, &failed).unwrap();
     let o = run(&s.detectors_with(&[]), &data, &s.path("out"), &["--set", "tool_error.harness_tools=computer"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
     assert_eq!(issues(&s.path("out"))[0]["origin"], "external");

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use xtask::datagen::{self, DataSpec};
+use xtask::datagen::{self, Activity, DataSpec};
 
 use crate::support::*;
 
@@ -45,21 +45,15 @@ fn no_layer_12_and_no_layer_104_are_one_issue() {
     let data = s.path("data");
     std::fs::create_dir_all(&data).unwrap();
     let tool = "mcp__agents__load_layer";
-    datagen::insert_activity(&data, "m1", 1_000, "t1", tool, Some(false), "no layer 12 in /a/b", None).unwrap();
-    datagen::insert_activity(&data, "m2", 2_000, "t1", tool, Some(false), "no layer 104 in /c/d", None).unwrap();
-    datagen::insert_activity(
-        &data,
-        "m3",
-        3_000,
-        "t2",
-        tool,
-        Some(false),
-        "permission denied for ops@example.com",
-        None,
-    )
-    .unwrap();
-    datagen::insert_activity(&data, "m4", 4_000, "t2", tool, Some(true), "no layer 5 in /e", None).unwrap();
-    datagen::insert_activity(&data, "m5", 5_000, "t2", tool, None, "", None).unwrap();
+    let layer = "no layer 12 in /a/b";
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", tool, layer)).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", 2_000, "t1", tool, "no layer 104 in /c/d")).unwrap();
+    let denied = "permission denied for ops@example.com";
+    datagen::insert_activity(&data, &Activity::failed("m3", 3_000, "t2", tool, denied)).unwrap();
+    let ok = Activity { ok: Some(true), ..Activity::failed("m4", 4_000, "t2", tool, "no layer 5 in /e") };
+    datagen::insert_activity(&data, &ok).unwrap();
+    let running = Activity { ok: None, ..Activity::failed("m5", 5_000, "t2", tool, "") };
+    datagen::insert_activity(&data, &running).unwrap();
     scan(&s.detectors_with(&[]), &data, &s.path("out"));
 
     let issues = issues(&s.path("out"));

@@ -74,7 +74,7 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -83,7 +83,7 @@ impl Rng {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
 }
 
@@ -106,7 +106,7 @@ fn failure_template(rng: &mut Rng, bot_name: &str) -> (&'static str, String, Opt
         3 => (
             "timeout",
             "Bash".into(),
-            Some(if n % 2 == 0 { 137 } else { 143 }),
+            Some(if n.is_multiple_of(2) { 137 } else { 143 }),
             format!("Command timed out after {m}ms"),
         ),
         4 => (
@@ -241,26 +241,37 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
     Ok(truth)
 }
 
-/// Adds one activity row to `messages.db` (for tests that build data by hand).
-pub fn insert_activity(
-    dir: &Path,
-    id: &str,
-    at: i64,
-    turn_id: &str,
-    tool: &str,
-    ok: Option<bool>,
-    output: &str,
-    exit_code: Option<i64>,
-) -> Result<()> {
+/// One activity row, for tests that build data by hand.
+#[derive(Debug, Clone, Default)]
+pub struct Activity<'a> {
+    pub id: &'a str,
+    pub at: i64,
+    pub turn_id: &'a str,
+    pub tool: &'a str,
+    /// `None` while the tool is still running.
+    pub ok: Option<bool>,
+    pub output: &'a str,
+    pub exit_code: Option<i64>,
+}
+
+impl<'a> Activity<'a> {
+    /// A failed call.
+    pub fn failed(id: &'a str, at: i64, turn_id: &'a str, tool: &'a str, output: &'a str) -> Self {
+        Activity { id, at, turn_id, tool, ok: Some(false), output, exit_code: None }
+    }
+}
+
+/// Adds (or replaces) one activity row in `dir/messages.db`, creating it in WAL mode.
+pub fn insert_activity(dir: &Path, a: &Activity<'_>) -> Result<()> {
     let conn = open_wal(&dir.join("messages.db"))?;
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);",
     )?;
-    let data = serde_json::json!({"turnId": turn_id, "from": {"botId": "bot-x"},
-        "tool": {"name": tool, "ok": ok, "output": output, "exitCode": exit_code}});
+    let data = serde_json::json!({"turnId": a.turn_id, "from": {"botId": "bot-x"},
+        "tool": {"name": a.tool, "ok": a.ok, "output": a.output, "exitCode": a.exit_code}});
     conn.execute(
         "INSERT OR REPLACE INTO messages(id, thread_id, at, type, data) VALUES(?1, 'th-x', ?2, 'activity', ?3)",
-        params![id, at, data.to_string()],
+        params![a.id, a.at, data.to_string()],
     )?;
     Ok(())
 }

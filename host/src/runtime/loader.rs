@@ -158,7 +158,7 @@ impl Runtime {
         let expected = capabilities::detector_export();
         let prefix = format!("{WIT_PACKAGE}/detector@");
         let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_owned()).collect();
-        if !exports.iter().any(|e| *e == expected) {
+        if !exports.contains(&expected) {
             if let Some(found) = exports.iter().find_map(|e| e.strip_prefix(&prefix)) {
                 return Err(LoadError::UnsupportedVersion { path: p(), found: found.to_owned() });
             }

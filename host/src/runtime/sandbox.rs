@@ -172,7 +172,7 @@ impl StoreData {
             .monotonic_clock(FrozenMonotonicClock)
             .secure_random(wasmtime_wasi::Deterministic::new(SEED.to_vec()))
             .insecure_random(wasmtime_wasi::Deterministic::new(SEED.to_vec()))
-            .insecure_random_seed(0x5e71_7e1)
+            .insecure_random_seed(0x05e7_17e1)
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)

@@ -372,7 +372,7 @@ impl DetectorScan<'_> {
             return Err(self.invalid(phase, format!("more than {cap} observations in one scan")));
         }
         for o in obs {
-            if !self.emits.iter().any(|k| *k == o.kind) {
+            if !self.emits.contains(&o.kind) {
                 return Err(self
                     .invalid(phase, format!("observation kind `{}` is not declared in emits", o.kind.escape_debug())));
             }
