@@ -127,6 +127,9 @@ pub struct ScanReport {
     pub issues_file: PathBuf,
     pub scan_time: i64,
     pub elapsed_ms: u64,
+    /// Why the ledger's state was started again at this scan, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_reset: Option<String>,
     pub sources: Vec<SourceSummary>,
     pub detectors: Vec<DetectorSummary>,
     pub issues: CommitReport,
@@ -206,6 +209,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     let data_dir = resolve_data_dir(opts.data_dir.as_deref())?;
     let out = out_dir::prepare(opts.out.as_deref(), &data_dir)?;
     let mut ledger = Ledger::open(&out)?;
+    let state_reset = ledger.reset_reason().map(str::to_owned);
     let scan_time = opts.scan_time_ms.unwrap_or_else(now_ms);
 
     let runtime = Runtime::new(opts.limits.clone())?;
@@ -353,10 +357,30 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         out_dir: out,
         scan_time,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        state_reset,
         sources: source_summaries,
         detectors: summaries,
         issues,
     })
+}
+
+/// What `sentinel-host reset` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetOutcome {
+    pub out_dir: PathBuf,
+    pub issues_kept: u64,
+}
+
+/// Starts the ledger's state again by hand, exactly as a release that changes
+/// the store's shape does: cursors, occurrence keys and detector state are
+/// cleared, issues are kept, and only newer occurrences are counted from now on.
+pub fn reset_state(data_dir: Option<&Path>, out: Option<&Path>) -> Result<ResetOutcome, ScanError> {
+    let data_dir = resolve_data_dir(data_dir)?;
+    let out = out_dir::prepare(out, &data_dir)?;
+    let mut ledger = Ledger::open(&out)?;
+    let report = ledger.reset_state("reset by hand")?;
+    Ok(ResetOutcome { out_dir: out, issues_kept: report.issues_kept })
 }
 
 fn fill_stats(summary: &mut DetectorSummary, stats: &crate::runtime::CallStats) {

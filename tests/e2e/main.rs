@@ -4,6 +4,7 @@
 
 mod cli_errors;
 mod hostile;
+mod ledger;
 mod support;
 mod tool_error;
 mod wal;

@@ -37,6 +37,22 @@ struct Cli {
 enum Command {
     /// Scan the data dir with every detector in a folder.
     Run(RunArgs),
+    /// Start the state again: clear cursors, occurrence keys and detector
+    /// state, keep the issues (what a release that changes the store does).
+    Reset(ResetArgs),
+}
+
+#[derive(Args, Debug)]
+struct ResetArgs {
+    /// The application's data dir [default: ~/.openmausbot].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The output folder whose state to reset [default: per-OS state folder].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -118,18 +134,35 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("SENTINEL_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    match cli.command {
-        Command::Run(args) => match run(&args) {
-            Ok(code) => ExitCode::from(code),
-            Err(err) => {
-                eprintln!("sentinel-host: error: {err}");
-                for cause in err.chain().skip(1) {
-                    eprintln!("  caused by: {cause}");
-                }
-                ExitCode::from(exit_code(&err))
+    let result = match cli.command {
+        Command::Run(args) => run(&args),
+        Command::Reset(args) => reset(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("sentinel-host: error: {err}");
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
             }
-        },
+            ExitCode::from(exit_code(&err))
+        }
     }
+}
+
+fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
+    let outcome = sentinel_host::scan::reset_state(args.data_dir.as_deref(), args.out.as_deref())
+        .context("cannot reset the ledger state")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+    } else {
+        println!(
+            "sentinel: state reset in {}: cursors, occurrence keys and detector state cleared, {} issues kept;\n  the next scan counts only occurrences newer than the newest recorded of each kind",
+            outcome.out_dir.display(),
+            outcome.issues_kept
+        );
+    }
+    Ok(exit::OK)
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {

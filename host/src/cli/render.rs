@@ -7,6 +7,9 @@ use sentinel_host::ScanReport;
 pub fn human(r: &ScanReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sentinel: scanned {} in {} ms", r.data_dir.display(), r.elapsed_ms);
+    if let Some(reason) = &r.state_reset {
+        let _ = writeln!(s, "  state started again: {reason}; issues kept, only newer occurrences counted");
+    }
     let sources: Vec<String> = r
         .sources
         .iter()

@@ -40,6 +40,12 @@ pub enum LedgerError {
         "ledger {path} has schema version {found}, newer than this release ({SCHEMA_VERSION}); use the newer sentinel-host"
     )]
     NewerSchema { path: PathBuf, found: i64 },
+    #[error(
+        "{path} is not a sentinel ledger (another program's database?); it was left untouched: move it away or choose another --out"
+    )]
+    Foreign { path: PathBuf },
+    #[error("{path} is not a SQLite database (corrupt?); it was left untouched: move it away or choose another --out")]
+    Corrupt { path: PathBuf },
     #[error("cannot write {path}")]
     Export {
         path: PathBuf,
@@ -54,6 +60,25 @@ pub struct Ledger {
     dir: PathBuf,
     db_path: PathBuf,
     conn: Connection,
+    reset: Option<String>,
+}
+
+/// What a reset kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetReport {
+    pub issues_kept: u64,
+}
+
+/// `PRAGMA application_id` of a sentinel ledger ("SENT").
+pub const APPLICATION_ID: i64 = 0x5345_4e54;
+
+/// Refuses a file that is not SQLite at all, before SQLite touches it.
+fn check_header(path: &Path) -> Result<(), LedgerError> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    let ok = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header)).is_ok();
+    if ok && &header == b"SQLite format 3\0" { Ok(()) } else { Err(LedgerError::Corrupt { path: path.to_owned() }) }
 }
 
 /// What one commit changed.
@@ -64,6 +89,8 @@ pub struct CommitReport {
     pub counted: u64,
     /// Occurrences already counted by an earlier scan.
     pub repeated: u64,
+    /// Occurrences not counted because a state reset kept newer ones.
+    pub below_floor: u64,
     pub new_issues: u64,
     pub updated_issues: u64,
     pub total_issues: u64,
@@ -91,6 +118,7 @@ CREATE TABLE IF NOT EXISTS issues(
 CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
+CREATE TABLE IF NOT EXISTS count_floor(kind TEXT PRIMARY KEY, at INTEGER NOT NULL);
 ";
 
 fn sha_hex(parts: &[&str]) -> String {
@@ -116,35 +144,176 @@ fn occurrence_key(o: &Observation) -> String {
 
 impl Ledger {
     /// Opens (or creates) the ledger in `dir`, which must already exist.
+    ///
+    /// A store of an older schema version has its state dropped and started
+    /// again (see [`Ledger::reset_state`]); a missing store with an
+    /// `issues.jsonl` beside it is rebuilt from that file the same way. A
+    /// file that is not a sentinel ledger is refused, never overwritten.
     pub fn open(dir: &Path) -> Result<Self, LedgerError> {
         let db_path = dir.join(STORE_FILE);
         let err = |action| {
             let path = db_path.clone();
             move |source| LedgerError::Store { path, action, source }
         };
+        let existed = std::fs::metadata(&db_path).map(|m| m.len() > 0).unwrap_or(false);
+        if existed {
+            check_header(&db_path)?;
+        }
         let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         restrict(&db_path);
+        if existed {
+            let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
+            if app != APPLICATION_ID {
+                return Err(LedgerError::Foreign { path: db_path });
+            }
+        } else {
+            conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(err("cannot initialise"))?;
+        }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
+        for suffix in ["-wal", "-shm"] {
+            restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
+        }
         let version: Option<i64> = conn
             .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
             .optional()
             .map_err(err("cannot read the schema version"))?;
+        let mut ledger = Ledger { dir: dir.to_owned(), db_path: db_path.clone(), conn, reset: None };
         match version {
-            Some(v) if v > SCHEMA_VERSION => {
-                return Err(LedgerError::NewerSchema { path: db_path, found: v });
+            Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),
+            Some(v) if v == SCHEMA_VERSION => {}
+            Some(v) => {
+                ledger
+                    .reset_state(&format!("the ledger had schema version {v}, this release writes {SCHEMA_VERSION}"))?;
             }
-            Some(_) => {}
+            None if existed => {
+                ledger.reset_state("the ledger had no schema version")?;
+            }
             None => {
-                conn.execute("INSERT INTO meta(key, value) VALUES('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
-                    .map_err(err("cannot write the schema version"))?;
+                let imported = ledger.import_issues()?;
+                match imported {
+                    Some(n) => {
+                        ledger.reset_state(&format!(
+                            "{STORE_FILE} was missing: {n} issues imported from {ISSUES_FILE}"
+                        ))?;
+                    }
+                    None => ledger.write_version()?,
+                }
             }
         }
-        for suffix in ["-wal", "-shm"] {
-            restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
+        Ok(ledger)
+    }
+
+    /// Why this open started the state again, if it did.
+    pub fn reset_reason(&self) -> Option<&str> {
+        self.reset.as_deref()
+    }
+
+    fn write_version(&self) -> Result<(), LedgerError> {
+        self.conn
+            .execute(
+                "INSERT INTO meta(key, value) VALUES('schema_version', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [SCHEMA_VERSION.to_string()],
+            )
+            .map_err(self.err("cannot write the schema version"))?;
+        Ok(())
+    }
+
+    /// Drops the state and starts again, keeping the issues: source cursors
+    /// reset, occurrence keys and detector state cleared. So that nothing is
+    /// counted twice, from now on an occurrence is counted only when it is
+    /// newer than the newest one already recorded for its kind. This loses
+    /// at most a result that landed late, and never counts anything twice.
+    pub fn reset_state(&mut self, reason: &str) -> Result<ResetReport, LedgerError> {
+        let path = self.db_path.clone();
+        let e = |action: &'static str| {
+            let path = path.clone();
+            move |source| LedgerError::Store { path, action, source }
+        };
+        let tx = self.conn.transaction().map_err(e("cannot begin the reset"))?;
+        tx.execute_batch(
+            "DROP TABLE IF EXISTS cursors; DROP TABLE IF EXISTS occurrences; DROP TABLE IF EXISTS detector_state;",
+        )
+        .map_err(e("cannot drop the old state"))?;
+        tx.execute_batch(SCHEMA).map_err(e("cannot create the schema"))?;
+        tx.execute(
+            "INSERT INTO count_floor(kind, at) SELECT kind, MAX(last_at) FROM issues GROUP BY kind
+             ON CONFLICT(kind) DO UPDATE SET at = MAX(at, excluded.at)",
+            [],
+        )
+        .map_err(e("cannot set the count floor"))?;
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES('schema_version', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION.to_string()],
+        )
+        .map_err(e("cannot write the schema version"))?;
+        tx.commit().map_err(e("cannot commit the reset"))?;
+        let issues_kept =
+            self.conn.query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0)).map_err(e("cannot count"))?
+                as u64;
+        tracing::info!(reason, issues_kept, "ledger state started again");
+        self.reset = Some(reason.to_owned());
+        Ok(ResetReport { issues_kept })
+    }
+
+    /// Seeds the issues table from an `issues.jsonl` left without its store.
+    /// Returns how many issues were imported, or `None` when there is no file.
+    fn import_issues(&mut self) -> Result<Option<u64>, LedgerError> {
+        let path = self.issues_path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(LedgerError::Export { path, source }),
+        };
+        let db = self.db_path.clone();
+        let tx = self.conn.transaction().map_err(|source| LedgerError::Store {
+            path: db.clone(),
+            action: "cannot import issues",
+            source,
+        })?;
+        let mut n = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(i) = serde_json::from_str::<IssueLine>(line) else {
+                tracing::warn!(file = %path.display(), "skipping an unreadable line of issues.jsonl");
+                continue;
+            };
+            tx.execute(
+                "INSERT OR IGNORE INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
+                        first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11)",
+                params![
+                    i.sig,
+                    i.kind,
+                    i.title,
+                    i.origin,
+                    i.severity,
+                    i.tool,
+                    i.bot_id,
+                    i.thread_id,
+                    i.turn_id,
+                    i.first_at,
+                    i.last_at,
+                    i.count,
+                    i.wasted_turns,
+                    i.evidence_ref.source,
+                    i.evidence_ref.id
+                ],
+            )
+            .map_err(|source| LedgerError::Store {
+                path: db.clone(),
+                action: "cannot import an issue",
+                source,
+            })?;
+            n += 1;
         }
-        Ok(Ledger { dir: dir.to_owned(), db_path, conn })
+        tx.commit().map_err(|source| LedgerError::Store {
+            path: db.clone(),
+            action: "cannot import issues",
+            source,
+        })?;
+        Ok(Some(n))
     }
 
     pub fn dir(&self) -> &Path {
@@ -184,7 +353,13 @@ impl Ledger {
             let path = path.clone();
             move |source| LedgerError::Store { path, action, source }
         };
+        tracing::debug!(observations = scan.observations.len(), "ledger commit begin");
         let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
+        let floors: std::collections::HashMap<String, i64> = {
+            let mut stmt = tx.prepare("SELECT kind, at FROM count_floor").map_err(e("cannot read the count floor"))?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(e("cannot read the count floor"))?;
+            rows.collect::<Result<_, _>>().map_err(e("cannot read the count floor"))?
+        };
         let mut report = CommitReport::default();
         for o in scan.observations {
             let inserted = tx
@@ -192,6 +367,11 @@ impl Ledger {
                 .map_err(e("cannot record an occurrence"))?;
             if inserted == 0 {
                 report.repeated += 1;
+                continue;
+            }
+            if floors.get(&o.kind).is_some_and(|&floor| o.at <= floor) {
+                // Older than what a reset kept: it may have been counted before.
+                report.below_floor += 1;
                 continue;
             }
             report.counted += 1;
@@ -284,6 +464,7 @@ impl Ledger {
             .map_err(e("cannot store a detector state"))?;
         }
         tx.commit().map_err(e("cannot commit the scan"))?;
+        tracing::debug!(counted = report.counted, "ledger commit done");
         report.total_issues = self
             .conn
             .query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0))
@@ -470,5 +651,67 @@ mod tests {
             let bytes = std::fs::read(entry.unwrap().path()).unwrap();
             assert!(!bytes.windows(20).any(|w| w == b"secret-grouping-text"));
         }
+    }
+
+    #[test]
+    fn an_older_schema_drops_state_keeps_issues_and_counts_only_newer_occurrences() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut l = Ledger::open(dir.path()).unwrap();
+            let o = [obs("m1", "s", "t1", 10), obs("m2", "s", "t1", 20)];
+            let mut cursors = BTreeMap::new();
+            cursors.insert("messages".to_owned(), "{\"hwm\":20}".to_owned());
+            l.commit(ScanCommit { observations: &o, cursors, ..Default::default() }).unwrap();
+            l.conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'", []).unwrap();
+        }
+        let mut l = Ledger::open(dir.path()).unwrap();
+        assert!(l.reset_reason().unwrap().contains("schema version 0"));
+        assert_eq!(l.cursor("messages").unwrap(), None, "cursors reset");
+        assert_eq!(l.issues().unwrap()[0].count, 2, "issues kept");
+        // Seen again after the reset: m2 (at 20) and a late m3 (at 15) are not
+        // counted, a newer m4 (at 30) is.
+        let again = [obs("m2", "s", "t1", 20), obs("m3", "s", "t1", 15), obs("m4", "s", "t2", 30)];
+        let r = l.commit(ScanCommit { observations: &again, ..Default::default() }).unwrap();
+        assert_eq!((r.counted, r.below_floor), (1, 2));
+        assert_eq!(l.issues().unwrap()[0].count, 3);
+        drop(l);
+        assert!(Ledger::open(dir.path()).unwrap().reset_reason().is_none(), "a reset happens once");
+    }
+
+    #[test]
+    fn a_missing_store_is_rebuilt_from_issues_jsonl_without_double_counting() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut l = Ledger::open(dir.path()).unwrap();
+            l.commit(ScanCommit { observations: &[obs("m1", "s", "t1", 10)], ..Default::default() }).unwrap();
+        }
+        for f in [STORE_FILE, "ledger.db-wal", "ledger.db-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(f));
+        }
+        let mut l = Ledger::open(dir.path()).unwrap();
+        assert!(l.reset_reason().unwrap().contains("1 issues imported"));
+        let r = l.commit(ScanCommit { observations: &[obs("m1", "s", "t1", 10)], ..Default::default() }).unwrap();
+        assert_eq!(r.counted, 0);
+        assert_eq!(l.issues().unwrap()[0].count, 1);
+    }
+
+    #[test]
+    fn a_foreign_or_corrupt_store_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_FILE);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch("CREATE TABLE their_data(x); INSERT INTO their_data VALUES (42);").unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Foreign { .. })));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+
+        std::fs::write(&path, b"this is not a database, it is a text file that happens to be here").unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let err = Ledger::open(dir.path()).unwrap_err();
+        assert!(matches!(err, LedgerError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("left untouched"));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 }

@@ -1,0 +1,168 @@
+//! The ledger end to end: a kill at any point loses nothing and counts
+//! nothing twice; a state reset by hand keeps issues and never double counts.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use xtask::datagen::{self, Activity, Rng};
+
+use crate::support::*;
+
+fn failure_row(c: &Connection, i: usize) {
+    let (tool, output, exit) = if i % 3 == 0 {
+        ("Bash", format!("bash: tool-{i}: command not found"), Some(127))
+    } else {
+        ("mcp__agents__send", format!("queue {i} is full at /var/q/{i}"), None)
+    };
+    let data = serde_json::json!({"turnId": format!("t{}", i / 4), "from": {"botId": "b"},
+        "tool": {"name": tool, "ok": false, "output": output, "exitCode": exit}});
+    c.execute(
+        "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, 'th', ?2, 'activity', ?3)",
+        rusqlite::params![format!("m{i:06}"), 1_000 + i as i64, data.to_string()],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let db = data.join("messages.db");
+    {
+        let c = Connection::open(&db).unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.execute_batch("CREATE TABLE messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT)")
+            .unwrap();
+        for i in 0..400 {
+            failure_row(&c, i);
+        }
+    }
+    let written = Arc::new(AtomicUsize::new(400));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (written, stop, db) = (written.clone(), stop.clone(), db.clone());
+        std::thread::spawn(move || {
+            let c = Connection::open(&db).unwrap();
+            c.busy_timeout(Duration::from_secs(5)).unwrap();
+            let mut i = written.load(Ordering::SeqCst);
+            while !stop.load(Ordering::Relaxed) {
+                failure_row(&c, i);
+                i += 1;
+                written.store(i, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let mut rng = Rng::new(2026);
+    let (mut killed_in_commit, mut killed_elsewhere, mut completed) = (0, 0, 0);
+    for round in 0..14 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+            .args(["run", "--once", "--json", "--detectors"])
+            .arg(&detectors)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--out")
+            .arg(&out)
+            .env("SENTINEL_LOG", "sentinel_host=debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("ledger commit begin") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if round % 2 == 0 {
+            // Kill the moment the commit starts.
+            if rx.recv_timeout(Duration::from_secs(60)).is_ok() {
+                let _ = child.kill();
+            }
+        } else {
+            // Kill at a random moment, which may be after the scan ended.
+            std::thread::sleep(Duration::from_millis(rng.below(1_500)));
+            let _ = child.kill();
+        }
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        match (status.success(), round % 2 == 0) {
+            (true, _) => completed += 1,
+            (false, true) => killed_in_commit += 1,
+            (false, false) => killed_elsewhere += 1,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let total = written.load(Ordering::SeqCst);
+
+    let summary = scan(&detectors, &data, &out);
+    assert_eq!(detector(&summary, "tool_error")["status"], "ok");
+    let issues = issues(&out);
+    let counted: u64 = issues.iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert_eq!(
+        counted as usize, total,
+        "every row counted exactly once ({killed_in_commit} killed in commit, {killed_elsewhere} elsewhere, {completed} completed)"
+    );
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert!(killed_in_commit > 0, "some runs were killed inside the commit");
+}
+
+#[test]
+fn a_reset_by_hand_keeps_issues_and_counts_only_newer_occurrences() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let tool = "mcp__agents__load_layer";
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", tool, "no layer 1 in /a")).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", 2_000, "t1", tool, "no layer 2 in /b")).unwrap();
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    scan(&detectors, &data, &out);
+
+    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["reset", "--json", "--data-dir"])
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let outcome: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(outcome["issuesKept"], 1);
+
+    // A tool result that lands late (older than the newest recorded) is lost,
+    // a newer one is counted, the ones already counted are not counted again.
+    datagen::insert_activity(&data, &Activity::failed("m0", 500, "t0", tool, "no layer 0 in /z")).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m3", 3_000, "t2", tool, "no layer 3 in /c")).unwrap();
+    let summary = scan(&detectors, &data, &out);
+    assert_eq!(summary["issues"]["counted"], 1);
+    assert_eq!(summary["issues"]["belowFloor"], 3);
+    assert_eq!(issues(&out)[0]["count"], 3);
+}
+
+#[test]
+fn a_foreign_ledger_file_is_refused_with_exit_6_and_left_untouched() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let out = s.path("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("ledger.db"), b"my notes, not a database").unwrap();
+    let o = run(&s.detectors_with(&[]), &data, &out, &[]);
+    assert_eq!(o.status.code(), Some(6), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("left untouched"));
+    assert_eq!(std::fs::read(out.join("ledger.db")).unwrap(), b"my notes, not a database");
+}
