@@ -14,7 +14,7 @@ use xtask::datagen::{self, Activity, Rng};
 use crate::support::*;
 
 fn failure_row(c: &Connection, i: usize) {
-    let (tool, output, exit) = if i % 3 == 0 {
+    let (tool, output, exit) = if i.is_multiple_of(3) {
         ("Bash", format!("bash: tool-{i}: command not found"), Some(127))
     } else {
         ("mcp__agents__send", format!("queue {i} is full at /var/q/{i}"), None)
@@ -86,7 +86,7 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
                 }
             }
         });
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             // Kill the moment the commit starts.
             if rx.recv_timeout(Duration::from_secs(60)).is_ok() {
                 let _ = child.kill();
@@ -98,7 +98,7 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
         }
         let status = child.wait().unwrap();
         reader.join().unwrap();
-        match (status.success(), round % 2 == 0) {
+        match (status.success(), round.is_multiple_of(2)) {
             (true, _) => completed += 1,
             (false, true) => killed_in_commit += 1,
             (false, false) => killed_elsewhere += 1,
