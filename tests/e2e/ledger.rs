@@ -64,7 +64,7 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
     let out = s.path("out");
     let mut rng = Rng::new(2026);
     let (mut killed_in_commit, mut killed_elsewhere, mut completed) = (0, 0, 0);
-    for round in 0..14 {
+    for round in 0..14u32 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
             .args(["run", "--once", "--json", "--detectors"])
             .arg(&detectors)
