@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::ledger::out_dir::{self, OutDirError};
-use crate::ledger::{CommitReport, Ledger, LedgerError, ScanCommit};
+use crate::ledger::{CommitReport, HealthUpdate, Ledger, LedgerError, ScanCommit};
 use crate::observation::{ConfigValue, Descriptor, Observation};
 use crate::runtime::{CallFailure, DetectorScan, Limits, PreparedBatch, Runtime, RuntimeError, ScanContext};
 use crate::sources::{self, ReadContext};
@@ -350,7 +350,19 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         }
     }
 
-    let issues = ledger.commit(ScanCommit { observations: &observations, cursors: cursors_out, states })?;
+    let health = summaries
+        .iter()
+        .map(|d| HealthUpdate {
+            detector: d.name.clone(),
+            status: d.status,
+            failure: d.failure.as_ref().map(|f| match &f.phase {
+                Some(phase) => format!("{} in {phase}", f.kind),
+                None => f.kind.to_owned(),
+            }),
+        })
+        .collect();
+    let issues =
+        ledger.commit(ScanCommit { observations: &observations, cursors: cursors_out, states, health, scan_time })?;
     Ok(ScanReport {
         data_dir,
         issues_file: ledger.issues_path(),

@@ -35,12 +35,12 @@ fn an_out_reached_through_a_symlink_into_the_data_dir_is_refused() {
 }
 
 #[test]
-fn an_out_inside_a_git_repository_is_refused_with_exit_4() {
+fn an_out_inside_a_git_repository_is_refused_with_exit_7() {
     let s = Scratch::new();
     let data = data_dir(&s);
     std::fs::create_dir_all(s.path("repo/.git")).unwrap();
     let o = run(&s.detectors_with(&[]), &data, &s.path("repo/deep/out"), &[]);
-    assert_eq!(o.status.code(), Some(4), "{}", stderr_of(&o));
+    assert_eq!(o.status.code(), Some(7), "{}", stderr_of(&o));
     assert!(stderr_of(&o).contains("git repository"));
 }
 
@@ -97,4 +97,47 @@ fn a_config_value_reaches_the_detector_typed() {
     let o = run(&s.detectors_with(&[]), &data, &s.path("out"), &["--set", "tool_error.harness_tools=computer"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
     assert_eq!(issues(&s.path("out"))[0]["origin"], "external");
+}
+
+#[test]
+fn the_default_output_folder_is_private_and_per_data_dir() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    let home = s.path("home");
+    std::fs::create_dir_all(home.join(".openmausbot")).unwrap();
+    let state = s.path("state");
+    let run_default = |data: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+            .args(["run", "--once", "--json", "--detectors"])
+            .arg(s.detectors_with(&[]))
+            .arg("--data-dir")
+            .arg(data)
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", &state)
+            .output()
+            .unwrap()
+    };
+    // A data dir other than ~/.openmausbot gets its own data-<hash> subfolder.
+    let o = run_default(&data);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let out = std::path::PathBuf::from(summary["outDir"].as_str().unwrap());
+    assert_eq!(out.parent().unwrap(), state.join("openmausbot-sentinel").canonicalize().unwrap());
+    assert!(out.file_name().unwrap().to_string_lossy().starts_with("data-"));
+    // The default data dir writes straight into the base folder.
+    let o = run_default(&home.join(".openmausbot"));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        std::path::PathBuf::from(summary["outDir"].as_str().unwrap()),
+        state.join("openmausbot-sentinel").canonicalize().unwrap()
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&out), 0o700);
+        for f in listing(&out) {
+            assert_eq!(mode(&out.join(&f)), 0o600, "{f}");
+        }
+    }
 }

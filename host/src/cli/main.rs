@@ -21,9 +21,10 @@ mod exit {
     pub const INTERNAL: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const CONFIG: u8 = 3;
-    pub const OUT_REFUSED: u8 = 4;
+    pub const OUT_IN_DATA_DIR: u8 = 4;
     pub const DATA_DIR: u8 = 5;
     pub const OUTPUT_IO: u8 = 6;
+    pub const OUT_IN_GIT_REPO: u8 = 7;
 }
 
 #[derive(Parser, Debug)]
@@ -202,9 +203,8 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     match err.downcast_ref::<ScanError>() {
-        Some(ScanError::OutDir(OutDirError::InsideDataDir { .. } | OutDirError::InsideGitRepo { .. })) => {
-            exit::OUT_REFUSED
-        }
+        Some(ScanError::OutDir(OutDirError::InsideGitRepo { .. })) => exit::OUT_IN_GIT_REPO,
+        Some(ScanError::OutDir(OutDirError::InsideDataDir { .. })) => exit::OUT_IN_DATA_DIR,
         Some(ScanError::OutDir(_)) | Some(ScanError::Ledger(_)) => exit::OUTPUT_IO,
         Some(ScanError::DataDir { .. } | ScanError::NoDataDir) => exit::DATA_DIR,
         Some(ScanError::Runtime(RuntimeError::DetectorsDir { .. })) | Some(ScanError::ConfigType { .. }) => {

@@ -102,6 +102,31 @@ pub struct ScanCommit<'a> {
     pub observations: &'a [Observation],
     pub cursors: BTreeMap<String, String>,
     pub states: BTreeMap<String, Option<Vec<u8>>>,
+    /// How each detector fared, committed with the rest.
+    pub health: Vec<HealthUpdate>,
+    pub scan_time: i64,
+}
+
+/// One detector's outcome in one scan. Only the failure's kind and phase
+/// are kept (for example `fuel in push`), never a message a detector wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthUpdate {
+    pub detector: String,
+    /// `ok`, `failed` or `refused`.
+    pub status: &'static str,
+    pub failure: Option<String>,
+}
+
+/// A detector's health as the ledger remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    pub detector: String,
+    pub status: String,
+    pub failures_in_a_row: i64,
+    pub failures_total: i64,
+    pub last_failure: Option<String>,
+    pub last_scan_at: i64,
 }
 
 const SCHEMA: &str = "
@@ -119,6 +144,9 @@ CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
 CREATE TABLE IF NOT EXISTS count_floor(kind TEXT PRIMARY KEY, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS detector_health(
+    detector TEXT PRIMARY KEY, status TEXT NOT NULL, failures_in_a_row INTEGER NOT NULL,
+    failures_total INTEGER NOT NULL, last_failure TEXT, last_scan_at INTEGER NOT NULL);
 ";
 
 fn sha_hex(parts: &[&str]) -> String {
@@ -463,6 +491,21 @@ impl Ledger {
             )
             .map_err(e("cannot store a detector state"))?;
         }
+        for h in &scan.health {
+            let failed = i64::from(h.status != "ok");
+            tx.execute(
+                "INSERT INTO detector_health(detector, status, failures_in_a_row, failures_total, last_failure, last_scan_at)
+                 VALUES(?1, ?2, ?3, ?3, ?4, ?5)
+                 ON CONFLICT(detector) DO UPDATE SET
+                    status = excluded.status,
+                    failures_in_a_row = CASE WHEN ?3 = 1 THEN failures_in_a_row + 1 ELSE 0 END,
+                    failures_total = failures_total + ?3,
+                    last_failure = COALESCE(excluded.last_failure, last_failure),
+                    last_scan_at = excluded.last_scan_at",
+                params![h.detector, h.status, failed, h.failure, scan.scan_time],
+            )
+            .map_err(e("cannot store detector health"))?;
+        }
         tx.commit().map_err(e("cannot commit the scan"))?;
         tracing::debug!(counted = report.counted, "ledger commit done");
         report.total_issues = self
@@ -471,6 +514,30 @@ impl Ledger {
             .map_err(e("cannot count issues"))? as u64;
         self.export()?;
         Ok(report)
+    }
+
+    /// Every detector's health, by name.
+    pub fn health(&self) -> Result<Vec<Health>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT detector, status, failures_in_a_row, failures_total, last_failure, last_scan_at
+                 FROM detector_health ORDER BY detector",
+            )
+            .map_err(self.err("cannot read detector health"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Health {
+                    detector: r.get(0)?,
+                    status: r.get(1)?,
+                    failures_in_a_row: r.get(2)?,
+                    failures_total: r.get(3)?,
+                    last_failure: r.get(4)?,
+                    last_scan_at: r.get(5)?,
+                })
+            })
+            .map_err(self.err("cannot read detector health"))?;
+        rows.collect::<Result<_, _>>().map_err(self.err("cannot read detector health"))
     }
 
     /// Every issue, in `issues.jsonl` order (first seen, then signature).
@@ -661,12 +728,15 @@ mod tests {
             let o = [obs("m1", "s", "t1", 10), obs("m2", "s", "t1", 20)];
             let mut cursors = BTreeMap::new();
             cursors.insert("messages".to_owned(), "{\"hwm\":20}".to_owned());
-            l.commit(ScanCommit { observations: &o, cursors, ..Default::default() }).unwrap();
+            let health =
+                vec![HealthUpdate { detector: "d".into(), status: "failed", failure: Some("fuel in push".into()) }];
+            l.commit(ScanCommit { observations: &o, cursors, health, ..Default::default() }).unwrap();
             l.conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'", []).unwrap();
         }
         let mut l = Ledger::open(dir.path()).unwrap();
         assert!(l.reset_reason().unwrap().contains("schema version 0"));
         assert_eq!(l.cursor("messages").unwrap(), None, "cursors reset");
+        assert_eq!(l.health().unwrap()[0].failures_in_a_row, 1, "health is not state: it survives a reset");
         assert_eq!(l.issues().unwrap()[0].count, 2, "issues kept");
         // Seen again after the reset: m2 (at 20) and a late m3 (at 15) are not
         // counted, a newer m4 (at 30) is.
