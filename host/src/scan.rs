@@ -109,7 +109,7 @@ pub struct FailureSummary {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSummary {
-    pub name: &'static str,
+    pub name: String,
     /// `ok`, `missing` or `failed`.
     pub status: &'static str,
     pub records: u64,
@@ -314,7 +314,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     cursors_out.insert(source.name().to_owned(), c);
                 }
                 source_summaries.push(SourceSummary {
-                    name: source.name(),
+                    name: source.name().to_owned(),
                     status: if report.missing { "missing" } else { "ok" },
                     records: report.records,
                     skipped: report.skipped,
@@ -322,7 +322,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                 });
             }
             Err(e) => source_summaries.push(SourceSummary {
-                name: source.name(),
+                name: source.name().to_owned(),
                 status: "failed",
                 records: 0,
                 skipped: 0,

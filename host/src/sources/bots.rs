@@ -21,7 +21,7 @@ impl Default for BotsSource {
 }
 
 impl Source for BotsSource {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "bots"
     }
     fn kinds(&self) -> &'static [&'static str] {
@@ -39,17 +39,17 @@ impl Source for BotsSource {
                 return Ok(SourceReport { missing: true, ..SourceReport::default() });
             }
             Err(e) => {
-                return Err(SourceError::Open { source_name: "bots", path, source: Box::new(e) });
+                return Err(SourceError::Open { source_name: "bots".into(), path, source: Box::new(e) });
             }
         };
         let doc: serde_json::Value = serde_json::from_slice(&text).map_err(|e| SourceError::Read {
-            source_name: "bots",
+            source_name: "bots".into(),
             path: path.clone(),
             source: Box::new(e),
         })?;
         let Some(bots) = doc.get("bots").and_then(|b| b.as_array()) else {
             return Err(SourceError::Read {
-                source_name: "bots",
+                source_name: "bots".into(),
                 path,
                 source: "expected an object with a `bots` array".into(),
             });
@@ -69,14 +69,16 @@ impl Source for BotsSource {
                 .unwrap_or_default();
             let threads = threads.join("\n");
             let row = [Cell::Text(id), name.map_or(Cell::Null, Cell::Text), Cell::Text(&threads)];
-            builder.push_row(&row).map_err(|e| SourceError::Stopped { source_name: "bots", reason: e.to_string() })?;
+            builder
+                .push_row(&row)
+                .map_err(|e| SourceError::Stopped { source_name: "bots".into(), reason: e.to_string() })?;
             report.records += 1;
             if builder.rows() as usize >= ctx.batch_rows {
-                sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "bots", reason })?;
+                sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "bots".into(), reason })?;
             }
         }
         if !builder.is_empty() {
-            sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "bots", reason })?;
+            sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "bots".into(), reason })?;
         }
         Ok(report)
     }

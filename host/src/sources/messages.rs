@@ -123,7 +123,7 @@ fn page_on(
 }
 
 impl Source for MessagesSource {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "messages"
     }
     fn kinds(&self) -> &'static [&'static str] {
@@ -146,8 +146,9 @@ impl Source for MessagesSource {
         let (mut after_at, mut after_id) = (i64::MIN, String::new());
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
         loop {
-            let rows = page(&path, window_start, after_at, &after_id, ctx.batch_rows)
-                .map_err(|e| SourceError::Read { source_name: "messages", path: path.clone(), source: Box::new(e) })?;
+            let rows = page(&path, window_start, after_at, &after_id, ctx.batch_rows).map_err(|e| {
+                SourceError::Read { source_name: "messages".into(), path: path.clone(), source: Box::new(e) }
+            })?;
             let last_page = rows.len() < ctx.batch_rows;
             for row in rows {
                 after_at = row.at;
@@ -169,11 +170,12 @@ impl Source for MessagesSource {
                 ];
                 builder
                     .push_row(&cells)
-                    .map_err(|e| SourceError::Stopped { source_name: "messages", reason: e.to_string() })?;
+                    .map_err(|e| SourceError::Stopped { source_name: "messages".into(), reason: e.to_string() })?;
                 report.records += 1;
             }
             if !builder.is_empty() {
-                sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "messages", reason })?;
+                sink(builder.take())
+                    .map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
             }
             if last_page {
                 break;

@@ -48,20 +48,20 @@ pub struct SourceReport {
 pub enum SourceError {
     #[error("source {source_name}: cannot open {path}")]
     Open {
-        source_name: &'static str,
+        source_name: String,
         path: PathBuf,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("source {source_name}: cannot read {path}")]
     Read {
-        source_name: &'static str,
+        source_name: String,
         path: PathBuf,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("source {source_name}: the receiver stopped the read: {reason}")]
-    Stopped { source_name: &'static str, reason: String },
+    Stopped { source_name: String, reason: String },
 }
 
 /// Where batches go. Returning an error stops the read.
@@ -70,7 +70,7 @@ pub type Sink<'s> = dyn FnMut(Batch) -> Result<(), String> + 's;
 /// One source of records.
 pub trait Source {
     /// The name detectors subscribe to, such as `messages`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// The record kinds it produces.
     fn kinds(&self) -> &'static [&'static str];
     /// Reference sources are read before all others.
