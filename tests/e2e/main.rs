@@ -5,6 +5,7 @@
 mod cli_errors;
 mod hostile;
 mod ledger;
+mod rotation;
 mod support;
 mod tool_error;
 mod wal;

@@ -8,12 +8,14 @@
 //! skipped and counted. Sources know nothing of detectors.
 
 mod bots;
+pub mod events;
 mod messages;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
 
 pub use bots::BotsSource;
+pub use events::EventsSource;
 pub use messages::MessagesSource;
 
 use crate::record::Batch;
@@ -84,5 +86,5 @@ pub trait Source {
 /// The sources of the reference data-dir layout, in the host's fixed order:
 /// reference data first.
 pub fn default_sources() -> Vec<Box<dyn Source>> {
-    vec![Box::new(BotsSource::default()), Box::new(MessagesSource::default())]
+    vec![Box::new(BotsSource::default()), Box::new(MessagesSource::default()), Box::new(EventsSource::default())]
 }
