@@ -31,6 +31,10 @@ impl Source for BotsSource {
         true
     }
 
+    fn watch(&self, data_dir: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
+        Some(vec![data_dir.join(&self.file)])
+    }
+
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.file);
         let text = match std::fs::read(&path) {

@@ -83,6 +83,10 @@ impl Source for DigestSource {
         &["digest"]
     }
 
+    fn watch(&self, data_dir: &std::path::Path) -> Option<Vec<PathBuf>> {
+        Some(vec![data_dir.join(&self.path)])
+    }
+
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.path);
         let mut file = match std::fs::File::open(&path) {

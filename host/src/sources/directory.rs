@@ -61,6 +61,17 @@ impl Source for DirectorySource {
         &["file"]
     }
 
+    fn watch(&self, data_dir: &std::path::Path) -> Option<Vec<PathBuf>> {
+        let dir = data_dir.join(&self.path);
+        let mut paths = vec![dir.clone()];
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut files: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+            files.sort();
+            paths.extend(files);
+        }
+        Some(paths)
+    }
+
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let dir = ctx.data_dir.join(&self.path);
         let entries = match std::fs::read_dir(&dir) {

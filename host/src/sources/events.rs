@@ -366,6 +366,21 @@ impl Source for EventsSource {
         &["turn-completed"]
     }
 
+    fn watch(&self, data_dir: &Path) -> Option<Vec<PathBuf>> {
+        let folder = self.folder(data_dir);
+        let mut paths = vec![folder.clone()];
+        if let Ok(entries) = std::fs::read_dir(&folder) {
+            let mut names: Vec<String> = entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| glob_match(&self.pattern, n))
+                .collect();
+            names.sort();
+            paths.extend(names.into_iter().map(|n| folder.join(n)));
+        }
+        Some(paths)
+    }
+
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let folder = self.folder(ctx.data_dir);
         let previous: EventsCursor = ctx.cursor.and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
@@ -486,7 +501,7 @@ impl Source for EventsSource {
             skipped: tally.skipped,
             missing: false,
             cursor: Some(serde_json::to_string(&next).unwrap_or_default()),
-            window_start_ms: 0,
+            ..SourceReport::default()
         })
     }
 }

@@ -130,6 +130,11 @@ impl Source for MessagesSource {
         &["tool-failure"]
     }
 
+    fn watch(&self, data_dir: &Path) -> Option<Vec<std::path::PathBuf>> {
+        let db = data_dir.join(&self.file);
+        Some(vec![super::sqlite::wal_path(&db), db])
+    }
+
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.file);
         if !path.exists() {

@@ -8,15 +8,23 @@
 //! skipped and counted. Sources know nothing of detectors.
 
 mod bots;
+pub mod digest;
+pub mod directory;
 pub mod events;
+pub mod http;
 mod messages;
+pub mod runtime;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
 
 pub use bots::BotsSource;
+pub use digest::DigestSource;
+pub use directory::DirectorySource;
 pub use events::EventsSource;
+pub use http::HttpSource;
 pub use messages::MessagesSource;
+pub use runtime::RuntimeSource;
 
 use crate::record::Batch;
 
@@ -43,6 +51,8 @@ pub struct SourceReport {
     pub cursor: Option<String>,
     /// The earliest record time this read considered, ms.
     pub window_start_ms: i64,
+    /// When the oldest work still waiting was queued (queue sources), ms.
+    pub oldest_open_ms: Option<i64>,
 }
 
 /// A source that could not be read at all. The scan goes on without it.
@@ -79,6 +89,13 @@ pub trait Source {
     fn is_reference(&self) -> bool {
         false
     }
+    /// The files whose size and modification time tell whether this source
+    /// can have anything new (the unchanged-data fast path). `None` means it
+    /// cannot tell (an HTTP endpoint), so every run reads it.
+    fn watch(&self, data_dir: &Path) -> Option<Vec<PathBuf>> {
+        let _ = data_dir;
+        None
+    }
     /// Streams every batch to `sink`.
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError>;
 }
@@ -86,5 +103,10 @@ pub trait Source {
 /// The sources of the reference data-dir layout, in the host's fixed order:
 /// reference data first.
 pub fn default_sources() -> Vec<Box<dyn Source>> {
-    vec![Box::new(BotsSource::default()), Box::new(MessagesSource::default()), Box::new(EventsSource::default())]
+    vec![
+        Box::new(BotsSource::default()),
+        Box::new(MessagesSource::default()),
+        Box::new(EventsSource::default()),
+        Box::new(RuntimeSource::default()),
+    ]
 }
