@@ -90,11 +90,18 @@ impl Model {
         }
     }
 
-    /// One random operation on the files.
-    fn step(&mut self) {
+    /// One random operation on the files. While a scan is reading (`in_scan`),
+    /// only changes a reader can see atomically happen: appends, partial lines,
+    /// renames, rewrites renamed into place and deletions. Truncating a file in
+    /// place while a reader is inside it is a race no tailer can win (logrotate
+    /// documents it for copytruncate), so those happen between scans.
+    fn step(&mut self, in_scan: bool) {
         let thread = THREADS[self.rng.below(THREADS.len() as u64) as usize];
         let path = self.path(thread);
-        let op = self.rng.below(100);
+        let mut op = self.rng.below(100);
+        if in_scan && matches!(op, 58..=73 | 94..) {
+            op = self.rng.below(58);
+        }
         let name = match op {
             0..=39 => {
                 let n = 1 + self.rng.below(6) as usize;
@@ -242,7 +249,7 @@ impl Harness {
                 got.extend(ids_of(&batch));
                 if left > 0 {
                     left -= 1;
-                    model.step();
+                    model.step(true);
                 }
                 Ok(())
             })
@@ -304,7 +311,7 @@ fn run_sequence(seed: u64, steps: usize, concurrent: bool) {
                 let during = if concurrent { h.model.rng.below(3) as u32 } else { 0 };
                 h.scan(during);
             }
-            _ => h.model.step(),
+            _ => h.model.step(false),
         }
     }
     // Quiet at last: two scans deliver everything still present.
