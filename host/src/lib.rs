@@ -8,6 +8,7 @@
 //! exports `issues.jsonl`; [`scan`] wires one pass of that together. The
 //! library never prints: the `sentinel-host` binary renders what it returns.
 
+pub mod config;
 pub mod ledger;
 pub mod observation;
 pub mod record;

@@ -7,6 +7,8 @@
 //! batches with [`BatchBuilder`]; the runtime moves them across. This module
 //! knows nothing of where rows come from or who reads them.
 
+use std::borrow::Cow;
+
 /// The type of a column, mirroring the WIT `column-type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
@@ -19,22 +21,26 @@ pub enum ColumnType {
 /// A named, typed column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub ty: ColumnType,
 }
 
 impl Column {
+    /// A column whose name is known only at run time.
+    pub fn named(name: String, ty: ColumnType) -> Self {
+        Column { name: Cow::Owned(name), ty }
+    }
     pub const fn text(name: &'static str) -> Self {
-        Column { name, ty: ColumnType::Text }
+        Column { name: Cow::Borrowed(name), ty: ColumnType::Text }
     }
     pub const fn int(name: &'static str) -> Self {
-        Column { name, ty: ColumnType::Int }
+        Column { name: Cow::Borrowed(name), ty: ColumnType::Int }
     }
     pub const fn float(name: &'static str) -> Self {
-        Column { name, ty: ColumnType::Float }
+        Column { name: Cow::Borrowed(name), ty: ColumnType::Float }
     }
     pub const fn boolean(name: &'static str) -> Self {
-        Column { name, ty: ColumnType::Boolean }
+        Column { name: Cow::Borrowed(name), ty: ColumnType::Boolean }
     }
 }
 
@@ -93,7 +99,7 @@ pub struct BatchBuilder {
 pub struct ShapeError {
     pub source_name: String,
     pub kind: String,
-    pub column: &'static str,
+    pub column: String,
     pub expected: ColumnType,
     pub got: String,
 }
@@ -166,7 +172,7 @@ impl BatchBuilder {
                 return Err(ShapeError {
                     source_name: self.source.clone(),
                     kind: self.kind.clone(),
-                    column: self.columns[c].name,
+                    column: self.columns[c].name.to_string(),
                     expected: ty,
                     got: format!("{cell:?}"),
                 });

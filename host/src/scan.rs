@@ -14,11 +14,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::config::{Config, parse_duration};
 use crate::ledger::out_dir::{self, OutDirError};
 use crate::ledger::{CommitReport, HealthUpdate, Ledger, LedgerError, ScanCommit};
 use crate::observation::{ConfigValue, Descriptor, Observation};
 use crate::runtime::{CallFailure, DetectorScan, Limits, PreparedBatch, Runtime, RuntimeError, ScanContext};
-use crate::sources::{self, ReadContext};
+use crate::sources::{ReadContext, Source};
 
 /// Everything a scan needs to know.
 #[derive(Debug, Clone)]
@@ -37,6 +38,10 @@ pub struct ScanOptions {
     pub batch_rows: usize,
     /// The scan time in ms; `None` means now.
     pub scan_time_ms: Option<i64>,
+    /// The config file's sources and detector values.
+    pub config: Config,
+    /// Scan even when nothing changed since the last scan.
+    pub no_fast_path: bool,
 }
 
 impl ScanOptions {
@@ -50,6 +55,8 @@ impl ScanOptions {
             detector_config: Vec::new(),
             batch_rows: 256,
             scan_time_ms: None,
+            config: Config::default(),
+            no_fast_path: false,
         }
     }
 }
@@ -127,6 +134,10 @@ pub struct ScanReport {
     pub issues_file: PathBuf,
     pub scan_time: i64,
     pub elapsed_ms: u64,
+    /// Set when nothing changed since the scan at this time (ms), so no row
+    /// was read and no detector ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unchanged_since: Option<i64>,
     /// Why the ledger's state was started again at this scan, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_reset: Option<String>,
@@ -157,18 +168,23 @@ pub fn resolve_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, ScanError> {
     }
 }
 
-/// The config a detector gets: its defaults, overridden by operator values of
-/// the same key, each checked against the default's type.
-fn detector_config(d: &Descriptor, opts: &ScanOptions) -> Result<Vec<(String, ConfigValue)>, ScanError> {
+/// The config a detector gets: its defaults, overridden by the config file's
+/// `[detectors.NAME]` values, then by `--queue-wait`/`--cost`, then by
+/// `--set`, each checked against the default's type.
+fn detector_config(
+    d: &Descriptor,
+    opts: &ScanOptions,
+    from_file: &[(String, String, ConfigValue)],
+) -> Result<Vec<(String, ConfigValue)>, ScanError> {
     let mut out = Vec::with_capacity(d.config.len());
     for key in &d.config {
-        let given = opts
-            .detector_config
-            .iter()
-            .rev()
-            .find(|(det, k, _)| *det == d.name && *k == key.name)
-            .map(|(_, _, v)| v)
-            .or_else(|| opts.global_config.iter().rev().find(|(k, _)| *k == key.name).map(|(_, v)| v));
+        let specific = |list: &'_ [(String, String, ConfigValue)]| {
+            list.iter().rev().find(|(det, k, _)| *det == d.name && *k == key.name).map(|(_, _, v)| v.clone())
+        };
+        let given = specific(&opts.detector_config)
+            .or_else(|| opts.global_config.iter().rev().find(|(k, _)| *k == key.name).map(|(_, v)| v.clone()))
+            .or_else(|| specific(from_file));
+        let given = given.as_ref();
         let value = match given {
             None => key.default.clone(),
             Some(v) => coerce(v, &key.default).ok_or_else(|| ScanError::ConfigType {
@@ -193,6 +209,7 @@ fn coerce(v: &ConfigValue, default: &ConfigValue) -> Option<ConfigValue> {
         (C::Float(f), C::Float(_)) => C::Float(*f),
         (C::Integer(i), C::DurationMs(_)) if *i >= 0 => C::DurationMs(*i as u64 * 1000),
         (C::DurationMs(d), C::DurationMs(_)) => C::DurationMs(*d),
+        (C::Text(s), C::DurationMs(_)) => C::DurationMs(parse_duration(s)?),
         (C::Text(s), C::Text(_)) => C::Text(s.clone()),
         _ => return None,
     })
@@ -211,6 +228,34 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     let mut ledger = Ledger::open(&out)?;
     let state_reset = ledger.reset_reason().map(str::to_owned);
     let scan_time = opts.scan_time_ms.unwrap_or_else(now_ms);
+    ledger.finish_pending_export()?;
+
+    let mut sources = opts.config.sources();
+    sources.sort_by_key(|s| !s.is_reference());
+
+    // The unchanged-data fast path: same files, same detectors, same config,
+    // and no queued work has crossed its threshold since.
+    let stamp = fast_path_stamp(&sources, &data_dir, opts);
+    if let Some(stamp) = &stamp
+        && !opts.no_fast_path
+        && state_reset.is_none()
+        && ledger.meta("fast_stamp")?.as_deref() == Some(stamp.as_str())
+        && ledger.meta("next_wake")?.and_then(|w| w.parse::<i64>().ok()).is_none_or(|w| scan_time < w)
+    {
+        let last = ledger.meta("last_scan")?.and_then(|t| t.parse().ok());
+        return Ok(ScanReport {
+            unchanged_since: last.or(Some(0)),
+            data_dir,
+            issues_file: ledger.issues_path(),
+            out_dir: out,
+            scan_time,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            state_reset: None,
+            sources: Vec::new(),
+            detectors: Vec::new(),
+            issues: CommitReport { total_issues: ledger.total_issues()?, ..CommitReport::default() },
+        });
+    }
 
     let runtime = Runtime::new(opts.limits.clone())?;
     let mut summaries = Vec::new();
@@ -260,18 +305,22 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     let loaded_summary: Vec<usize> =
         summaries.iter().enumerate().filter(|(_, s)| s.status == "ok").map(|(i, _)| i).collect();
 
-    let mut sources = sources::default_sources();
-    sources.sort_by_key(|s| !s.is_reference());
     let mut cursors_in = BTreeMap::new();
     for s in &sources {
         cursors_in.insert(s.name(), ledger.cursor(s.name())?);
     }
     let window_start = 0;
 
+    let from_file = opts.config.detector_values();
+    // The earliest moment queued work crosses a detector's `queue_wait`.
+    let mut queue_waits: Vec<u64> = Vec::new();
     let mut active: Vec<Active<'_>> = Vec::new();
     for (index, d) in loaded.iter().enumerate() {
-        let config = detector_config(&d.descriptor, opts)?;
+        let config = detector_config(&d.descriptor, opts, &from_file)?;
         let state = ledger.state(&d.descriptor.name)?;
+        if let Some((_, ConfigValue::DurationMs(ms))) = config.iter().find(|(k, _)| k == "queue_wait") {
+            queue_waits.push(*ms);
+        }
         let ctx = ScanContext { scan_time_ms: scan_time, window_start_ms: window_start, config, state };
         match runtime.start_scan(d, ctx) {
             Ok(scan) => active.push(Active { index, scan }),
@@ -279,6 +328,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         }
     }
 
+    let mut next_wake: Option<i64> = None;
     let mut source_summaries = Vec::new();
     let mut cursors_out = BTreeMap::new();
     for source in &sources {
@@ -310,6 +360,14 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         };
         match source.read(&ctx, &mut sink) {
             Ok(report) => {
+                for at in &report.open_since {
+                    for ms in &queue_waits {
+                        let crossing = at.saturating_add(*ms as i64);
+                        if crossing > scan_time {
+                            next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
+                        }
+                    }
+                }
                 if let Some(c) = report.cursor {
                     cursors_out.insert(source.name().to_owned(), c);
                 }
@@ -361,19 +419,76 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
             }),
         })
         .collect();
-    let issues =
-        ledger.commit(ScanCommit { observations: &observations, cursors: cursors_out, states, health, scan_time })?;
+    let issues = ledger.commit(ScanCommit {
+        observations: &observations,
+        cursors: cursors_out,
+        states,
+        health,
+        scan_time,
+        meta: vec![
+            ("fast_stamp".into(), stamp),
+            ("next_wake".into(), next_wake.map(|w| w.to_string())),
+            ("last_scan".into(), Some(scan_time.to_string())),
+        ],
+    })?;
     Ok(ScanReport {
         data_dir,
         issues_file: ledger.issues_path(),
         out_dir: out,
         scan_time,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        unchanged_since: None,
         state_reset,
         sources: source_summaries,
         detectors: summaries,
         issues,
     })
+}
+
+/// A digest of everything that decides whether a scan can find anything new:
+/// the host version, each source's watched files (size, modification time,
+/// inode), the detector files, the config and the limits. `None` when a
+/// source cannot tell (an HTTP endpoint): then every run scans.
+fn fast_path_stamp(sources: &[Box<dyn Source>], data_dir: &Path, opts: &ScanOptions) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let mut text = format!("v{}\n", env!("CARGO_PKG_VERSION"));
+    let mut stat = |p: &Path| {
+        let line = match std::fs::metadata(p) {
+            Ok(m) => {
+                let mtime =
+                    m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+                #[cfg(unix)]
+                let ino = std::os::unix::fs::MetadataExt::ino(&m);
+                #[cfg(not(unix))]
+                let ino = 0;
+                format!("{} {} {mtime} {ino}", p.display(), m.len())
+            }
+            Err(_) => format!("{} -", p.display()),
+        };
+        let _ = writeln!(text, "{line}");
+    };
+    for s in sources {
+        for p in s.watch(data_dir)? {
+            stat(&p);
+        }
+    }
+    let mut detectors: Vec<PathBuf> = std::fs::read_dir(&opts.detectors_dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    detectors.sort();
+    for p in &detectors {
+        stat(p);
+    }
+    let _ = writeln!(
+        text,
+        "{}\n{:?}\n{:?}\n{:?}",
+        opts.config.digest, opts.global_config, opts.detector_config, opts.limits
+    );
+    Some(crate::hex(&Sha256::digest(text.as_bytes())[..16]))
 }
 
 /// What `sentinel-host reset` did.

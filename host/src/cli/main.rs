@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use sentinel_host::config::{Config, ConfigError};
 use sentinel_host::ledger::out_dir::OutDirError;
 use sentinel_host::observation::ConfigValue;
 use sentinel_host::runtime::{Limits, RuntimeError};
@@ -82,6 +83,12 @@ struct RunArgs {
     /// A detector config value: `DETECTOR.KEY=VALUE` (repeatable).
     #[arg(long = "set", value_name = "DETECTOR.KEY=VALUE", value_parser = parse_set)]
     set: Vec<(String, String, ConfigValue)>,
+    /// The config file [default: $XDG_CONFIG_HOME/openmausbot-sentinel/config.toml when it exists].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Scan even when nothing changed since the last scan.
+    #[arg(long)]
+    no_fast_path: bool,
     /// Fuel per call into a detector.
     #[arg(long, value_name = "UNITS")]
     fuel: Option<u64>,
@@ -177,7 +184,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     if let Some(mib) = args.memory_mib {
         limits.memory_bytes = mib << 20;
     }
+    let config = Config::load(args.config.as_deref()).context("cannot load the config")?;
     let mut opts = ScanOptions::new(&args.detectors);
+    opts.config = config;
+    opts.no_fast_path = args.no_fast_path;
     opts.data_dir = args.data_dir.clone();
     opts.out = args.out.clone();
     opts.limits = limits;
@@ -202,6 +212,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
 }
 
 fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<ConfigError>().is_some() {
+        return exit::CONFIG;
+    }
     match err.downcast_ref::<ScanError>() {
         Some(ScanError::OutDir(OutDirError::InsideGitRepo { .. })) => exit::OUT_IN_GIT_REPO,
         Some(ScanError::OutDir(OutDirError::InsideDataDir { .. })) => exit::OUT_IN_DATA_DIR,

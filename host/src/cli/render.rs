@@ -6,6 +6,16 @@ use sentinel_host::ScanReport;
 
 pub fn human(r: &ScanReport) -> String {
     let mut s = String::new();
+    if let Some(since) = r.unchanged_since {
+        let _ = writeln!(
+            s,
+            "sentinel: nothing changed in {} since the last scan (at {since} ms); no rows read, {} issues in {}",
+            r.data_dir.display(),
+            r.issues.total_issues,
+            r.issues_file.display()
+        );
+        return s;
+    }
     let _ = writeln!(s, "sentinel: scanned {} in {} ms", r.data_dir.display(), r.elapsed_ms);
     if let Some(reason) = &r.state_reset {
         let _ = writeln!(s, "  state started again: {reason}; issues kept, only newer occurrences counted");

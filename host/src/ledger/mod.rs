@@ -105,6 +105,9 @@ pub struct ScanCommit<'a> {
     /// How each detector fared, committed with the rest.
     pub health: Vec<HealthUpdate>,
     pub scan_time: i64,
+    /// Bookkeeping the scan keeps between runs (the fast-path stamp): a
+    /// `None` value deletes the key.
+    pub meta: Vec<(String, Option<String>)>,
 }
 
 /// One detector's outcome in one scan. Only the failure's kind and phase
@@ -262,7 +265,8 @@ impl Ledger {
         };
         let tx = self.conn.transaction().map_err(e("cannot begin the reset"))?;
         tx.execute_batch(
-            "DROP TABLE IF EXISTS cursors; DROP TABLE IF EXISTS occurrences; DROP TABLE IF EXISTS detector_state;",
+            "DROP TABLE IF EXISTS cursors; DROP TABLE IF EXISTS occurrences; DROP TABLE IF EXISTS detector_state;
+             DELETE FROM meta WHERE key IN ('fast_stamp', 'next_wake');",
         )
         .map_err(e("cannot drop the old state"))?;
         tx.execute_batch(SCHEMA).map_err(e("cannot create the schema"))?;
@@ -354,6 +358,32 @@ impl Ledger {
 
     fn err(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError + '_ {
         move |source| LedgerError::Store { path: self.db_path.clone(), action, source }
+    }
+
+    /// A bookkeeping value stored by an earlier scan.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(self.err("cannot read scan bookkeeping"))
+    }
+
+    /// Writes `issues.jsonl` again if the last commit did not get to it.
+    pub fn finish_pending_export(&self) -> Result<(), LedgerError> {
+        if self.meta("export_pending")?.is_some() {
+            self.export()?;
+            self.conn
+                .execute("DELETE FROM meta WHERE key = 'export_pending'", [])
+                .map_err(self.err("cannot mark the export"))?;
+        }
+        Ok(())
+    }
+
+    pub fn total_issues(&self) -> Result<u64, LedgerError> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0))
+            .map_err(self.err("cannot count issues"))? as u64)
     }
 
     pub fn cursor(&self, source: &str) -> Result<Option<String>, LedgerError> {
@@ -483,6 +513,23 @@ impl Ledger {
             )
             .map_err(e("cannot store a cursor"))?;
         }
+        for (key, value) in &scan.meta {
+            match value {
+                Some(v) => tx.execute(
+                    "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    params![key, v],
+                ),
+                None => tx.execute("DELETE FROM meta WHERE key = ?1", [key]),
+            }
+            .map_err(e("cannot store scan bookkeeping"))?;
+        }
+        // Cleared once issues.jsonl is written: a crash in between is seen
+        // by the next run, which writes it again.
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES('export_pending', '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
+            [],
+        )
+        .map_err(e("cannot mark the export"))?;
         for (detector, state) in &scan.states {
             tx.execute(
                 "INSERT INTO detector_state(detector, state) VALUES(?1, ?2)
@@ -513,6 +560,7 @@ impl Ledger {
             .query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0))
             .map_err(e("cannot count issues"))? as u64;
         self.export()?;
+        self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
         Ok(report)
     }
 

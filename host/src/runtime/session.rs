@@ -171,7 +171,7 @@ impl PreparedBatch {
             .columns
             .iter()
             .map(|c| types::Column {
-                name: c.name.to_owned(),
+                name: c.name.to_string(),
                 ty: match c.ty {
                     ColumnType::Text => types::ColumnType::Text,
                     ColumnType::Int => types::ColumnType::Int,

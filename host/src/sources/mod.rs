@@ -13,6 +13,7 @@ pub mod directory;
 pub mod events;
 pub mod http;
 mod messages;
+pub mod query;
 pub mod runtime;
 pub mod sqlite;
 
@@ -51,8 +52,8 @@ pub struct SourceReport {
     pub cursor: Option<String>,
     /// The earliest record time this read considered, ms.
     pub window_start_ms: i64,
-    /// When the oldest work still waiting was queued (queue sources), ms.
-    pub oldest_open_ms: Option<i64>,
+    /// When each piece of work still waiting was queued (queue sources), ms.
+    pub open_since: Vec<i64>,
 }
 
 /// A source that could not be read at all. The scan goes on without it.

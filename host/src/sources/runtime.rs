@@ -188,7 +188,7 @@ impl Source for RuntimeSource {
                 cursor.open.remove(&a);
             }
         }
-        report.oldest_open_ms = cursor.open.values().map(|o| o.at).min();
+        report.open_since = cursor.open.values().map(|o| o.at).collect();
         report.cursor = Some(serde_json::to_string(&cursor).unwrap_or_default());
         Ok(report)
     }
@@ -240,7 +240,7 @@ mod tests {
         db(dir.path(), &[("c", "cancelled", 350)]);
         let (got, report) = read(dir.path(), None, 1_000);
         assert_eq!(got, vec![(1, 300, false), (3, 800, true)]);
-        assert_eq!(report.oldest_open_ms, Some(200));
+        assert_eq!(report.open_since, vec![200]);
         // Next scan: b starts; the wait keeps the id of the event that opened it.
         db(dir.path(), &[("b", "started", 1_500)]);
         let (got, _) = read(dir.path(), report.cursor.as_deref(), 2_000);
