@@ -3,9 +3,11 @@
 //! what it wrote.
 
 mod cli_errors;
+mod fast_path;
 mod hostile;
 mod ledger;
 mod rotation;
+mod sources;
 mod support;
 mod tool_error;
 mod wal;

@@ -95,6 +95,11 @@ pub fn issues(out: &Path) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect()
 }
 
+/// The lines of `issues.jsonl` of one kind.
+pub fn issues_of(out: &Path, kind: &str) -> Vec<Value> {
+    issues(out).into_iter().filter(|i| i["kind"] == kind).collect()
+}
+
 /// The summary entry of one detector.
 pub fn detector<'a>(summary: &'a Value, name: &str) -> &'a Value {
     summary["detectors"]

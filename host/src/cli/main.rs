@@ -89,6 +89,10 @@ struct RunArgs {
     /// Scan even when nothing changed since the last scan.
     #[arg(long)]
     no_fast_path: bool,
+    /// Run as if it were this time (ms since the Unix epoch): for replaying a
+    /// past scan and for tests [default: now].
+    #[arg(long, value_name = "MS")]
+    scan_time: Option<i64>,
     /// Fuel per call into a detector.
     #[arg(long, value_name = "UNITS")]
     fuel: Option<u64>,
@@ -188,6 +192,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let mut opts = ScanOptions::new(&args.detectors);
     opts.config = config;
     opts.no_fast_path = args.no_fast_path;
+    opts.scan_time_ms = args.scan_time;
     opts.data_dir = args.data_dir.clone();
     opts.out = args.out.clone();
     opts.limits = limits;
