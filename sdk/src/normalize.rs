@@ -97,6 +97,41 @@ pub fn scrub(text: &str, names: &[String]) -> String {
     out
 }
 
+/// Replaces every capitalised word but the first with `<name>`: the fallback
+/// that keeps names out of a sentence when the list of names is missing or
+/// incomplete (a deleted bot, an unreadable `bots.json`). It scrubs some
+/// ordinary capitalised words too; for a harness sentence that is the right
+/// trade.
+pub fn scrub_capitalised(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut seen_word = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c.is_alphanumeric() {
+            let start = i;
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_alphanumeric() || d == '_' || d == '\'' || d == '-' {
+                    end = j + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let word = &text[start..end];
+            if seen_word && c.is_uppercase() {
+                out.push_str("<name>");
+            } else {
+                out.push_str(word);
+            }
+            seen_word = true;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +205,15 @@ mod tests {
     #[test]
     fn titles_are_capped() {
         assert_eq!(title(&"word ".repeat(100)).chars().count(), TITLE_CHARS);
+    }
+
+    #[test]
+    fn capitalised_words_after_the_first_are_scrubbed() {
+        assert_eq!(
+            scrub_capitalised("Room turn stopped: Zoë ran longer than 600 seconds"),
+            "Room turn stopped: <name> ran longer than 600 seconds"
+        );
+        assert_eq!(scrub_capitalised("stopped by O'Brien-Smith, then Ann"), "stopped by <name>, then <name>");
     }
 
     #[test]

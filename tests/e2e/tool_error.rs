@@ -120,3 +120,19 @@ fn the_data_dir_is_left_exactly_as_it_was() {
     assert_eq!(listing(&data), before, "nothing created in the data dir");
     assert_eq!(std::fs::read(data.join("messages.db")).unwrap(), bytes_before);
 }
+
+#[test]
+fn bot_names_stay_out_of_issues_when_bots_json_is_unreadable() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    let truth = datagen::generate(&data, &DataSpec::default()).unwrap();
+    assert!(truth.failures.iter().any(|f| f.template == "room-timeout"), "the data has harness notices naming bots");
+    std::fs::write(data.join("bots.json"), b"{ not json").unwrap();
+    let out = s.path("out");
+    let summary = scan(&s.detectors_with(&[]), &data, &out);
+    assert_eq!(summary["sources"][0]["status"], "failed");
+    let written = std::fs::read_to_string(out.join("issues.jsonl")).unwrap();
+    for name in &truth.bot_names {
+        assert!(!written.contains(name.as_str()), "bot name {name} stored");
+    }
+}

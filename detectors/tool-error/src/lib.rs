@@ -59,7 +59,10 @@ impl ToolError {
             None => {
                 // A sentence the harness wrote: it can name a bot, so names go
                 // before anything is normalized or hashed.
+                // Known names first, then any capitalised word: names must not
+                // leak even when bots.json is missing or out of date.
                 let sentence = normalize::scrub(f.tool_name.unwrap_or(""), &self.bot_names);
+                let sentence = normalize::scrub_capitalised(&sentence);
                 let normalized = normalize::normalize(&sentence);
                 ("harness_notice".to_owned(), Origin::Harness, normalized.clone(), normalize::cap(&normalized))
             }
@@ -205,6 +208,14 @@ mod tests {
         assert_eq!(a.get_tool(), Some("harness_notice"));
         assert!(!a.title().contains("Marvin"));
         assert!(!a.signature().contains("Marvin"));
+    }
+
+    #[test]
+    fn names_stay_out_of_harness_notices_even_without_bot_names() {
+        let mut d = detector();
+        d.bot_names.clear();
+        let a = d.observe(&fail("m1", "Room turn stopped: Marvin ran too long", "", None));
+        assert!(!a.title().contains("Marvin") && !a.signature().contains("Marvin"), "{}", a.title());
     }
 
     #[test]
