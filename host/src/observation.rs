@@ -66,6 +66,8 @@ pub struct Observation {
     pub kind: String,
     /// The detector's grouping key. Hashed by the ledger, never stored.
     pub signature: String,
+    /// The version of the rules that built `signature`.
+    pub grouping_version: u32,
     pub title: String,
     pub origin: Origin,
     pub severity: Severity,

@@ -34,6 +34,7 @@
 mod batch;
 mod context;
 mod describe;
+pub mod failure;
 pub mod normalize;
 mod observe;
 pub mod shell;

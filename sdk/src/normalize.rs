@@ -15,6 +15,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+/// The version of these rules. Bump it with any change that changes an
+/// output: it is stored with every issue (`normalizerVersion`).
+pub const VERSION: u32 = 1;
+
 /// Characters kept in a title.
 pub const TITLE_CHARS: usize = 160;
 
@@ -23,8 +27,12 @@ struct Rule {
     with: &'static str,
 }
 
+/// Compiles a rule with ASCII word boundaries, digits and spaces: Unicode
+/// versions of `\b`, `\d` and `\s` make the automata many times larger, and
+/// a detector compiles them inside its first call, under the deadline.
 fn rule(pattern: &str, with: &'static str) -> Rule {
-    Rule { re: Regex::new(pattern).expect("normalizer patterns are valid"), with }
+    let ascii = pattern.replace(r"\b", r"(?-u:\b)").replace(r"\d", "[0-9]").replace(r"\s", r"[\t\n\x0B\x0C\r ]");
+    Rule { re: Regex::new(&ascii).expect("normalizer patterns are valid"), with }
 }
 
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {

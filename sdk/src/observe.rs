@@ -18,6 +18,7 @@ impl Observation {
             inner: types::Observation {
                 kind: kind.into(),
                 signature: signature.into(),
+                grouping_version: crate::normalize::VERSION,
                 title: title.into(),
                 origin: Origin::Harness,
                 severity: Severity::Medium,
@@ -33,6 +34,12 @@ impl Observation {
         }
     }
 
+    /// Sets the version of the rules that built the signature, for a
+    /// detector whose grouping does not come from the SDK normalizer.
+    pub fn grouping_version(mut self, version: u32) -> Self {
+        self.inner.grouping_version = version;
+        self
+    }
     pub fn origin(mut self, origin: Origin) -> Self {
         self.inner.origin = origin;
         self

@@ -109,8 +109,8 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
     let total = written.load(Ordering::SeqCst);
 
     let summary = scan(&detectors, &data, &out);
-    assert_eq!(detector(&summary, "tool_error")["status"], "ok");
-    let issues = issues(&out);
+    assert_eq!(detector(&summary, "tool_error")["status"], "ok", "{:#}", detector(&summary, "tool_error"));
+    let issues = issues_of(&out, "tool_error");
     let counted: u64 = issues.iter().map(|i| i["count"].as_u64().unwrap()).sum();
     assert_eq!(
         counted as usize, total,

@@ -73,7 +73,7 @@ fn rows_still_in_the_wal_are_read_while_a_writer_keeps_writing() {
     drop(writer);
     scan(&detectors, &data, &out);
 
-    let issues = issues(&out);
+    let issues = issues_of(&out, "tool_error");
     assert_eq!(issues.len(), 1, "one signature: queue <n> full");
     assert_eq!(issues[0]["count"].as_u64().unwrap() as usize, total_written, "every row counted exactly once");
 }

@@ -91,10 +91,11 @@ const BOT_NAMES: &[&str] = &["Marvin", "Ada", "Turing", "Grace", "Linus", "Hoppe
 
 /// `(template, tool, exit code, output)`: every output carries values the
 /// normalizer must remove.
-fn failure_template(rng: &mut Rng, bot_name: &str) -> (&'static str, String, Option<i64>, String) {
+fn failure_template(rng: &mut Rng, bot_name: &str, forced: Option<u64>) -> (&'static str, String, Option<i64>, String) {
     let n = rng.below(900) + 10;
     let m = rng.below(90_000) + 1000;
-    match rng.below(8) {
+    let pick = rng.below(8);
+    match forced.unwrap_or(pick) {
         0 => ("no-layer", "mcp__agents__load_layer".into(), None, format!("no layer {n} in /srv/projects/p{m}/layers")),
         1 => ("cmd-not-found", "Bash".into(), Some(127), format!("bash: deploy-{m}: command not found")),
         2 => (
@@ -184,12 +185,15 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
                     "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'text', ?4)",
                     params![format!("msg-{turn_id}-q"), thread_id, at, r#"{"text":"please do the thing"}"#],
                 )?;
+                // Now and then a turn retries one failing call over and over:
+                // the same template each time, with other values.
+                let looping = (rng.below(12) == 0).then(|| rng.below(8));
                 for call in 0..spec.calls_per_turn {
                     at += 1_000 + rng.below(5_000) as i64;
                     let id = format!("msg-{turn_id}-{call:02}");
-                    let failed = rng.below(100) < spec.failure_pct;
+                    let failed = looping.is_some() || rng.below(100) < spec.failure_pct;
                     let data = if failed {
-                        let (template, tool, exit_code, output) = failure_template(&mut rng, &name);
+                        let (template, tool, exit_code, output) = failure_template(&mut rng, &name, looping);
                         truth.failures.push(Failure {
                             message_id: id.clone(),
                             tool: tool.clone(),

@@ -9,72 +9,29 @@
 //! before hashing. The raw output is used for the signature only and never
 //! leaves the detector.
 
-use sentinel_sdk::normalize;
+use sentinel_sdk::failure::{self, HarnessTools};
 use sentinel_sdk::prelude::*;
-use sentinel_sdk::shell;
 
 pub const KIND: &str = "tool_error";
 
-/// Tools that are shell commands.
-const SHELL_TOOLS: &[&str] = &["Bash", "bash", "exec", "shell", "sh"];
-
-/// The application's own tools, unless configured otherwise: a `*` suffix
-/// matches a prefix.
-const DEFAULT_HARNESS_TOOLS: &str = "mcp__agents__*,computer,browser,mcp__computer__*,mcp__browser__*";
-
 #[derive(Debug)]
 pub struct ToolError {
-    harness_tools: Vec<String>,
+    harness_tools: HarnessTools,
     bot_names: Vec<String>,
 }
 
-/// A tool identifier: no spaces, a sane length, identifier characters only.
-pub fn is_tool_identifier(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 128
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'))
-}
-
 impl ToolError {
-    fn is_harness_tool(&self, tool: &str) -> bool {
-        self.harness_tools.iter().any(|p| match p.strip_suffix('*') {
-            Some(prefix) => tool.starts_with(prefix),
-            None => tool == p,
-        })
-    }
-
     /// Turns one failed call into an observation.
     pub fn observe(&self, f: &Failure<'_>) -> Observation {
-        let (tool, origin, key, title) = match f.tool_name.filter(|n| is_tool_identifier(n)) {
-            Some(tool) if SHELL_TOOLS.contains(&tool) => {
-                let (key, title) = shell::group(f.output.unwrap_or(""), f.exit_code);
-                (tool.to_owned(), Origin::Shell, key, title)
-            }
-            Some(tool) => {
-                let origin = if self.is_harness_tool(tool) { Origin::Harness } else { Origin::External };
-                let normalized = normalize::normalize(f.output.unwrap_or(""));
-                let title = if normalized.is_empty() { format!("{tool} failed") } else { normalize::cap(&normalized) };
-                (tool.to_owned(), origin, normalized, title)
-            }
-            None => {
-                // A sentence the harness wrote: it can name a bot, so names go
-                // before anything is normalized or hashed.
-                // Known names first, then any capitalised word: names must not
-                // leak even when bots.json is missing or out of date.
-                let sentence = normalize::scrub(f.tool_name.unwrap_or(""), &self.bot_names);
-                let sentence = normalize::scrub_capitalised(&sentence);
-                let normalized = normalize::normalize(&sentence);
-                ("harness_notice".to_owned(), Origin::Harness, normalized.clone(), normalize::cap(&normalized))
-            }
-        };
-        let severity = match origin {
+        let c = failure::classify(&self.harness_tools, &self.bot_names, f.tool_name, f.output, f.exit_code);
+        let severity = match c.origin {
             Origin::Harness => Severity::High,
             Origin::Shell | Origin::External => Severity::Medium,
         };
-        Observation::new(KIND, &format!("{tool}\n{key}"), &title, f.at, f.id, ("messages", f.id))
-            .origin(origin)
+        Observation::new(KIND, &c.signature(), &c.title, f.at, f.id, ("messages", f.id))
+            .origin(c.origin)
             .severity(severity)
-            .tool(Some(&tool))
+            .tool(Some(&c.tool))
             .bot(f.bot_id)
             .thread(f.thread_id)
             .turn(f.turn_id)
@@ -103,15 +60,13 @@ impl Detector for ToolError {
             .subscribe("messages", "tool-failure")
             .config_text(
                 "harness_tools",
-                DEFAULT_HARNESS_TOOLS,
+                failure::DEFAULT_HARNESS_TOOLS,
                 "comma-separated tools that belong to the application itself (`*` suffix: prefix match)",
             )
     }
 
     fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
-        let harness_tools =
-            ctx.text("harness_tools")?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-        Ok(ToolError { harness_tools, bot_names: Vec::new() })
+        Ok(ToolError { harness_tools: HarnessTools::parse(ctx.text("harness_tools")?), bot_names: Vec::new() })
     }
 
     fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {

@@ -142,7 +142,8 @@ CREATE TABLE IF NOT EXISTS issues(
     bot_id TEXT, thread_id TEXT, turn_id TEXT,
     first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, count INTEGER NOT NULL,
     wasted_turns INTEGER NOT NULL,
-    evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL);
+    evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL,
+    grouping_version INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
@@ -163,10 +164,17 @@ fn sha_hex(parts: &[&str]) -> String {
     crate::hex(&h.finalize())
 }
 
-/// The issue signature: `kind:` and 16 hex digits of a hash of the
-/// detector's grouping key. The key itself is never stored.
-pub fn issue_sig(kind: &str, signature: &str) -> String {
-    format!("{kind}:{}", &sha_hex(&[kind, signature])[..16])
+/// The issue signature: `kind:` and 16 hex digits of a hash of the kind,
+/// the grouping rules' version and the detector's grouping key. The key
+/// itself is never stored. Version 1 hashes as if there were no version, so
+/// signatures stay stable until the rules first change.
+pub fn issue_sig(kind: &str, grouping_version: u32, signature: &str) -> String {
+    let hash = if grouping_version <= 1 {
+        sha_hex(&[kind, signature])
+    } else {
+        sha_hex(&[kind, &grouping_version.to_string(), signature])
+    };
+    format!("{kind}:{}", &hash[..16])
 }
 
 fn occurrence_key(o: &Observation) -> String {
@@ -313,8 +321,9 @@ impl Ledger {
             };
             tx.execute(
                 "INSERT OR IGNORE INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
-                        first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at)
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11)",
+                        first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
+                        grouping_version)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11, ?16)",
                 params![
                     i.sig,
                     i.kind,
@@ -330,7 +339,8 @@ impl Ledger {
                     i.count,
                     i.wasted_turns,
                     i.evidence_ref.source,
-                    i.evidence_ref.id
+                    i.evidence_ref.id,
+                    i.grouping_version
                 ],
             )
             .map_err(|source| LedgerError::Store {
@@ -433,7 +443,7 @@ impl Ledger {
                 continue;
             }
             report.counted += 1;
-            let sig = issue_sig(&o.kind, &o.signature);
+            let sig = issue_sig(&o.kind, o.grouping_version, &o.signature);
             let wasted = match (&o.turn_id, o.wasted_turns) {
                 (_, 0) => 0,
                 (Some(turn), w) => {
@@ -455,8 +465,9 @@ impl Ledger {
                     report.new_issues += 1;
                     tx.execute(
                         "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
-                                            first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at)
-                         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1, ?11, ?12, ?13, ?10)",
+                                            first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
+                                            grouping_version)
+                         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1, ?11, ?12, ?13, ?10, ?14)",
                         params![
                             sig,
                             o.kind,
@@ -470,7 +481,8 @@ impl Ledger {
                             o.at,
                             wasted,
                             o.evidence_source,
-                            o.evidence_id
+                            o.evidence_id,
+                            o.grouping_version
                         ],
                     )
                     .map_err(e("cannot insert an issue"))?;
@@ -594,7 +606,7 @@ impl Ledger {
             .conn
             .prepare(
                 "SELECT sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
-                        count, wasted_turns, evidence_source, evidence_id
+                        count, wasted_turns, evidence_source, evidence_id, grouping_version
                  FROM issues ORDER BY first_at, sig",
             )
             .map_err(self.err("cannot read issues"))?;
@@ -615,6 +627,7 @@ impl Ledger {
                     count: r.get(11)?,
                     wasted_turns: r.get(12)?,
                     evidence_ref: EvidenceRef { source: r.get(13)?, id: r.get(14)? },
+                    grouping_version: r.get(15)?,
                 })
             })
             .map_err(self.err("cannot read issues"))?;
@@ -693,6 +706,14 @@ pub struct IssueLine {
     pub count: i64,
     pub wasted_turns: i64,
     pub evidence_ref: EvidenceRef,
+    /// The version of the grouping rules (the normalizer's, for the Rust
+    /// detectors) that built this issue's signature.
+    #[serde(default = "one")]
+    pub grouping_version: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -711,6 +732,7 @@ mod tests {
             detector: "d".into(),
             kind: "tool_error".into(),
             signature: signature.into(),
+            grouping_version: 1,
             title: "t".into(),
             origin: Origin::Harness,
             severity: Severity::High,

@@ -48,7 +48,10 @@ pub struct Limits {
     pub memories: usize,
     /// Native stack a guest may use, in bytes (engine-wide).
     pub max_wasm_stack: usize,
-    /// Observations one detector may return in one scan.
+    /// Observations one detector may return from one call.
+    pub observations_per_call: usize,
+    /// Observations one detector may return in one scan (they are held until
+    /// the scan commits).
     pub observations_per_scan: usize,
     /// Bytes of `log` one detector may write in one scan.
     pub log_bytes_per_scan: usize,
@@ -71,7 +74,8 @@ impl Default for Limits {
             tables: 64,
             memories: 16,
             max_wasm_stack: 512 << 10,
-            observations_per_scan: 10_000,
+            observations_per_call: 10_000,
+            observations_per_scan: 1_000_000,
             log_bytes_per_scan: 64 << 10,
             stdio_bytes: 64 << 10,
             component_bytes: 64 << 20,

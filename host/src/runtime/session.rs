@@ -367,6 +367,12 @@ impl DetectorScan<'_> {
     }
 
     fn accept(&mut self, phase: Phase, obs: Vec<types::Observation>) -> Result<(), CallFailure> {
+        let per_call = self.runtime.limits.observations_per_call;
+        if obs.len() > per_call {
+            return Err(
+                self.invalid(phase, format!("{} observations from one call, over the limit of {per_call}", obs.len()))
+            );
+        }
         let cap = self.runtime.limits.observations_per_scan;
         if self.observations.len() + obs.len() > cap {
             return Err(self.invalid(phase, format!("more than {cap} observations in one scan")));
@@ -383,6 +389,7 @@ impl DetectorScan<'_> {
                 detector: self.name.clone(),
                 kind: o.kind,
                 signature: o.signature,
+                grouping_version: o.grouping_version,
                 title: clean_title(&o.title),
                 origin: match o.origin {
                     types::Origin::Harness => Origin::Harness,

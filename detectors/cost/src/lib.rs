@@ -1,0 +1,86 @@
+//! `cost`: a single turn that cost more than `cost` USD (5 by default,
+//! `--cost` on the command line).
+//!
+//! Reads `events` / `turn-completed`. One issue per bot, origin `harness`
+//! (the application spent it), severity `medium`; the event id is the
+//! occurrence.
+
+use sentinel_sdk::prelude::*;
+
+pub const KIND: &str = "cost";
+
+#[derive(Debug)]
+pub struct Cost {
+    threshold: f64,
+}
+
+impl Cost {
+    pub fn observe(
+        &self,
+        id: &str,
+        cost: f64,
+        at: i64,
+        bot: Option<&str>,
+        thread: Option<&str>,
+        turn: Option<&str>,
+    ) -> Option<Observation> {
+        if cost.is_nan() || cost <= self.threshold {
+            return None;
+        }
+        let title = format!("a turn cost more than ${:.2}", self.threshold);
+        Some(
+            Observation::new(KIND, bot.unwrap_or("-"), &title, at, id, ("events", id))
+                .origin(Origin::Harness)
+                .severity(Severity::Medium)
+                .bot(bot)
+                .thread(thread)
+                .turn(turn),
+        )
+    }
+}
+
+impl Detector for Cost {
+    fn describe() -> Descriptor {
+        Descriptor::new(KIND, env!("CARGO_PKG_VERSION")).emits(KIND).subscribe("events", "turn-completed").config_float(
+            "cost",
+            5.0,
+            "USD above which a single turn is reported",
+        )
+    }
+
+    fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
+        let threshold = ctx.float("cost")?;
+        if !threshold.is_finite() || threshold < 0.0 {
+            return Err(DetectorError::BadConfig(format!("`cost` must be a non-negative number, got {threshold}")));
+        }
+        Ok(Cost { threshold })
+    }
+
+    fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
+        if !batch.is("events", "turn-completed") {
+            return Ok(());
+        }
+        for row in batch.iter() {
+            let (Some(id), Some(cost)) = (row.text("id"), row.float("cost")) else { continue };
+            let at = row.int("created_at").unwrap_or(0);
+            out.extend(self.observe(id, cost, at, row.text("bot_id"), row.text("thread_id"), row.text("turn_id")));
+        }
+        Ok(())
+    }
+}
+
+sentinel_sdk::export_detector!(Cost);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_turns_above_the_threshold_fire() {
+        let c = Cost { threshold: 5.0 };
+        assert!(c.observe("e1", 5.0, 0, None, None, None).is_none());
+        assert!(c.observe("e2", f64::NAN, 0, None, None, None).is_none());
+        let o = c.observe("e3", 5.01, 0, Some("bot-1"), None, None).unwrap();
+        assert_eq!(o.title(), "a turn cost more than $5.00");
+    }
+}
