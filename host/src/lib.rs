@@ -12,6 +12,7 @@ pub mod config;
 pub mod ledger;
 pub mod observation;
 pub mod record;
+pub mod replay;
 pub mod runtime;
 pub mod scan;
 pub mod sources;

@@ -200,7 +200,7 @@ fn detector_config(
 }
 
 /// Converts an operator value to the type of the default where that is lossless.
-fn coerce(v: &ConfigValue, default: &ConfigValue) -> Option<ConfigValue> {
+pub fn coerce(v: &ConfigValue, default: &ConfigValue) -> Option<ConfigValue> {
     use ConfigValue as C;
     Some(match (v, default) {
         (C::Boolean(b), C::Boolean(_)) => C::Boolean(*b),

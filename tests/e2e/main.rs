@@ -6,6 +6,7 @@ mod cli_errors;
 mod fast_path;
 mod hostile;
 mod ledger;
+mod replay;
 mod rotation;
 mod sources;
 mod support;

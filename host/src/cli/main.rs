@@ -26,6 +26,7 @@ mod exit {
     pub const DATA_DIR: u8 = 5;
     pub const OUTPUT_IO: u8 = 6;
     pub const OUT_IN_GIT_REPO: u8 = 7;
+    pub const REPLAY_FAILED: u8 = 8;
 }
 
 #[derive(Parser, Debug)]
@@ -42,6 +43,22 @@ enum Command {
     /// Start the state again: clear cursors, occurrence keys and detector
     /// state, keep the issues (what a release that changes the store does).
     Reset(ResetArgs),
+    /// Run a detector against its replay cases and compare its observations
+    /// exactly (SENTINEL_BLESS=1 rewrites failing expectations).
+    Replay(ReplayArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReplayArgs {
+    /// The detector component.
+    #[arg(long, value_name = "FILE")]
+    detector: PathBuf,
+    /// A folder of `*.json` cases, or case files.
+    #[arg(long = "cases", value_name = "PATH", required = true)]
+    cases: Vec<PathBuf>,
+    /// Print the results as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -149,6 +166,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Reset(args) => reset(&args),
+        Command::Replay(args) => replay(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -160,6 +178,44 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&err))
         }
     }
+}
+
+fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
+    use sentinel_host::replay;
+    let runtime = sentinel_host::runtime::Runtime::new(Limits::default())?;
+    let detector = runtime.load(&args.detector).context("cannot load the detector")?;
+    let bless = std::env::var_os("SENTINEL_BLESS").is_some_and(|v| v == "1");
+    let mut files = Vec::new();
+    for p in &args.cases {
+        if p.is_dir() {
+            files.extend(replay::case_files(p).context("cannot list the cases")?);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut results = Vec::new();
+    for f in &files {
+        results.push(replay::run_case(&runtime, &detector, f, bless).context("cannot run the case")?);
+    }
+    let failed = results.iter().filter(|r| !r.passed).count();
+    if args.json {
+        let out = serde_json::json!({"detector": detector.descriptor.name, "cases": results, "failed": failed});
+        println!("{out}");
+    } else {
+        for r in &results {
+            println!("{} {} ({})", if r.passed { "PASS" } else { "FAIL" }, r.path.display(), r.description);
+            for d in &r.differences {
+                println!("     {d}");
+            }
+        }
+        println!(
+            "{}: {} cases, {failed} failed{}",
+            detector.descriptor.name,
+            results.len(),
+            if bless && failed > 0 { " (expectations rewritten)" } else { "" }
+        );
+    }
+    Ok(if failed == 0 { exit::OK } else { exit::REPLAY_FAILED })
 }
 
 fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
@@ -217,7 +273,10 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
 }
 
 fn exit_code(err: &anyhow::Error) -> u8 {
-    if err.downcast_ref::<ConfigError>().is_some() {
+    if err.downcast_ref::<ConfigError>().is_some()
+        || err.downcast_ref::<sentinel_host::replay::ReplayError>().is_some()
+        || err.downcast_ref::<sentinel_host::runtime::LoadError>().is_some()
+    {
         return exit::CONFIG;
     }
     match err.downcast_ref::<ScanError>() {

@@ -1,0 +1,56 @@
+//! Every shipped detector's replay cases pass through the real binary, and a
+//! wrong expectation fails with the difference named.
+
+use std::process::Command;
+
+use crate::support::*;
+
+fn replay(detector: &std::path::Path, cases: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["replay", "--detector"])
+        .arg(detector)
+        .arg("--cases")
+        .arg(cases)
+        .env_remove("SENTINEL_BLESS")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_shipped_replay_case_passes() {
+    let mut ran = 0;
+    for pkg in xtask::guest::packages_under(&root().join("detectors")).unwrap() {
+        let cases = pkg.dir.join("cases");
+        assert!(cases.is_dir(), "detector {} ships no replay cases", pkg.name);
+        let wasm = shipped_detectors().join(format!("{}.wasm", pkg.name.replace('-', "_")));
+        let o = replay(&wasm, &cases);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}: {}{}",
+            pkg.name,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 5, "the five scanner detectors at least");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_exit_8_and_the_difference() {
+    let s = Scratch::new();
+    let case = std::fs::read_to_string(root().join("detectors/cost/cases/threshold.json")).unwrap();
+    let mut case: serde_json::Value = serde_json::from_str(&case).unwrap();
+    case["expect"][0]["title"] = "a turn cost more than $9.99".into();
+    let path = s.path("bad.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&case).unwrap()).unwrap();
+    let o = replay(&shipped_detectors().join("cost.wasm"), &path);
+    assert_eq!(o.status.code(), Some(8));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL") && out.contains("$9.99") && out.contains("$2.50"), "{out}");
+    // An empty expectation means "must not fire": the same input then fails too.
+    case["expect"] = serde_json::json!([]);
+    std::fs::write(&path, serde_json::to_vec_pretty(&case).unwrap()).unwrap();
+    assert_eq!(replay(&shipped_detectors().join("cost.wasm"), &path).status.code(), Some(8));
+}
