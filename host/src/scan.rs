@@ -42,6 +42,9 @@ pub struct ScanOptions {
     pub config: Config,
     /// Scan even when nothing changed since the last scan.
     pub no_fast_path: bool,
+    /// Where compiled components are kept; `None` means `cache/` in the
+    /// output folder.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl ScanOptions {
@@ -57,6 +60,7 @@ impl ScanOptions {
             scan_time_ms: None,
             config: Config::default(),
             no_fast_path: false,
+            cache_dir: None,
         }
     }
 }
@@ -88,6 +92,9 @@ pub struct DetectorSummary {
     pub version: Option<String>,
     /// `ok`, `failed` (loaded but a call failed) or `refused` (not loaded).
     pub status: &'static str,
+    /// Whether its compiled code came from the cache: `hit`, `miss`, `replaced`, `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<&'static str>,
     pub observations: usize,
     pub records: u64,
     pub calls: u32,
@@ -257,7 +264,17 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         });
     }
 
-    let runtime = Runtime::new(opts.limits.clone())?;
+    let cache_dir = match &opts.cache_dir {
+        Some(dir) => {
+            let dir = out_dir::resolve(dir);
+            if dir.starts_with(&data_dir) {
+                return Err(ScanError::OutDir(OutDirError::InsideDataDir { out: dir, data_dir }));
+            }
+            dir
+        }
+        None => out.join("cache"),
+    };
+    let runtime = Runtime::new(opts.limits.clone())?.with_cache(cache_dir);
     let mut summaries = Vec::new();
     let mut loaded = Vec::new();
     for result in runtime.load_dir(&opts.detectors_dir)? {
@@ -268,6 +285,12 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     path: d.path.clone(),
                     version: Some(d.descriptor.version.clone()),
                     status: "ok",
+                    cache: Some(match d.cache {
+                        crate::runtime::CacheUse::Hit => "hit",
+                        crate::runtime::CacheUse::Miss => "miss",
+                        crate::runtime::CacheUse::Replaced => "replaced",
+                        crate::runtime::CacheUse::Off => "off",
+                    }),
                     observations: 0,
                     records: 0,
                     calls: 0,
@@ -284,6 +307,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                 path: e.path().to_owned(),
                 version: None,
                 status: "refused",
+                cache: None,
                 observations: 0,
                 records: 0,
                 calls: 0,

@@ -137,7 +137,8 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&out), 0o700);
         for f in listing(&out) {
-            assert_eq!(mode(&out.join(&f)), 0o600, "{f}");
+            let want = if out.join(&f).is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(mode(&out.join(&f)), want, "{f}");
         }
     }
 }

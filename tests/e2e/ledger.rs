@@ -72,6 +72,8 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
             .arg(&data)
             .arg("--out")
             .arg(&out)
+            .arg("--cache-dir")
+            .arg(shared_cache())
             .env("SENTINEL_LOG", "sentinel_host=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -2,6 +2,7 @@
 //! source, generate data dirs, run the real `sentinel-host` binary and check
 //! what it wrote.
 
+mod cache;
 mod cli_errors;
 mod fast_path;
 mod hostile;

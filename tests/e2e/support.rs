@@ -30,6 +30,12 @@ pub fn fixture(name: &str) -> PathBuf {
     built.iter().find(|(n, _)| n == name).map(|(_, p)| p.clone()).unwrap_or_else(|| panic!("no fixture {name}"))
 }
 
+/// One compiled-component cache for the whole test run: every test runs the
+/// same components, and compiling them is most of a scan's time.
+pub fn shared_cache() -> PathBuf {
+    root().join("target").join("e2e").join("cache")
+}
+
 /// A scratch folder: a detectors dir made of the named components.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
@@ -71,6 +77,8 @@ pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Out
         .arg(data_dir)
         .arg("--out")
         .arg(out)
+        .arg("--cache-dir")
+        .arg(shared_cache())
         .args(extra)
         .output()
         .expect("sentinel-host runs")

@@ -106,6 +106,9 @@ struct RunArgs {
     /// Scan even when nothing changed since the last scan.
     #[arg(long)]
     no_fast_path: bool,
+    /// Where compiled detectors are kept [default: cache/ in the output folder].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Run as if it were this time (ms since the Unix epoch): for replaying a
     /// past scan and for tests [default: now].
     #[arg(long, value_name = "MS")]
@@ -248,6 +251,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let mut opts = ScanOptions::new(&args.detectors);
     opts.config = config;
     opts.no_fast_path = args.no_fast_path;
+    opts.cache_dir = args.cache_dir.clone();
     opts.scan_time_ms = args.scan_time;
     opts.data_dir = args.data_dir.clone();
     opts.out = args.out.clone();

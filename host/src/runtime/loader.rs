@@ -26,6 +26,8 @@ pub struct LoadedDetector {
     pub sha256: String,
     pub size: u64,
     pub descriptor: Descriptor,
+    /// Whether the compiled code came from the cache.
+    pub cache: super::CacheUse,
     /// Every import of the component, with how the host grants it.
     pub imports: Vec<(String, capabilities::Grant)>,
     pub(crate) pre: DetectorWorldPre<StoreData>,
@@ -150,8 +152,11 @@ impl Runtime {
             return Err(LoadError::NotAComponent { path: p(), what });
         }
         let sha256 = crate::hex(&Sha256::digest(&bytes));
-        let component = Component::new(&self.engine, &bytes)
-            .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
+        let (component, cache) = match &self.cache {
+            Some(c) => c.load(&self.engine, &sha256, &bytes),
+            None => Component::new(&self.engine, &bytes).map(|c| (c, super::CacheUse::Off)),
+        }
+        .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
         let ty = component.component_type();
 
         // The export names the WIT version the component was built against.
@@ -189,7 +194,7 @@ impl Runtime {
             .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
 
         let descriptor = self.describe(&pre, path)?;
-        Ok(LoadedDetector { path: p(), sha256, size: meta.len(), descriptor, imports, pre })
+        Ok(LoadedDetector { path: p(), sha256, size: meta.len(), descriptor, cache, imports, pre })
     }
 
     fn describe(&self, pre: &DetectorWorldPre<StoreData>, path: &Path) -> Result<Descriptor, LoadError> {

@@ -10,6 +10,7 @@
 //! comes out.
 
 mod bindings;
+mod cache;
 pub mod capabilities;
 mod loader;
 mod sandbox;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
+pub use cache::CacheUse;
 pub use loader::{LoadError, LoadedDetector};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
 pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
@@ -106,6 +108,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<StoreData>,
     limits: Limits,
+    cache: Option<cache::ComponentCache>,
     ticker: Option<Ticker>,
 }
 
@@ -159,7 +162,13 @@ impl Runtime {
                 })
                 .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch ticker: {e}")))?
         };
-        Ok(Runtime { engine, linker, limits, ticker: Some(Ticker { stop, thread: Some(thread) }) })
+        Ok(Runtime { engine, linker, limits, cache: None, ticker: Some(Ticker { stop, thread: Some(thread) }) })
+    }
+
+    /// Keeps compiled components in `dir` (created `0700` when first used).
+    pub fn with_cache(mut self, dir: std::path::PathBuf) -> Self {
+        self.cache = Some(cache::ComponentCache::new(&self.engine, dir));
+        self
     }
 
     pub fn limits(&self) -> &Limits {

@@ -1,0 +1,67 @@
+//! The compiled-component cache: a second run loads compiled code instead of
+//! compiling; a changed or corrupt entry is never used.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn scan_with_cache(s: &Scratch, cache: &std::path::Path) -> Value {
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["run", "--once", "--json", "--no-fast-path", "--detectors"])
+        .arg(s.path("detectors"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(s.path("out"))
+        .arg("--cache-dir")
+        .arg(cache)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn cache_of(summary: &Value, name: &str) -> String {
+    detector(summary, name)["cache"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_second_run_loads_compiled_components_and_a_corrupt_entry_is_replaced() {
+    let s = Scratch::new();
+    s.detectors_with(&[]);
+    let cache = s.path("cache");
+    assert_eq!(cache_of(&scan_with_cache(&s, &cache), "cost"), "miss");
+    assert_eq!(cache_of(&scan_with_cache(&s, &cache), "cost"), "hit");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+    // Corrupt every entry: each is discarded and compiled again.
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"not compiled code").unwrap();
+    }
+    let summary = scan_with_cache(&s, &cache);
+    assert_eq!(cache_of(&summary, "cost"), "replaced");
+    assert_eq!(detector(&summary, "cost")["status"], "ok");
+    assert_eq!(cache_of(&scan_with_cache(&s, &cache), "cost"), "hit");
+}
+
+#[test]
+fn a_changed_component_is_compiled_again() {
+    let s = Scratch::new();
+    s.detectors_with(&[]);
+    let cache = s.path("cache");
+    assert_eq!(cache_of(&scan_with_cache(&s, &cache), "cost"), "miss");
+    // The same detector with one more custom section: another file, another key.
+    let path = s.path("detectors/cost.wasm");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0x00, 0x05, 0x04, b'n', b'o', b't', b'e']);
+    std::fs::write(&path, bytes).unwrap();
+    let summary = scan_with_cache(&s, &cache);
+    assert_eq!(detector(&summary, "cost")["status"], "ok", "{summary:#}");
+    assert_eq!(cache_of(&summary, "cost"), "miss");
+    assert_eq!(cache_of(&summary, "turn_stop"), "hit");
+}
