@@ -127,8 +127,9 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     for line in issues.lines() {
         let v: serde_json::Value = serde_json::from_str(line)?;
         println!(
-            "  {:>3}x  {:<8} {:<8} {:<28} {}",
+            "  {:>3}x  {:<12} {:<8} {:<8} {:<28} {}",
             v["count"],
+            v["kind"].as_str().unwrap_or(""),
             v["origin"].as_str().unwrap_or(""),
             v["severity"].as_str().unwrap_or(""),
             v["tool"].as_str().unwrap_or(""),
