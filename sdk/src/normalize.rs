@@ -72,7 +72,8 @@ pub fn first_line(text: &str) -> &str {
 /// letter and one digit, so plain words and plain numbers are left to the
 /// word and number rules.
 pub fn normalize(text: &str) -> String {
-    let mut line = first_line(text).to_owned();
+    // Control characters (NUL among them, the signature separator) become spaces.
+    let mut line: String = first_line(text).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     for r in RULES.iter() {
         if r.re.is_match(&line) {
             line = r.re.replace_all(&line, r.with).into_owned();
@@ -191,6 +192,11 @@ mod tests {
     #[test]
     fn only_the_first_meaningful_line_counts() {
         assert_eq!(normalize("\n---\nError: disk 3 full\n  at foo (/x/y.js:1:2)"), "Error: disk <n> full");
+    }
+
+    #[test]
+    fn control_characters_never_survive() {
+        assert_eq!(normalize("bad\u{0}byte\u{7}here"), "bad byte here");
     }
 
     #[test]

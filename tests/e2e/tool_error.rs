@@ -136,3 +136,23 @@ fn bot_names_stay_out_of_issues_when_bots_json_is_unreadable() {
         assert!(!written.contains(name.as_str()), "bot name {name} stored");
     }
 }
+
+#[test]
+fn queue_wait_and_cost_flags_reach_the_detectors_typed() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(&[]);
+    let count = |out: &str, extra: &[&str]| {
+        let o = run(&detectors, &data, &s.path(out), extra);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let by_kind = |k: &str| issues_of(&s.path(out), k).iter().map(|i| i["count"].as_i64().unwrap()).sum::<i64>();
+        (by_kind("cost"), by_kind("queue_wait"))
+    };
+    let (cost, wait) = count("default", &[]);
+    assert!(cost > 0 && wait > 0, "the demo data has expensive turns and long waits");
+    let (cost_hi, wait_hi) = count("high", &["--cost", "1000", "--queue-wait", "100000"]);
+    assert_eq!((cost_hi, wait_hi), (0, 0));
+    let (cost_lo, wait_lo) = count("low", &["--cost", "0.5", "--queue-wait", "1"]);
+    assert!(cost_lo > cost && wait_lo > wait, "lower thresholds catch more: {cost_lo} > {cost}, {wait_lo} > {wait}");
+}
