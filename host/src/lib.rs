@@ -9,6 +9,7 @@
 //! library never prints: the `sentinel-host` binary renders what it returns.
 
 pub mod config;
+pub mod health;
 pub mod ledger;
 pub mod observation;
 pub mod record;

@@ -15,8 +15,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::config::{Config, parse_duration};
+use crate::health::{self, Gate, Health, Outcome, Policy};
 use crate::ledger::out_dir::{self, OutDirError};
-use crate::ledger::{CommitReport, HealthUpdate, Ledger, LedgerError, ScanCommit};
+use crate::ledger::{CommitReport, Ledger, LedgerError, ScanCommit};
 use crate::observation::{ConfigValue, Descriptor, Observation};
 use crate::runtime::{CallFailure, DetectorScan, Limits, PreparedBatch, Runtime, RuntimeError, ScanContext};
 use crate::sources::{ReadContext, Source};
@@ -45,6 +46,8 @@ pub struct ScanOptions {
     /// Where compiled components are kept; `None` means `cache/` in the
     /// output folder.
     pub cache_dir: Option<PathBuf>,
+    /// Quarantine and probation numbers.
+    pub health: Policy,
 }
 
 impl ScanOptions {
@@ -61,6 +64,7 @@ impl ScanOptions {
             config: Config::default(),
             no_fast_path: false,
             cache_dir: None,
+            health: Policy::default(),
         }
     }
 }
@@ -90,8 +94,14 @@ pub struct DetectorSummary {
     pub path: PathBuf,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// `ok`, `failed` (loaded but a call failed) or `refused` (not loaded).
+    /// `ok`, `failed` (loaded but a call failed), `refused` (not loaded) or
+    /// `quarantined` (loaded, not run).
     pub status: &'static str,
+    /// Its health after this scan: `ok`, `probation` or `quarantined`.
+    pub health: &'static str,
+    /// Its fires this scan carried the `[PROBATION]` prefix.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub probation: bool,
     /// Whether its compiled code came from the cache: `hit`, `miss`, `replaced`, `off`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<&'static str>,
@@ -285,6 +295,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     path: d.path.clone(),
                     version: Some(d.descriptor.version.clone()),
                     status: "ok",
+                    health: "ok",
+                    probation: false,
                     cache: Some(match d.cache {
                         crate::runtime::CacheUse::Hit => "hit",
                         crate::runtime::CacheUse::Miss => "miss",
@@ -307,6 +319,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                 path: e.path().to_owned(),
                 version: None,
                 status: "refused",
+                health: "ok",
+                probation: false,
                 cache: None,
                 observations: 0,
                 records: 0,
@@ -339,7 +353,31 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     // The earliest moment queued work crosses a detector's `queue_wait`.
     let mut queue_waits: Vec<u64> = Vec::new();
     let mut active: Vec<Active<'_>> = Vec::new();
+    let mut healths: BTreeMap<String, Health> = ledger.health()?.into_iter().map(|h| (h.detector.clone(), h)).collect();
+    let mut on_probation = vec![false; loaded.len()];
     for (index, d) in loaded.iter().enumerate() {
+        let summary = &mut summaries[loaded_summary[index]];
+        let h = healths.entry(d.descriptor.name.clone()).or_insert_with(|| Health::new(&d.descriptor.name));
+        match health::gate(h, scan_time) {
+            Gate::Skip { until } => {
+                summary.status = "quarantined";
+                summary.failure = Some(FailureSummary {
+                    kind: "quarantined",
+                    phase: None,
+                    message: format!(
+                        "not run: {} failures in a row (last: {}); back on probation at {until} ms",
+                        h.failures_in_a_row,
+                        h.last_failure.as_deref().unwrap_or("unknown")
+                    ),
+                    backtrace: None,
+                    stderr: None,
+                });
+                continue;
+            }
+            Gate::Probation => on_probation[index] = true,
+            Gate::Run => {}
+        }
+        summary.probation = on_probation[index];
         let config = detector_config(&d.descriptor, opts, &from_file)?;
         let state = ledger.state(&d.descriptor.name)?;
         if let Some((_, ConfigValue::DurationMs(ms))) = config.iter().find(|(k, _)| k == "queue_wait") {
@@ -426,23 +464,34 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     summary.logs.push(format!("({} more lines dropped: log budget spent)", outcome.logs_dropped));
                 }
                 states.insert(loaded[a.index].descriptor.name.clone(), outcome.state);
-                observations.extend(outcome.observations);
+                let probation = on_probation[a.index];
+                observations.extend(outcome.observations.into_iter().map(|mut o| {
+                    if probation {
+                        o.title = health::probation_title(&o.title);
+                    }
+                    o
+                }));
             }
             Err(f) => record_failure(summary, &f),
         }
     }
 
-    let health = summaries
-        .iter()
-        .map(|d| HealthUpdate {
-            detector: d.name.clone(),
-            status: d.status,
-            failure: d.failure.as_ref().map(|f| match &f.phase {
-                Some(phase) => format!("{} in {phase}", f.kind),
-                None => f.kind.to_owned(),
-            }),
-        })
-        .collect();
+    // Only detectors that loaded have health: a refused file is not a detector yet.
+    let mut health = Vec::new();
+    for &i in &loaded_summary {
+        let d = &mut summaries[i];
+        let outcome = match (d.status, &d.failure) {
+            ("ok", _) => Outcome::Clean,
+            ("failed", Some(f)) => {
+                Outcome::Failed(f.phase.as_ref().map_or_else(|| f.kind.to_owned(), |p| format!("{} in {p}", f.kind)))
+            }
+            _ => Outcome::DidNotRun,
+        };
+        let before = healths.remove(&d.name).unwrap_or_else(|| Health::new(&d.name));
+        let after = health::after(before, &outcome, scan_time, &opts.health);
+        d.health = after.state.label();
+        health.push(after);
+    }
     let issues = ledger.commit(ScanCommit {
         observations: &observations,
         cursors: cursors_out,
@@ -513,6 +562,47 @@ fn fast_path_stamp(sources: &[Box<dyn Source>], data_dir: &Path, opts: &ScanOpti
         opts.config.digest, opts.global_config, opts.detector_config, opts.limits
     );
     Some(crate::hex(&Sha256::digest(text.as_bytes())[..16]))
+}
+
+/// One detector file as an operator sees it: what it is, what it may do,
+/// and how it has fared.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectorInfo {
+    #[serde(flatten)]
+    pub inspection: crate::runtime::Inspection,
+    /// From the ledger of the output folder, when there is one.
+    pub health: Option<Health>,
+}
+
+/// Inspects every `*.wasm` in `detectors_dir`, with health from the ledger of
+/// the output folder for `data_dir` (nothing is created when it has none).
+pub fn inspect_detectors(
+    detectors_dir: &Path,
+    data_dir: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<Vec<DetectorInfo>, ScanError> {
+    let runtime = Runtime::new(Limits::default())?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(detectors_dir)
+        .map_err(|source| RuntimeError::DetectorsDir { path: detectors_dir.to_owned(), source })?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    files.sort();
+    let healths: Vec<Health> = match resolve_data_dir(data_dir).ok().and_then(|d| out_dir::choose(out, &d).ok()) {
+        Some(out) if out.join(crate::ledger::STORE_FILE).is_file() => Ledger::open(&out)?.health()?,
+        _ => Vec::new(),
+    };
+    Ok(files
+        .iter()
+        .map(|f| {
+            let inspection = runtime.inspect(f);
+            let name = inspection.descriptor.as_ref().map(|d| d.name.clone());
+            let health = name.and_then(|n| healths.iter().find(|h| h.detector == n).cloned());
+            DetectorInfo { inspection, health }
+        })
+        .collect())
 }
 
 /// What `sentinel-host reset` did.

@@ -5,6 +5,7 @@
 mod cache;
 mod cli_errors;
 mod fast_path;
+mod health;
 mod hostile;
 mod ledger;
 mod replay;

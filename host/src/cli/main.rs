@@ -46,6 +46,35 @@ enum Command {
     /// Run a detector against its replay cases and compare its observations
     /// exactly (SENTINEL_BLESS=1 rewrites failing expectations).
     Replay(ReplayArgs),
+    /// What each detector is, what it may do, and how it has fared.
+    #[command(subcommand)]
+    Detectors(DetectorsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum DetectorsCommand {
+    /// One line per detector: name, version, WIT version, health, size, sha256.
+    List(InspectArgs),
+    /// Everything about each detector (or the one named).
+    Inspect {
+        #[command(flatten)]
+        args: InspectArgs,
+        /// Only this detector (its name, or its file name without .wasm).
+        name: Option<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct InspectArgs {
+    #[arg(long, value_name = "DIR")]
+    detectors: PathBuf,
+    /// The data dir whose output folder holds the health [default: ~/.openmausbot].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -113,6 +142,9 @@ struct RunArgs {
     /// past scan and for tests [default: now].
     #[arg(long, value_name = "MS")]
     scan_time: Option<i64>,
+    /// How long a detector that failed twice in a row is not run, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 86_400)]
+    quarantine_secs: u64,
     /// Fuel per call into a detector.
     #[arg(long, value_name = "UNITS")]
     fuel: Option<u64>,
@@ -170,6 +202,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Reset(args) => reset(&args),
         Command::Replay(args) => replay(&args),
+        Command::Detectors(cmd) => detectors(&cmd),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -181,6 +214,31 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&err))
         }
     }
+}
+
+fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
+    let (args, only, full) = match cmd {
+        DetectorsCommand::List(a) => (a, None, false),
+        DetectorsCommand::Inspect { args, name } => (args, name.as_deref(), true),
+    };
+    let mut infos =
+        sentinel_host::scan::inspect_detectors(&args.detectors, args.data_dir.as_deref(), args.out.as_deref())
+            .with_context(|| format!("cannot inspect the detectors in {}", args.detectors.display()))?;
+    if let Some(name) = only {
+        infos.retain(|i| {
+            i.inspection.descriptor.as_ref().is_some_and(|d| d.name == name)
+                || i.inspection.path.file_stem().is_some_and(|s| s == name)
+        });
+        if infos.is_empty() {
+            anyhow::bail!("no detector named {name} in {}", args.detectors.display());
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&infos).context("cannot render JSON")?);
+        return Ok(exit::OK);
+    }
+    print!("{}", render::detectors(&infos, full));
+    Ok(exit::OK)
 }
 
 fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
@@ -252,6 +310,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     opts.config = config;
     opts.no_fast_path = args.no_fast_path;
     opts.cache_dir = args.cache_dir.clone();
+    opts.health.quarantine_ms = i64::try_from(args.quarantine_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
     opts.scan_time_ms = args.scan_time;
     opts.data_dir = args.data_dir.clone();
     opts.out = args.out.clone();

@@ -41,12 +41,13 @@ pub fn human(r: &ScanReport) -> String {
             None => {
                 let _ = writeln!(
                     s,
-                    "    ok       {} {}: {} records, {} observations, decision in {:.2} ms",
+                    "    ok       {} {}: {} records, {} observations, decision in {:.2} ms{}",
                     d.name,
                     d.version.as_deref().unwrap_or(""),
                     d.records,
                     d.observations,
-                    d.finish_us as f64 / 1000.0
+                    d.finish_us as f64 / 1000.0,
+                    if d.probation { " [PROBATION]" } else { "" }
                 );
             }
             Some(f) => {
@@ -66,5 +67,70 @@ pub fn human(r: &ScanReport) -> String {
         r.issues.total_issues,
         r.issues_file.display()
     );
+    s
+}
+
+/// `detectors list` and `detectors inspect`.
+pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> String {
+    let mut s = String::new();
+    for info in infos {
+        let i = &info.inspection;
+        let name = i.descriptor.as_ref().map_or_else(
+            || i.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            |d| d.name.clone(),
+        );
+        let health = match (&i.error, &info.health) {
+            (Some(_), _) => "refused".to_owned(),
+            (None, Some(h)) => match h.state {
+                sentinel_host::health::State::Quarantined { until } => format!("quarantined until {until}"),
+                other => other.label().to_owned(),
+            },
+            (None, None) => "ok (never run here)".to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "{name:<20} {:<8} wit {:<6} {:<24} {:>9} bytes  sha256 {}",
+            i.descriptor.as_ref().map_or("-", |d| d.version.as_str()),
+            i.wit_version.as_deref().unwrap_or("-"),
+            health,
+            i.size.unwrap_or(0),
+            i.sha256.as_deref().map_or("-", |h| &h[..16.min(h.len())])
+        );
+        if !full {
+            continue;
+        }
+        let _ = writeln!(s, "  file: {}", i.path.display());
+        if let Some(e) = &i.error {
+            let _ = writeln!(s, "  refused: {e}");
+        }
+        if let Some(d) = &i.descriptor {
+            let _ = writeln!(s, "  emits: {}", d.emits.join(", "));
+            for sub in &d.subscriptions {
+                let _ = writeln!(s, "  reads: {} / {}", sub.source, sub.kind);
+            }
+            for k in &d.config {
+                let _ = writeln!(
+                    s,
+                    "  config: {} = {} ({}) {}",
+                    k.name,
+                    serde_json::to_string(&k.default).unwrap_or_default(),
+                    k.default.type_name(),
+                    k.doc
+                );
+            }
+        }
+        for (import, verdict) in &i.imports {
+            let _ = writeln!(s, "  import: {import}: {verdict}");
+        }
+        if let Some(h) = &info.health {
+            let _ = writeln!(
+                s,
+                "  health: {} failures in a row, {} in all, last: {}",
+                h.failures_in_a_row,
+                h.failures_total,
+                h.last_failure.as_deref().unwrap_or("none")
+            );
+        }
+    }
     s
 }

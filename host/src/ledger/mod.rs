@@ -102,35 +102,15 @@ pub struct ScanCommit<'a> {
     pub observations: &'a [Observation],
     pub cursors: BTreeMap<String, String>,
     pub states: BTreeMap<String, Option<Vec<u8>>>,
-    /// How each detector fared, committed with the rest.
-    pub health: Vec<HealthUpdate>,
+    /// Each detector's health after this scan, committed with the rest.
+    pub health: Vec<Health>,
     pub scan_time: i64,
     /// Bookkeeping the scan keeps between runs (the fast-path stamp): a
     /// `None` value deletes the key.
     pub meta: Vec<(String, Option<String>)>,
 }
 
-/// One detector's outcome in one scan. Only the failure's kind and phase
-/// are kept (for example `fuel in push`), never a message a detector wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthUpdate {
-    pub detector: String,
-    /// `ok`, `failed` or `refused`.
-    pub status: &'static str,
-    pub failure: Option<String>,
-}
-
-/// A detector's health as the ledger remembers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Health {
-    pub detector: String,
-    pub status: String,
-    pub failures_in_a_row: i64,
-    pub failures_total: i64,
-    pub last_failure: Option<String>,
-    pub last_scan_at: i64,
-}
+pub use crate::health::Health;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -149,8 +129,9 @@ CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
 CREATE TABLE IF NOT EXISTS count_floor(kind TEXT PRIMARY KEY, at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS detector_health(
-    detector TEXT PRIMARY KEY, status TEXT NOT NULL, failures_in_a_row INTEGER NOT NULL,
-    failures_total INTEGER NOT NULL, last_failure TEXT, last_scan_at INTEGER NOT NULL);
+    detector TEXT PRIMARY KEY, state TEXT NOT NULL, quarantined_until INTEGER, probation_left INTEGER,
+    failures_in_a_row INTEGER NOT NULL, failures_total INTEGER NOT NULL, last_failure TEXT,
+    last_scan_at INTEGER NOT NULL);
 ";
 
 fn sha_hex(parts: &[&str]) -> String {
@@ -551,17 +532,29 @@ impl Ledger {
             .map_err(e("cannot store a detector state"))?;
         }
         for h in &scan.health {
-            let failed = i64::from(h.status != "ok");
+            let (until, left) = match h.state {
+                crate::health::State::Quarantined { until } => (Some(until), None),
+                crate::health::State::Probation { clean_left } => (None, Some(clean_left)),
+                crate::health::State::Ok => (None, None),
+            };
             tx.execute(
-                "INSERT INTO detector_health(detector, status, failures_in_a_row, failures_total, last_failure, last_scan_at)
-                 VALUES(?1, ?2, ?3, ?3, ?4, ?5)
-                 ON CONFLICT(detector) DO UPDATE SET
-                    status = excluded.status,
-                    failures_in_a_row = CASE WHEN ?3 = 1 THEN failures_in_a_row + 1 ELSE 0 END,
-                    failures_total = failures_total + ?3,
-                    last_failure = COALESCE(excluded.last_failure, last_failure),
-                    last_scan_at = excluded.last_scan_at",
-                params![h.detector, h.status, failed, h.failure, scan.scan_time],
+                "INSERT INTO detector_health(detector, state, quarantined_until, probation_left, failures_in_a_row,
+                                            failures_total, last_failure, last_scan_at)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT(detector) DO UPDATE SET state = excluded.state,
+                    quarantined_until = excluded.quarantined_until, probation_left = excluded.probation_left,
+                    failures_in_a_row = excluded.failures_in_a_row, failures_total = excluded.failures_total,
+                    last_failure = excluded.last_failure, last_scan_at = excluded.last_scan_at",
+                params![
+                    h.detector,
+                    h.state.label(),
+                    until,
+                    left,
+                    h.failures_in_a_row,
+                    h.failures_total,
+                    h.last_failure,
+                    h.last_scan_at
+                ],
             )
             .map_err(e("cannot store detector health"))?;
         }
@@ -581,19 +574,29 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT detector, status, failures_in_a_row, failures_total, last_failure, last_scan_at
+                "SELECT detector, state, quarantined_until, probation_left, failures_in_a_row, failures_total,
+                        last_failure, last_scan_at
                  FROM detector_health ORDER BY detector",
             )
             .map_err(self.err("cannot read detector health"))?;
         let rows = stmt
             .query_map([], |r| {
+                let state = match r.get::<_, String>(1)?.as_str() {
+                    "quarantined" => {
+                        crate::health::State::Quarantined { until: r.get::<_, Option<i64>>(2)?.unwrap_or(0) }
+                    }
+                    "probation" => {
+                        crate::health::State::Probation { clean_left: r.get::<_, Option<u32>>(3)?.unwrap_or(1) }
+                    }
+                    _ => crate::health::State::Ok,
+                };
                 Ok(Health {
                     detector: r.get(0)?,
-                    status: r.get(1)?,
-                    failures_in_a_row: r.get(2)?,
-                    failures_total: r.get(3)?,
-                    last_failure: r.get(4)?,
-                    last_scan_at: r.get(5)?,
+                    state,
+                    failures_in_a_row: r.get(4)?,
+                    failures_total: r.get(5)?,
+                    last_failure: r.get(6)?,
+                    last_scan_at: r.get(7)?,
                 })
             })
             .map_err(self.err("cannot read detector health"))?;

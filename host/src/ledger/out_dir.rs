@@ -108,6 +108,13 @@ pub fn enclosing_git_repo(path: &Path) -> Option<PathBuf> {
 
 /// Chooses and checks the output folder, and creates it `0700`.
 pub fn prepare(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirError> {
+    let chosen = choose(out, data_dir)?;
+    create_private_dir(&chosen).map_err(|source| OutDirError::Create { path: chosen.clone(), source })?;
+    Ok(chosen)
+}
+
+/// Chooses and checks the output folder without creating anything.
+pub fn choose(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirError> {
     let data_dir = resolve(data_dir);
     let chosen = match out {
         Some(o) => resolve(o),
@@ -123,7 +130,6 @@ pub fn prepare(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirErr
     if let Some(repo) = enclosing_git_repo(&chosen) {
         return Err(OutDirError::InsideGitRepo { out: chosen, repo });
     }
-    create_private_dir(&chosen).map_err(|source| OutDirError::Create { path: chosen.clone(), source })?;
     Ok(chosen)
 }
 

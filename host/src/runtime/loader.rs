@@ -98,6 +98,24 @@ fn refusals(refused: &[(String, Refusal)]) -> String {
     refused.iter().map(|(import, reason)| format!("import `{import}` ({reason})")).collect::<Vec<_>>().join(", ")
 }
 
+/// What `sentinel-host detectors inspect` shows about one file, whether or
+/// not it loads.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inspection {
+    pub path: PathBuf,
+    pub size: Option<u64>,
+    pub sha256: Option<String>,
+    /// The version of `sentinel:detector` it exports, if any.
+    pub wit_version: Option<String>,
+    /// Every import with the host's verdict: `granted`, `virtualised` or
+    /// `refused: <rule>`.
+    pub imports: Vec<(String, String)>,
+    pub descriptor: Option<Descriptor>,
+    /// Why it does not load, if it does not.
+    pub error: Option<String>,
+}
+
 /// Names a byte string that is not a component.
 fn what_it_is(bytes: &[u8]) -> Option<&'static str> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
@@ -138,6 +156,45 @@ impl Runtime {
             out.push(loaded);
         }
         Ok(out)
+    }
+
+    /// Everything about one file, for operators: it never fails, it reports.
+    pub fn inspect(&self, path: &Path) -> Inspection {
+        let mut i = Inspection {
+            path: path.to_owned(),
+            size: std::fs::metadata(path).ok().map(|m| m.len()),
+            sha256: None,
+            wit_version: None,
+            imports: Vec::new(),
+            descriptor: None,
+            error: None,
+        };
+        if let Ok(bytes) = std::fs::read(path) {
+            i.sha256 = Some(crate::hex(&Sha256::digest(&bytes)));
+            if what_it_is(&bytes).is_none()
+                && let Ok(component) = Component::new(&self.engine, &bytes)
+            {
+                let ty = component.component_type();
+                let prefix = format!("{WIT_PACKAGE}/detector@");
+                i.wit_version = ty.exports(&self.engine).find_map(|(n, _)| n.strip_prefix(&prefix).map(str::to_owned));
+                i.imports = ty
+                    .imports(&self.engine)
+                    .map(|(name, _)| {
+                        let verdict = match capabilities::classify(name) {
+                            Ok(capabilities::Grant::AsIs) => "granted".to_owned(),
+                            Ok(capabilities::Grant::Virtualised) => "virtualised".to_owned(),
+                            Err(reason) => format!("refused: {reason}"),
+                        };
+                        (name.to_owned(), verdict)
+                    })
+                    .collect();
+            }
+        }
+        match self.load(path) {
+            Ok(d) => i.descriptor = Some(d.descriptor),
+            Err(e) => i.error = Some(crate::scan::error_chain(&e)),
+        }
+        i
     }
 
     /// Loads and checks one component file.

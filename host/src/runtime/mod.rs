@@ -25,9 +25,11 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 pub use cache::CacheUse;
-pub use loader::{LoadError, LoadedDetector};
+pub use loader::{Inspection, LoadError, LoadedDetector};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
-pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
+pub use session::{
+    CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome, clean_title,
+};
 
 use bindings::DetectorWorld;
 use sandbox::StoreData;

@@ -1,0 +1,89 @@
+//! Quarantine and probation over several runs, driven by the data.
+
+use serde_json::Value;
+use xtask::datagen::{self, Activity};
+
+use crate::support::*;
+
+const HOUR: i64 = 3_600_000;
+
+#[test]
+fn two_failures_quarantine_then_probation_then_restored() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let tool = "mcp__agents__x";
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", tool, "boom 1")).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", 2_000, "t1", "boom", "x")).unwrap();
+    let detectors = s.detectors_with(&["flaky"]);
+    let out = s.path("out");
+    let at = |t: i64| -> Value {
+        let o = run(&detectors, &data, &out, &["--no-fast-path", "--scan-time", &t.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let flaky_title =
+        || issues_of(&out, "flaky").first().map(|i| i["title"].as_str().unwrap().to_owned()).unwrap_or_default();
+
+    let s1 = at(10 * HOUR);
+    assert_eq!(
+        (detector(&s1, "flaky")["status"].as_str(), detector(&s1, "flaky")["health"].as_str()),
+        (Some("failed"), Some("ok"))
+    );
+    let s2 = at(11 * HOUR);
+    assert_eq!(detector(&s2, "flaky")["health"], "quarantined", "two failures in a row");
+    let s3 = at(12 * HOUR);
+    assert_eq!(detector(&s3, "flaky")["status"], "quarantined", "not run while quarantined");
+    assert_eq!(detector(&s3, "flaky")["calls"], 0);
+    assert_eq!(detector(&s3, "tool_error")["status"], "ok", "the others still run");
+
+    // The input that broke it is gone; after 24 h it comes back on probation.
+    datagen::insert_activity(&data, &Activity::failed("m2", 2_000, "t1", "mcp__agents__y", "x")).unwrap();
+    let s4 = at(36 * HOUR);
+    assert_eq!(detector(&s4, "flaky")["status"], "ok");
+    assert_eq!(detector(&s4, "flaky")["probation"], true);
+    assert_eq!(detector(&s4, "flaky")["health"], "probation");
+    assert!(flaky_title().starts_with("[PROBATION] "), "{}", flaky_title());
+    at(37 * HOUR);
+    let s6 = at(38 * HOUR);
+    assert_eq!(detector(&s6, "flaky")["health"], "ok", "three clean scans restore it");
+    at(39 * HOUR);
+    assert_eq!(flaky_title(), "saw 2 rows", "restored fires carry no prefix");
+}
+
+#[test]
+fn detectors_inspect_shows_imports_verdicts_and_health() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let detectors = s.detectors_with(&["http_caller", "panicker"]);
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", "x", "boom")).unwrap();
+    let out = s.path("out");
+    run(&detectors, &data, &out, &[]);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["detectors", "inspect", "--json", "--detectors"])
+        .arg(&detectors)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let infos: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let by_file = |stem: &str| {
+        infos.iter().find(|i| i["path"].as_str().unwrap().ends_with(&format!("{stem}.wasm"))).unwrap().clone()
+    };
+    let http = by_file("http_caller");
+    assert!(http["error"].as_str().unwrap().contains("wasi:http/outgoing-handler"));
+    let verdicts: Vec<(String, String)> = serde_json::from_value(http["imports"].clone()).unwrap();
+    assert!(verdicts.iter().any(|(i, v)| i.starts_with("wasi:http/outgoing-handler") && v.starts_with("refused")));
+    assert!(verdicts.iter().any(|(i, v)| i.starts_with("wasi:io/streams") && v == "granted"));
+    let panicker = by_file("panicker");
+    assert_eq!(panicker["witVersion"], "0.1.0");
+    assert_eq!(panicker["health"]["failuresInARow"], 1);
+    assert_eq!(panicker["health"]["lastFailure"], "trap in push");
+    let tool_error = by_file("tool_error");
+    assert_eq!(tool_error["health"]["state"], "ok");
+    assert_eq!(tool_error["descriptor"]["subscriptions"][1]["kind"], "tool-failure");
+}
