@@ -801,8 +801,9 @@ mod tests {
             let o = [obs("m1", "s", "t1", 10), obs("m2", "s", "t1", 20)];
             let mut cursors = BTreeMap::new();
             cursors.insert("messages".to_owned(), "{\"hwm\":20}".to_owned());
-            let health =
-                vec![HealthUpdate { detector: "d".into(), status: "failed", failure: Some("fuel in push".into()) }];
+            let mut h = Health::new("d");
+            h.failures_in_a_row = 1;
+            let health = vec![h];
             l.commit(ScanCommit { observations: &o, cursors, health, ..Default::default() }).unwrap();
             l.conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'", []).unwrap();
         }
