@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use sentinel_host::config::{Config, ConfigError};
+use sentinel_host::config::{Config, ConfigError, parse_duration};
 use sentinel_host::ledger::out_dir::OutDirError;
 use sentinel_host::observation::ConfigValue;
 use sentinel_host::runtime::{Limits, RuntimeError};
@@ -64,15 +64,24 @@ enum DetectorsCommand {
     },
 }
 
+/// Which data dir, and so which output folder.
+#[derive(Args, Debug)]
+struct Location {
+    /// The application's data dir [default: ~/.openmausbot].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The output folder [default: per-OS state folder, `data-<hash>` for another data dir].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 struct InspectArgs {
     #[arg(long, value_name = "DIR")]
     detectors: PathBuf,
-    /// The data dir whose output folder holds the health [default: ~/.openmausbot].
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    /// Where the health is read from.
+    #[command(flatten)]
+    location: Location,
     #[arg(long)]
     json: bool,
 }
@@ -92,12 +101,8 @@ struct ReplayArgs {
 
 #[derive(Args, Debug)]
 struct ResetArgs {
-    /// The application's data dir [default: ~/.openmausbot].
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// The output folder whose state to reset [default: per-OS state folder].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    location: Location,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     json: bool,
@@ -108,12 +113,9 @@ struct RunArgs {
     /// Folder of detector components (`*.wasm`), as built by `cargo xtask build-detectors`.
     #[arg(long, value_name = "DIR")]
     detectors: PathBuf,
-    /// The application's data dir [default: ~/.openmausbot].
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// Where issues.jsonl and the ledger go [default: per-OS state folder].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    /// What to scan, and where issues.jsonl and the ledger go.
+    #[command(flatten)]
+    location: Location,
     /// Run one scan and exit (the scheduled mode runs one scan per start).
     #[arg(long)]
     once: bool,
@@ -174,18 +176,6 @@ fn parse_set(s: &str) -> Result<(String, String, ConfigValue), String> {
     Ok((det.to_owned(), key.to_owned(), v))
 }
 
-fn parse_duration(s: &str) -> Option<u64> {
-    let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i))?;
-    let n: u64 = num.parse().ok()?;
-    Some(match unit {
-        "ms" => n,
-        "s" => n * 1000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
-        _ => return None,
-    })
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -221,9 +211,12 @@ fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
         DetectorsCommand::List(a) => (a, None, false),
         DetectorsCommand::Inspect { args, name } => (args, name.as_deref(), true),
     };
-    let mut infos =
-        sentinel_host::scan::inspect_detectors(&args.detectors, args.data_dir.as_deref(), args.out.as_deref())
-            .with_context(|| format!("cannot inspect the detectors in {}", args.detectors.display()))?;
+    let mut infos = sentinel_host::scan::inspect_detectors(
+        &args.detectors,
+        args.location.data_dir.as_deref(),
+        args.location.out.as_deref(),
+    )
+    .with_context(|| format!("cannot inspect the detectors in {}", args.detectors.display()))?;
     if let Some(name) = only {
         infos.retain(|i| {
             i.inspection.descriptor.as_ref().is_some_and(|d| d.name == name)
@@ -280,7 +273,7 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
 }
 
 fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
-    let outcome = sentinel_host::scan::reset_state(args.data_dir.as_deref(), args.out.as_deref())
+    let outcome = sentinel_host::scan::reset_state(args.location.data_dir.as_deref(), args.location.out.as_deref())
         .context("cannot reset the ledger state")?;
     if args.json {
         println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
@@ -312,8 +305,8 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     opts.cache_dir = args.cache_dir.clone();
     opts.health.quarantine_ms = i64::try_from(args.quarantine_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
     opts.scan_time_ms = args.scan_time;
-    opts.data_dir = args.data_dir.clone();
-    opts.out = args.out.clone();
+    opts.data_dir = args.location.data_dir.clone();
+    opts.out = args.location.out.clone();
     opts.limits = limits;
     if let Some(q) = args.queue_wait {
         opts.global_config.push(("queue_wait".into(), ConfigValue::DurationMs(q * 1000)));
