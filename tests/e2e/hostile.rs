@@ -106,3 +106,52 @@ fn all_hostile_components_at_once_leave_the_good_detector_untouched() {
     let bad = summary["detectors"].as_array().unwrap().iter().filter(|d| d["status"] != "ok").count();
     assert_eq!(bad, 6);
 }
+
+#[test]
+fn a_component_that_tries_to_act_on_the_world_gets_nothing() {
+    // It imports filesystem, sockets, environment and clocks (all linked),
+    // and every attempt is denied at call time.
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let out = s.path("out");
+    let summary = scan(&s.detectors_with(&["prober"]), &data, &out);
+    assert_eq!(detector(&summary, "prober")["status"], "ok", "{summary:#}");
+    let probe = issues_of(&out, "probe");
+    let title = probe[0]["title"].as_str().unwrap();
+    for what in ["connect", "resolve", "udp", "read-etc", "read-cwd", "create", "env", "args"] {
+        assert!(title.contains(&format!("{what}=denied")), "{what} was not denied: {title}");
+    }
+    assert!(!data.join("sentinel-probe.txt").exists() && !std::path::Path::new("sentinel-probe.txt").exists());
+}
+
+#[test]
+fn a_hundred_thousand_observations_from_one_call_are_refused() {
+    // Building them takes the guest past the deadline on some machines; either
+    // way not one of them reaches the ledger.
+    let summary = scan_with(&["flood"], &[]);
+    let d = detector(&summary, "flood");
+    let kind = d["failure"]["kind"].as_str().unwrap();
+    assert!(["invalid-output", "deadline", "fuel"].contains(&kind), "{d:#}");
+    if kind == "invalid-output" {
+        assert!(d["failure"]["message"].as_str().unwrap().contains("over the limit of 10000"));
+    }
+    assert_eq!(d["observations"], 0);
+}
+
+#[test]
+fn ten_megabytes_of_log_are_cut_to_the_budget_and_the_scan_goes_on() {
+    let summary = scan_with(&["chatty"], &[]);
+    let d = detector(&summary, "chatty");
+    assert_eq!(d["status"], "ok", "{d:#}");
+    let logs = d["logs"].as_array().unwrap();
+    let kept: usize = logs.iter().map(|l| l.as_str().unwrap().len()).sum();
+    assert!(kept <= 70 * 1024, "at most the 64 KiB budget (plus labels): {kept}");
+    assert!(logs.last().unwrap().as_str().unwrap().contains("more lines dropped"));
+}
+
+#[test]
+fn an_empty_file_is_refused() {
+    let summary = scan_with(&[], &[("empty.wasm", b"")]);
+    assert_eq!(detector(&summary, "empty")["status"], "refused");
+}
