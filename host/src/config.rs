@@ -41,6 +41,9 @@ pub struct Config {
     /// `[detectors.NAME]` tables of config values.
     #[serde(default)]
     pub detectors: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// `[limits]`: the sandbox's caps (docs/sandbox.md).
+    #[serde(default)]
+    pub limits: LimitsConfig,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -64,6 +67,58 @@ pub struct SourcesConfig {
     pub http: Vec<HttpConfig>,
     #[serde(default)]
     pub sqlite: Vec<QueryConfig>,
+}
+
+/// Every limit of the sandbox; an absent key keeps its default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub fuel_per_call: Option<u64>,
+    pub deadline_ms: Option<u64>,
+    pub memory_mib: Option<usize>,
+    pub table_elements: Option<usize>,
+    pub instances: Option<usize>,
+    pub tables: Option<usize>,
+    pub memories: Option<usize>,
+    pub wasm_stack_kib: Option<usize>,
+    pub observations_per_call: Option<usize>,
+    pub observations_per_scan: Option<usize>,
+    pub log_bytes_per_scan: Option<usize>,
+    pub stdio_bytes: Option<usize>,
+    pub component_mib: Option<u64>,
+    pub state_bytes: Option<usize>,
+}
+
+impl LimitsConfig {
+    /// `base` with every key this file sets.
+    pub fn apply(&self, mut base: crate::runtime::Limits) -> crate::runtime::Limits {
+        let set = |dst: &mut usize, v: Option<usize>| {
+            if let Some(v) = v {
+                *dst = v;
+            }
+        };
+        if let Some(v) = self.fuel_per_call {
+            base.fuel_per_call = v;
+        }
+        if let Some(v) = self.deadline_ms {
+            base.deadline = Duration::from_millis(v);
+        }
+        set(&mut base.memory_bytes, self.memory_mib.map(|m| m << 20));
+        set(&mut base.table_elements, self.table_elements);
+        set(&mut base.instances, self.instances);
+        set(&mut base.tables, self.tables);
+        set(&mut base.memories, self.memories);
+        set(&mut base.max_wasm_stack, self.wasm_stack_kib.map(|k| k << 10));
+        set(&mut base.observations_per_call, self.observations_per_call);
+        set(&mut base.observations_per_scan, self.observations_per_scan);
+        set(&mut base.log_bytes_per_scan, self.log_bytes_per_scan);
+        set(&mut base.stdio_bytes, self.stdio_bytes);
+        set(&mut base.state_bytes, self.state_bytes);
+        if let Some(v) = self.component_mib {
+            base.component_bytes = v << 20;
+        }
+        base
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -385,6 +440,15 @@ mod tests {
             let err = Config::parse(text, Path::new("t.toml")).unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains("t.toml"), "{err}");
         }
+    }
+
+    #[test]
+    fn limits_in_the_file_override_the_defaults_key_by_key() {
+        let c = Config::parse("[limits]\nmemory_mib = 32\ndeadline_ms = 50\n", Path::new("t.toml")).unwrap();
+        let l = c.limits.apply(crate::runtime::Limits::default());
+        assert_eq!((l.memory_bytes, l.deadline), (32 << 20, Duration::from_millis(50)));
+        assert_eq!(l.fuel_per_call, crate::runtime::Limits::default().fuel_per_call);
+        assert!(Config::parse("[limits]\nmemory = 1\n", Path::new("t.toml")).is_err(), "unknown keys are errors");
     }
 
     #[test]

@@ -155,3 +155,40 @@ fn an_empty_file_is_refused() {
     let summary = scan_with(&[], &[("empty.wasm", b"")]);
     assert_eq!(detector(&summary, "empty")["status"], "refused");
 }
+
+#[test]
+fn a_detector_that_sleeps_in_the_host_is_stopped_within_the_rule() {
+    // A sleep blocks inside the host, where the epoch deadline cannot reach;
+    // the sandbox's frozen clock makes every sleep return at once, so the
+    // loop is stopped like any other instead of holding the scan for 10 min.
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["run", "--once", "--json", "--detectors"])
+        .arg(s.detectors_with(&["sleeper"]))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(s.path("out"))
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A generous guard so a regression fails instead of hanging the suite.
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the scan was held by a sleeping detector");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = detector(&summary, "sleeper");
+    let kind = d["failure"]["kind"].as_str().unwrap();
+    assert!(kind == "deadline" || kind == "fuel", "{d:#}");
+    assert_eq!(detector(&summary, "tool_error")["status"], "ok");
+}

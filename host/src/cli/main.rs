@@ -288,7 +288,9 @@ fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
-    let mut limits = Limits::default();
+    let config = Config::load(args.config.as_deref()).context("cannot load the config")?;
+    // Defaults, then the config file's [limits], then the flags.
+    let mut limits = config.limits.apply(Limits::default());
     if let Some(f) = args.fuel {
         limits.fuel_per_call = f;
     }
@@ -298,7 +300,6 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     if let Some(mib) = args.memory_mib {
         limits.memory_bytes = mib << 20;
     }
-    let config = Config::load(args.config.as_deref()).context("cannot load the config")?;
     let mut opts = ScanOptions::new(&args.detectors);
     opts.config = config;
     opts.no_fast_path = args.no_fast_path;

@@ -147,6 +147,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        sandbox::link_virtual_sleep(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         DetectorWorld::add_to_linker::<StoreData, HasSelf<StoreData>>(&mut linker, |s| s)
             .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
 

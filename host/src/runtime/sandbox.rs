@@ -147,6 +147,35 @@ impl HostMonotonicClock for FrozenMonotonicClock {
     }
 }
 
+/// A pollable that is always ready: in the sandbox's frozen time, every
+/// sleep is already over. Without it a guest could block inside the host's
+/// `poll` (a sleep), where the epoch deadline cannot reach it; with it a
+/// sleeping loop is an ordinary loop, stopped by fuel or the deadline.
+pub(crate) struct Ready;
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for Ready {
+    async fn ready(&mut self) {}
+}
+
+/// Replaces the monotonic clock's `subscribe-duration` and
+/// `subscribe-instant` with ones that return a [`Ready`] pollable.
+pub(crate) fn link_virtual_sleep(linker: &mut wasmtime::component::Linker<StoreData>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::DynPollable;
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.12")?;
+    let ready = |mut store: wasmtime::StoreContextMut<'_, StoreData>| -> wasmtime::Result<(Resource<DynPollable>,)> {
+        let table = &mut store.data_mut().table;
+        let r = table.push(Ready)?;
+        Ok((wasmtime_wasi::p2::subscribe(table, r)?,))
+    };
+    clock.func_wrap("subscribe-duration", move |store, (_,): (u64,)| ready(store))?;
+    clock.func_wrap("subscribe-instant", move |store, (_,): (u64,)| ready(store))?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
 /// Everything one store holds.
 pub(crate) struct StoreData {
     wasi: WasiCtx,
