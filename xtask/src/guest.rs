@@ -46,6 +46,26 @@ pub fn ensure_wasm_target() -> Result<()> {
     Ok(())
 }
 
+/// Installs rustup components (rustfmt, clippy) when they are missing.
+pub fn ensure_components(components: &[&str]) -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["component", "list", "--installed"])
+        .output()
+        .context("cannot run `rustup component list --installed`: is rustup installed?")?;
+    let installed = String::from_utf8_lossy(&out.stdout).into_owned();
+    for c in components {
+        if installed.lines().any(|l| l.trim().starts_with(&format!("{c}-")) || l.trim() == *c) {
+            continue;
+        }
+        eprintln!("installing the {c} component with rustup");
+        let status = Command::new("rustup").args(["component", "add", c]).status().context("cannot run rustup")?;
+        if !status.success() {
+            bail!("`rustup component add {c}` failed ({status})");
+        }
+    }
+    Ok(())
+}
+
 /// A Rust package that builds to a component: its package name and folder.
 #[derive(Debug, Clone)]
 pub struct GuestPackage {

@@ -141,6 +141,7 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
 
 fn test(root: &Path) -> Result<()> {
     guest::ensure_wasm_target()?;
+    guest::ensure_components(&["rustfmt", "clippy"])?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
