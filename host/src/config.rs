@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::observation::ConfigValue;
-use crate::sources::query::{ColumnKind, QuerySource};
+use crate::sources::query::{QuerySource, parse_column_type};
 use crate::sources::{
     BotsSource, DigestSource, DirectorySource, EventsSource, HttpSource, MessagesSource, RuntimeSource, Source,
 };
@@ -258,7 +258,7 @@ impl Config {
                 )));
             }
             for (col, ty) in &q.columns {
-                if ColumnKind::parse(ty).is_none() {
+                if parse_column_type(ty).is_none() {
                     return Err(self.invalid(format!(
                         "sources.sqlite `{}`: column `{col}` has type `{ty}`; use text, int, float or boolean",
                         q.name
@@ -337,7 +337,7 @@ impl Config {
                 kind: q.kind.clone(),
                 query: q.query.clone(),
                 cursor: q.cursor.clone(),
-                columns: q.columns.iter().filter_map(|(k, v)| Some((k.clone(), ColumnKind::parse(v)?))).collect(),
+                columns: q.columns.iter().filter_map(|(k, v)| Some((k.clone(), parse_column_type(v)?))).collect(),
                 max_rows: q.max_rows,
             }));
         }

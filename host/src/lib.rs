@@ -21,7 +21,7 @@ pub mod sources;
 pub use scan::{ScanError, ScanOptions, ScanReport, run_scan};
 
 /// Lowercase hex of a byte string.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
         let _ = write!(s, "{b:02x}");

@@ -202,11 +202,12 @@ pub fn run_case(
     for key in &detector.descriptor.config {
         let value = match case.config.get(&key.name) {
             None => key.default.clone(),
-            Some(v) => crate::scan::coerce(&config_value(v).unwrap_or(ConfigValue::Boolean(false)), &key.default)
-                .ok_or_else(|| ReplayError::Invalid {
+            Some(v) => config_value(v).and_then(|v| crate::scan::coerce(&v, &key.default)).ok_or_else(|| {
+                ReplayError::Invalid {
                     path: path.to_owned(),
-                    message: format!("config `{}` must be {}", key.name, key.default.type_name()),
-                })?,
+                    message: format!("config `{}` must be {}, got {v}", key.name, key.default.type_name()),
+                }
+            })?,
         };
         config.push((key.name.clone(), value));
     }

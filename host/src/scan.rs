@@ -347,6 +347,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     for s in &sources {
         cursors_in.insert(s.name(), ledger.cursor(s.name())?);
     }
+    // Sources keep their own windows (cursors); the context gives no lower bound.
     let window_start = 0;
 
     let from_file = opts.config.detector_values();

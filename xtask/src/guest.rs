@@ -159,7 +159,7 @@ pub fn build_detectors(root: &Path, dest: &Path) -> Result<Vec<Built>> {
             let _ = std::fs::remove_file(&path);
             return Err(anyhow::Error::new(e).context(format!("detector {name} would be refused by the host")));
         }
-        out.push(Built { name, path, size: bytes.len() as u64, sha256: sentinel_hex(&Sha256::digest(&bytes)) });
+        out.push(Built { name, path, size: bytes.len() as u64, sha256: sentinel_host::hex(&Sha256::digest(&bytes)) });
     }
     Ok(out)
 }
@@ -172,8 +172,4 @@ pub fn build_fixtures(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let packages = packages_under(&guests)?;
     let built = build(&guests.join("Cargo.toml"), &packages, &root.join("target").join("guest-fixtures"))?;
     Ok(packages.into_iter().map(|p| p.name).zip(built).collect())
-}
-
-pub fn sentinel_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -560,10 +560,7 @@ impl Ledger {
         }
         tx.commit().map_err(e("cannot commit the scan"))?;
         tracing::debug!(counted = report.counted, "ledger commit done");
-        report.total_issues = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0))
-            .map_err(e("cannot count issues"))? as u64;
+        report.total_issues = self.total_issues()?;
         self.export()?;
         self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
         Ok(report)
@@ -663,7 +660,7 @@ impl Ledger {
 }
 
 /// A new file, `0600` from the start.
-fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]

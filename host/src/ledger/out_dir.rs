@@ -133,7 +133,8 @@ pub fn choose(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirErro
     Ok(chosen)
 }
 
-fn create_private_dir(path: &Path) -> std::io::Result<()> {
+/// Creates `path` (and its parents) `0700`.
+pub(crate) fn create_private_dir(path: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

@@ -88,32 +88,13 @@ impl ComponentCache {
 
     fn store(&self, component: &Component, entry: &Path) -> std::io::Result<()> {
         let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        create_private_dir(&self.dir)?;
+        crate::ledger::out_dir::create_private_dir(&self.dir)?;
         let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
         {
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts.open(&tmp)?;
+            let mut f = crate::ledger::private_file(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
         }
         std::fs::rename(&tmp, entry)
-    }
-}
-
-fn create_private_dir(path: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(path)
     }
 }

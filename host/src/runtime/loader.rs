@@ -116,6 +116,14 @@ pub struct Inspection {
     pub error: Option<String>,
 }
 
+/// A component compiled from a file, not yet checked.
+struct Compiled {
+    size: u64,
+    sha256: String,
+    component: Component,
+    cache: super::CacheUse,
+}
+
 /// Names a byte string that is not a component.
 fn what_it_is(bytes: &[u8]) -> Option<&'static str> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
@@ -159,38 +167,35 @@ impl Runtime {
     }
 
     /// Everything about one file, for operators: it never fails, it reports.
+    /// The component is compiled once, for both the listing and the checks.
     pub fn inspect(&self, path: &Path) -> Inspection {
         let mut i = Inspection {
             path: path.to_owned(),
             size: std::fs::metadata(path).ok().map(|m| m.len()),
-            sha256: None,
+            sha256: std::fs::read(path).ok().map(|b| crate::hex(&Sha256::digest(&b))),
             wit_version: None,
             imports: Vec::new(),
             descriptor: None,
             error: None,
         };
-        if let Ok(bytes) = std::fs::read(path) {
-            i.sha256 = Some(crate::hex(&Sha256::digest(&bytes)));
-            if what_it_is(&bytes).is_none()
-                && let Ok(component) = Component::new(&self.engine, &bytes)
-            {
-                let ty = component.component_type();
-                let prefix = format!("{WIT_PACKAGE}/detector@");
-                i.wit_version = ty.exports(&self.engine).find_map(|(n, _)| n.strip_prefix(&prefix).map(str::to_owned));
-                i.imports = ty
-                    .imports(&self.engine)
-                    .map(|(name, _)| {
-                        let verdict = match capabilities::classify(name) {
-                            Ok(capabilities::Grant::AsIs) => "granted".to_owned(),
-                            Ok(capabilities::Grant::Virtualised) => "virtualised".to_owned(),
-                            Err(reason) => format!("refused: {reason}"),
-                        };
-                        (name.to_owned(), verdict)
-                    })
-                    .collect();
-            }
-        }
-        match self.load(path) {
+        let checked = self.compile(path).and_then(|compiled| {
+            let ty = compiled.component.component_type();
+            let prefix = format!("{WIT_PACKAGE}/detector@");
+            i.wit_version = ty.exports(&self.engine).find_map(|(n, _)| n.strip_prefix(&prefix).map(str::to_owned));
+            i.imports = ty
+                .imports(&self.engine)
+                .map(|(name, _)| {
+                    let verdict = match capabilities::classify(name) {
+                        Ok(capabilities::Grant::AsIs) => "granted".to_owned(),
+                        Ok(capabilities::Grant::Virtualised) => "virtualised".to_owned(),
+                        Err(reason) => format!("refused: {reason}"),
+                    };
+                    (name.to_owned(), verdict)
+                })
+                .collect();
+            self.check(path, compiled)
+        });
+        match checked {
             Ok(d) => i.descriptor = Some(d.descriptor),
             Err(e) => i.error = Some(crate::scan::error_chain(&e)),
         }
@@ -199,6 +204,12 @@ impl Runtime {
 
     /// Loads and checks one component file.
     pub fn load(&self, path: &Path) -> Result<LoadedDetector, LoadError> {
+        let compiled = self.compile(path)?;
+        self.check(path, compiled)
+    }
+
+    /// Reads, checks the header and size, and compiles (through the cache).
+    fn compile(&self, path: &Path) -> Result<Compiled, LoadError> {
         let p = || path.to_owned();
         let meta = std::fs::metadata(path).map_err(|source| LoadError::Read { path: p(), source })?;
         if meta.len() > self.limits.component_bytes {
@@ -214,6 +225,13 @@ impl Runtime {
             None => Component::new(&self.engine, &bytes).map(|c| (c, super::CacheUse::Off)),
         }
         .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
+        Ok(Compiled { size: meta.len(), sha256, component, cache })
+    }
+
+    /// The checks after compiling: WIT version, imports, `describe`.
+    fn check(&self, path: &Path, compiled: Compiled) -> Result<LoadedDetector, LoadError> {
+        let p = || path.to_owned();
+        let Compiled { size, sha256, component, cache } = compiled;
         let ty = component.component_type();
 
         // The export names the WIT version the component was built against.
@@ -251,7 +269,7 @@ impl Runtime {
             .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
 
         let descriptor = self.describe(&pre, path)?;
-        Ok(LoadedDetector { path: p(), sha256, size: meta.len(), descriptor, cache, imports, pre })
+        Ok(LoadedDetector { path: p(), sha256, size, descriptor, cache, imports, pre })
     }
 
     fn describe(&self, pre: &DetectorWorldPre<StoreData>, path: &Path) -> Result<Descriptor, LoadError> {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceAny;
 use wasmtime::{Store, Trap, WasmBacktrace};
 
-use super::bindings::{DetectorWorld, guest, types};
+use super::bindings::{DetectorWorld, types};
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
 use crate::observation::{ConfigValue, Observation, Origin, Severity};
@@ -456,10 +456,6 @@ fn to_wit_config(v: ConfigValue) -> types::ConfigValue {
         ConfigValue::DurationMs(d) => types::ConfigValue::DurationMs(d),
     }
 }
-
-// Keep `guest` referenced for descriptor conversion in the loader.
-#[allow(unused_imports)]
-use guest as _;
 
 #[cfg(test)]
 mod tests {

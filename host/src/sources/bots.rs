@@ -40,7 +40,7 @@ impl Source for BotsSource {
         let text = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SourceReport { missing: true, ..SourceReport::default() });
+                return Ok(SourceReport::missing(ctx));
             }
             Err(e) => {
                 return Err(SourceError::Open { source_name: "bots".into(), path, source: Box::new(e) });

@@ -92,11 +92,7 @@ impl Source for DigestSource {
         let mut file = match std::fs::File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SourceReport {
-                    missing: true,
-                    cursor: ctx.cursor.map(str::to_owned),
-                    ..SourceReport::default()
-                });
+                return Ok(SourceReport::missing(ctx));
             }
             Err(e) => {
                 return Err(SourceError::Open { source_name: self.name.clone(), path, source: Box::new(e) });

@@ -77,11 +77,7 @@ impl Source for DirectorySource {
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SourceReport {
-                    missing: true,
-                    cursor: ctx.cursor.map(str::to_owned),
-                    ..SourceReport::default()
-                });
+                return Ok(SourceReport::missing(ctx));
             }
             Err(e) => {
                 return Err(SourceError::Open { source_name: self.name.clone(), path: dir, source: Box::new(e) });

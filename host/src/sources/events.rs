@@ -387,7 +387,7 @@ impl Source for EventsSource {
         let entries = match std::fs::read_dir(&folder) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SourceReport { missing: true, cursor: ctx.cursor.map(str::to_owned), ..Default::default() });
+                return Ok(SourceReport::missing(ctx));
             }
             Err(e) => {
                 return Err(SourceError::Open { source_name: self.name.clone(), path: folder, source: Box::new(e) });

@@ -138,15 +138,11 @@ impl Source for MessagesSource {
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.file);
         if !path.exists() {
-            return Ok(SourceReport {
-                missing: true,
-                cursor: ctx.cursor.map(str::to_owned),
-                ..SourceReport::default()
-            });
+            return Ok(SourceReport::missing(ctx));
         }
         let prev_hwm = ctx.cursor.and_then(|c| serde_json::from_str::<Cursor>(c).ok()).map(|c| c.hwm);
         let window_start = prev_hwm.map_or(i64::MIN, |h| h.saturating_sub(REREAD_WINDOW_MS));
-        let mut report = SourceReport { window_start_ms: window_start.max(0), ..SourceReport::default() };
+        let mut report = SourceReport::default();
         let mut hwm = prev_hwm.unwrap_or(0);
         let (mut after_at, mut after_id) = (i64::MIN, String::new());
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);

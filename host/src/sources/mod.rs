@@ -50,10 +50,16 @@ pub struct SourceReport {
     pub missing: bool,
     /// The cursor to store for the next scan.
     pub cursor: Option<String>,
-    /// The earliest record time this read considered, ms.
-    pub window_start_ms: i64,
     /// When each piece of work still waiting was queued (queue sources), ms.
     pub open_since: Vec<i64>,
+}
+
+impl SourceReport {
+    /// The file or folder a source reads is not there: nothing read, and the
+    /// cursor kept for when it comes back.
+    pub fn missing(ctx: &ReadContext<'_>) -> Self {
+        SourceReport { missing: true, cursor: ctx.cursor.map(str::to_owned), ..SourceReport::default() }
+    }
 }
 
 /// A source that could not be read at all. The scan goes on without it.

@@ -16,25 +16,15 @@ use rusqlite::types::Value;
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
 use crate::record::{BatchBuilder, Cell, Column, ColumnType};
 
-/// The type of a configured column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ColumnKind {
-    Text,
-    Int,
-    Float,
-    Boolean,
-}
-
-impl ColumnKind {
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "text" => ColumnKind::Text,
-            "int" | "integer" => ColumnKind::Int,
-            "float" | "real" => ColumnKind::Float,
-            "bool" | "boolean" => ColumnKind::Boolean,
-            _ => return None,
-        })
-    }
+/// A configured column type: `text`, `int`, `float` or `boolean`.
+pub fn parse_column_type(s: &str) -> Option<ColumnType> {
+    Some(match s {
+        "text" => ColumnType::Text,
+        "int" | "integer" => ColumnType::Int,
+        "float" | "real" => ColumnType::Float,
+        "bool" | "boolean" => ColumnType::Boolean,
+        _ => return None,
+    })
 }
 
 /// Rows of a configured query.
@@ -46,19 +36,19 @@ pub struct QuerySource {
     pub kind: String,
     pub query: String,
     pub cursor: Option<String>,
-    pub columns: Vec<(String, ColumnKind)>,
+    pub columns: Vec<(String, ColumnType)>,
     pub max_rows: usize,
 }
 
-fn cell<'a>(v: &'a Value, kind: ColumnKind) -> Cell<'a> {
+fn cell<'a>(v: &'a Value, kind: ColumnType) -> Cell<'a> {
     match (kind, v) {
         (_, Value::Null) => Cell::Null,
-        (ColumnKind::Text, Value::Text(s)) => Cell::Text(s),
-        (ColumnKind::Int, Value::Integer(i)) => Cell::Int(*i),
-        (ColumnKind::Int, Value::Real(f)) => Cell::Int(*f as i64),
-        (ColumnKind::Float, Value::Real(f)) => Cell::Float(*f),
-        (ColumnKind::Float, Value::Integer(i)) => Cell::Float(*i as f64),
-        (ColumnKind::Boolean, Value::Integer(i)) => Cell::Boolean(*i != 0),
+        (ColumnType::Text, Value::Text(s)) => Cell::Text(s),
+        (ColumnType::Int, Value::Integer(i)) => Cell::Int(*i),
+        (ColumnType::Int, Value::Real(f)) => Cell::Int(*f as i64),
+        (ColumnType::Float, Value::Real(f)) => Cell::Float(*f),
+        (ColumnType::Float, Value::Integer(i)) => Cell::Float(*i as f64),
+        (ColumnType::Boolean, Value::Integer(i)) => Cell::Boolean(*i != 0),
         _ => Cell::Null,
     }
 }
@@ -97,7 +87,7 @@ impl Source for QuerySource {
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = self.path(ctx.data_dir);
         if !path.exists() {
-            return Ok(SourceReport { missing: true, cursor: ctx.cursor.map(str::to_owned), ..Default::default() });
+            return Ok(SourceReport::missing(ctx));
         }
         let mut after: i64 = ctx.cursor.and_then(|c| c.parse().ok()).unwrap_or(i64::MIN);
         let page_rows = ctx.batch_rows.max(1);
@@ -118,24 +108,12 @@ impl Source for QuerySource {
                 Ok((names, rows.collect::<rusqlite::Result<Vec<Vec<Value>>>>()?))
             })
             .map_err(|e| self.err(&path, e))?;
-            let kinds: Vec<ColumnKind> = names
+            let kinds: Vec<ColumnType> = names
                 .iter()
-                .map(|n| self.columns.iter().find(|(c, _)| c == n).map_or(ColumnKind::Text, |(_, k)| *k))
+                .map(|n| self.columns.iter().find(|(c, _)| c == n).map_or(ColumnType::Text, |(_, k)| *k))
                 .collect();
             let b = builder.get_or_insert_with(|| {
-                let cols: Vec<Column> = names
-                    .iter()
-                    .zip(&kinds)
-                    .map(|(n, k)| {
-                        let ty = match k {
-                            ColumnKind::Text => ColumnType::Text,
-                            ColumnKind::Int => ColumnType::Int,
-                            ColumnKind::Float => ColumnType::Float,
-                            ColumnKind::Boolean => ColumnType::Boolean,
-                        };
-                        Column::named(n.clone(), ty)
-                    })
-                    .collect();
+                let cols: Vec<Column> = names.iter().zip(&kinds).map(|(n, k)| Column::named(n.clone(), *k)).collect();
                 BatchBuilder::new(&self.name, &self.kind, &cols)
             });
             let cursor_col = self.cursor.as_ref().and_then(|c| names.iter().position(|n| n == c));
@@ -147,7 +125,7 @@ impl Source for QuerySource {
                     .zip(&kinds)
                     .zip(&texts)
                     .map(|((v, k), t)| match k {
-                        ColumnKind::Text => t.as_deref().map_or(Cell::Null, Cell::Text),
+                        ColumnType::Text => t.as_deref().map_or(Cell::Null, Cell::Text),
                         _ => cell(v, *k),
                     })
                     .collect();
@@ -190,7 +168,7 @@ mod tests {
             kind: "row".into(),
             query: "SELECT id, status, acked FROM outbox WHERE id > :cursor ORDER BY id".into(),
             cursor: Some("id".into()),
-            columns: vec![("id".into(), ColumnKind::Int), ("acked".into(), ColumnKind::Boolean)],
+            columns: vec![("id".into(), ColumnType::Int), ("acked".into(), ColumnType::Boolean)],
             max_rows: 100,
         };
         let read = |cursor: Option<&str>| {

@@ -136,7 +136,7 @@ impl Source for RuntimeSource {
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = self.path(ctx.data_dir);
         if !path.exists() {
-            return Ok(SourceReport { missing: true, cursor: ctx.cursor.map(str::to_owned), ..Default::default() });
+            return Ok(SourceReport::missing(ctx));
         }
         let mut cursor: Cursor = ctx.cursor.and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
         let mut builder = BatchBuilder::new("runtime", "queue-wait", QUEUE_WAIT);
