@@ -35,10 +35,7 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
     std::fs::create_dir_all(&data).unwrap();
     let db = data.join("messages.db");
     {
-        let c = Connection::open(&db).unwrap();
-        c.pragma_update(None, "journal_mode", "WAL").unwrap();
-        c.execute_batch("CREATE TABLE messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT)")
-            .unwrap();
+        let c = xtask::datagen::messages_db(&data).unwrap();
         for i in 0..400 {
             failure_row(&c, i);
         }

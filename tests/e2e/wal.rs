@@ -14,12 +14,8 @@ fn rows_still_in_the_wal_are_read_while_a_writer_keeps_writing() {
     let data = s.path("data");
     std::fs::create_dir_all(&data).unwrap();
     let db = data.join("messages.db");
-    {
-        let c = Connection::open(&db).unwrap();
-        c.pragma_update(None, "journal_mode", "WAL").unwrap();
-        c.execute_batch("CREATE TABLE messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT)")
-            .unwrap();
-    }
+    // The schema in WAL mode, created and closed.
+    drop(xtask::datagen::messages_db(&data).unwrap());
     // The writer holds its connection open and never checkpoints, so the
     // newest rows live only in messages.db-wal.
     let writer = Connection::open(&db).unwrap();

@@ -137,17 +137,24 @@ fn open_wal(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Opens (creating it in WAL mode, with the reference schema) `dir/messages.db`.
+pub fn messages_db(dir: &Path) -> Result<Connection> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let conn = open_wal(&dir.join("messages.db"))?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
+         CREATE INDEX IF NOT EXISTS messages_at ON messages(at);",
+    )?;
+    Ok(conn)
+}
+
 /// Writes a data dir at `dir` (created if needed) and returns its truth.
 pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
     std::fs::create_dir_all(dir.join("events")).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut rng = Rng::new(spec.seed);
     let mut truth = Truth::default();
 
-    let mut messages = open_wal(&dir.join("messages.db"))?;
-    messages.execute_batch(
-        "CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
-         CREATE INDEX IF NOT EXISTS messages_at ON messages(at);",
-    )?;
+    let mut messages = messages_db(dir)?;
     let mut runtime = open_wal(&dir.join("runtime.db"))?;
     runtime.execute_batch(
         "CREATE TABLE IF NOT EXISTS assignment_events(id INTEGER PRIMARY KEY, assignment_id TEXT, thread_id TEXT,
@@ -267,10 +274,7 @@ impl<'a> Activity<'a> {
 
 /// Adds (or replaces) one activity row in `dir/messages.db`, creating it in WAL mode.
 pub fn insert_activity(dir: &Path, a: &Activity<'_>) -> Result<()> {
-    let conn = open_wal(&dir.join("messages.db"))?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);",
-    )?;
+    let conn = messages_db(dir)?;
     let data = serde_json::json!({"turnId": a.turn_id, "from": {"botId": "bot-x"},
         "tool": {"name": a.tool, "ok": a.ok, "output": a.output, "exitCode": a.exit_code}});
     conn.execute(
