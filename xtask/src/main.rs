@@ -3,6 +3,7 @@
 //! - `build-detectors`: every detector under `detectors/` → `detectors/<name>.wasm`
 //! - `demo`: build, generate a reference data dir, scan it, show the issues
 //! - `test`: the whole suite as CI runs it (format, lints, tests)
+//! - `bench`: the benchmark (release build) → `docs/benchmarks.md` and `.json`
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +37,18 @@ enum Cmd {
     },
     /// Run the whole suite as CI does: fmt, clippy, tests.
     Test,
+    /// Run the benchmark in a release build and write docs/benchmarks.md and docs/benchmarks.json.
+    Bench {
+        /// Target record counts, comma-separated [default: 10000,100000,1000000].
+        #[arg(long, value_delimiter = ',')]
+        sizes: Option<Vec<usize>>,
+        /// Repetitions of every timed step [default: 5 up to 200k records, then 3].
+        #[arg(long)]
+        reps: Option<usize>,
+        /// Print the results only; leave docs/ as it is.
+        #[arg(long)]
+        no_write: bool,
+    },
 }
 
 fn main() {
@@ -65,6 +78,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Cmd::Test => test(&root)?,
+        Cmd::Bench { sizes, reps, no_write } => bench(&root, sizes, reps, no_write)?,
     }
     Ok(())
 }
@@ -146,4 +160,33 @@ fn test(root: &Path) -> Result<()> {
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
     Ok(())
+}
+
+fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
+    build_detectors(root)?;
+    step(
+        "cargo build --release (host and benchmark)",
+        cargo(root).args(["build", "--release", "-p", "sentinel-host", "-p", "sentinel-bench"]),
+    )?;
+    let release = root.join("target/release");
+    let mut cmd = Command::new(release.join("sentinel-bench"));
+    cmd.current_dir(root)
+        .arg("--detectors")
+        .arg(root.join("detectors"))
+        .arg("--host")
+        .arg(release.join("sentinel-host"))
+        .arg("--work")
+        .arg(root.join("target/bench"))
+        .arg("--compare")
+        .arg(root.join("docs/benchmarks.json"));
+    if let Some(sizes) = sizes {
+        cmd.arg("--sizes").arg(sizes.iter().map(ToString::to_string).collect::<Vec<_>>().join(","));
+    }
+    if let Some(reps) = reps {
+        cmd.arg("--reps").arg(reps.to_string());
+    }
+    if !no_write {
+        cmd.arg("--json").arg(root.join("docs/benchmarks.json")).arg("--markdown").arg(root.join("docs/benchmarks.md"));
+    }
+    step("sentinel-bench", &mut cmd)
 }
