@@ -412,7 +412,8 @@ impl Ledger {
         let mut report = CommitReport::default();
         for o in scan.observations {
             let inserted = tx
-                .execute("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)", [occurrence_key(o)])
+                .prepare_cached("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)")
+                .and_then(|mut s| s.execute([occurrence_key(o)]))
                 .map_err(e("cannot record an occurrence"))?;
             if inserted == 0 {
                 report.repeated += 1;
@@ -429,27 +430,26 @@ impl Ledger {
                 (_, 0) => 0,
                 (Some(turn), w) => {
                     let first = tx
-                        .execute("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)", params![sig, turn])
+                        .prepare_cached("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)")
+                        .and_then(|mut s| s.execute(params![sig, turn]))
                         .map_err(e("cannot record a wasted turn"))?;
                     if first == 1 { i64::from(w) } else { 0 }
                 }
                 (None, w) => i64::from(w),
             };
             let existing: Option<(i64, String)> = tx
-                .query_row("SELECT evidence_at, severity FROM issues WHERE sig = ?1", [&sig], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()
+                .prepare_cached("SELECT evidence_at, severity FROM issues WHERE sig = ?1")
+                .and_then(|mut s| s.query_row([&sig], |r| Ok((r.get(0)?, r.get(1)?))).optional())
                 .map_err(e("cannot read an issue"))?;
             match existing {
                 None => {
                     report.new_issues += 1;
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
                                             first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
                                             grouping_version)
                          VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1, ?11, ?12, ?13, ?10, ?14)",
-                        params![
+                    ).and_then(|mut s| s.execute(params![
                             sig,
                             o.kind,
                             o.title,
@@ -464,26 +464,27 @@ impl Ledger {
                             o.evidence_source,
                             o.evidence_id,
                             o.grouping_version
-                        ],
-                    )
+                        ]))
                     .map_err(e("cannot insert an issue"))?;
                 }
                 Some((evidence_at, severity)) => {
                     report.updated_issues += 1;
                     let severity = Severity::parse(&severity).unwrap_or(Severity::Low).max(o.severity);
-                    tx.execute(
+                    tx.prepare_cached(
                         "UPDATE issues SET count = count + 1, wasted_turns = wasted_turns + ?2,
                                 first_at = MIN(first_at, ?3), last_at = MAX(last_at, ?3), severity = ?4
                          WHERE sig = ?1",
-                        params![sig, wasted, o.at, severity.as_str()],
                     )
+                    .and_then(|mut s| s.execute(params![sig, wasted, o.at, severity.as_str()]))
                     .map_err(e("cannot update an issue"))?;
                     if o.at >= evidence_at {
-                        tx.execute(
+                        tx.prepare_cached(
                             "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
                                     evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
                              WHERE sig = ?1",
-                            params![
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![
                                 sig,
                                 o.title,
                                 o.bot_id,
@@ -492,8 +493,8 @@ impl Ledger {
                                 o.evidence_source,
                                 o.evidence_id,
                                 o.at
-                            ],
-                        )
+                            ])
+                        })
                         .map_err(e("cannot update an issue's evidence"))?;
                     }
                 }
