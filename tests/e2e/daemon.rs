@@ -118,3 +118,66 @@ fn the_long_running_mode_stops_with_the_first_scans_error_code() {
         .unwrap();
     assert_eq!(o.status.code(), Some(5), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A `turn.completed` line for the events log.
+fn event(id: &str, at: i64) -> String {
+    serde_json::json!({"type": "turn.completed", "id": id, "threadId": "th", "turnId": format!("turn-{id}"),
+        "botId": "bot-1", "createdAt": at, "ok": true, "stopReason": "end_turn", "cost": 0.1})
+    .to_string()
+        + "\n"
+}
+
+#[test]
+fn a_detector_waiting_for_its_cadence_loses_no_records() {
+    use std::io::Write as _;
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(data.join("events")).unwrap();
+    let log = data.join("events/th.ndjson");
+    std::fs::write(&log, event("e1", 1_000)).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", TOOL, "no layer 1 in /a")).unwrap();
+    // Only the fixture reads events here (turn_stop and cost would pull it in every scan).
+    let detectors = s.path("detectors");
+    std::fs::create_dir_all(&detectors).unwrap();
+    std::fs::copy(fixture("cadenced"), detectors.join("cadenced.wasm")).unwrap();
+    std::fs::copy(shipped_detectors().join("tool_error.wasm"), detectors.join("tool_error.wasm")).unwrap();
+    let out = s.path("out");
+    let at = |t: i64| {
+        let o = run(&detectors, &data, &out, &["--scan-time", &t.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let read = |summary: &Value| -> Vec<String> {
+        summary["sources"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let cadenced = || issues_of(&out, "cadenced").first().map_or(0, |i| i["count"].as_i64().unwrap());
+
+    // First scan: due (never run), events read.
+    let first = at(10_000);
+    assert_eq!(detector(&first, "cadenced")["status"], "ok", "{first:#}");
+    assert_eq!(detector(&first, "cadenced")["nextDue"], 70_000);
+    assert_eq!(cadenced(), 1);
+
+    // An event and a message land. 10 s later it is not due: events is not
+    // read at all (its cursor stays), while tool_error runs on messages.
+    std::fs::OpenOptions::new().append(true).open(&log).unwrap().write_all(event("e2", 2_000).as_bytes()).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", 2_000, "t2", TOOL, "no layer 2 in /b")).unwrap();
+    let second = at(20_000);
+    assert_eq!(detector(&second, "cadenced")["status"], "not-due", "{second:#}");
+    assert_eq!(detector(&second, "tool_error")["status"], "ok");
+    assert!(!read(&second).contains(&"events".to_owned()), "{second:#}");
+    assert!(read(&second).contains(&"messages".to_owned()));
+    assert_eq!(cadenced(), 1);
+    assert_eq!(issues_of(&out, "tool_error")[0]["count"], 2);
+
+    // Nothing changes: the fast path holds until the detector is due...
+    assert_eq!(at(30_000)["unchangedSince"], 20_000);
+    // ...and its due time ends it: the event it waited for is counted, once.
+    let due = at(70_000);
+    assert!(due["unchangedSince"].is_null(), "{due:#}");
+    assert_eq!(detector(&due, "cadenced")["status"], "ok");
+    assert_eq!(cadenced(), 2);
+    let again = at(200_000);
+    assert_eq!(again["issues"]["counted"], 0, "{again:#}");
+    assert_eq!(cadenced(), 2);
+}

@@ -431,6 +431,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
     let end = sentinel_host::daemon::run_every(&opts, interval, |result| {
         if let Some(l) = &line {
             l.clear();
+            l.start();
         }
         scans += 1;
         match result {
@@ -447,9 +448,6 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
                 );
                 if let Err(e) = print_report(&report, args.json) {
                     tracing::warn!(error = %e, "cannot print the summary");
-                }
-                if let Some(l) = &line {
-                    l.start();
                 }
                 true
             }
