@@ -63,3 +63,54 @@ pub fn run_every(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::ledger::Ledger;
+
+    fn opts(tmp: &std::path::Path) -> ScanOptions {
+        for d in ["data", "detectors"] {
+            std::fs::create_dir_all(tmp.join(d)).unwrap();
+        }
+        std::fs::write(tmp.join("data/bots.json"), r#"{"bots": []}"#).unwrap();
+        let mut o = ScanOptions::new(tmp.join("detectors"));
+        o.data_dir = Some(tmp.join("data"));
+        o.out = Some(tmp.join("out"));
+        o.stop = Some(Arc::new(AtomicBool::new(false)));
+        o
+    }
+
+    #[test]
+    fn a_stop_during_a_scan_commits_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = opts(tmp.path());
+        o.stop.as_ref().unwrap().store(true, Ordering::SeqCst);
+        assert!(matches!(run_scan(&o), Err(ScanError::Interrupted)));
+        let ledger = Ledger::open(&tmp.path().join("out")).unwrap();
+        assert_eq!(ledger.meta("last_scan").unwrap(), None, "no scan was committed");
+        assert!(!tmp.path().join("out/issues.jsonl").exists());
+    }
+
+    #[test]
+    fn the_loop_scans_until_the_flag_is_set_between_scans() {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = opts(tmp.path());
+        let stop = Arc::clone(o.stop.as_ref().unwrap());
+        let mut scans = 0;
+        let end = run_every(&o, Duration::from_millis(10), |r| {
+            assert!(r.is_ok(), "{r:?}");
+            scans += 1;
+            if scans == 3 {
+                stop.store(true, Ordering::SeqCst);
+            }
+            true
+        });
+        assert_eq!((end, scans), (LoopEnd::Stopped, 3));
+        let end = run_every(&o, Duration::from_millis(10), |_| false);
+        assert_eq!(end, LoopEnd::Stopped, "a flag already set stops before any scan");
+    }
+}

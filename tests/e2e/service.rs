@@ -197,6 +197,14 @@ fn the_launchd_plist_is_xml_of_the_right_shape() {
     for key in ["StandardOutPath", "StandardErrorPath"] {
         assert_eq!(value(key).text(), Some(log.as_str()), "{key}");
     }
+
+    // check-install reads the plist back (here the copy in sentinel's folder:
+    // this home has no ~/Library/LaunchAgents).
+    let o = h.run(&bin(), &["check-install", "--platform", "macos", "--out", out.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let json: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["schedule"]["out"], canon(&out));
+    assert_eq!(json["installed"], false);
 }
 
 #[test]

@@ -180,7 +180,7 @@ struct RunArgs {
     #[arg(long)]
     once: bool,
     /// Seconds from the start of one scan to the next, without --once.
-    #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, conflicts_with = "once", value_parser = clap::value_parser!(u64).range(1..))]
     interval: u64,
     /// Print the summary as one JSON object.
     #[arg(long)]
@@ -248,10 +248,10 @@ fn main() -> ExitCode {
         }
     };
     // The long-running mode logs what each scan did by default; one-shot
-    // commands only warnings and errors. SENTINEL_LOG overrides both.
+    // commands only errors. SENTINEL_LOG overrides both.
     let long_running = matches!(&cli.command, Command::Run(a) if !a.once);
     let filter = tracing_subscriber::EnvFilter::try_from_env("SENTINEL_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(if long_running { "sentinel_host=info,warn" } else { "warn" })
+        tracing_subscriber::EnvFilter::new(if long_running { "sentinel_host=info,warn" } else { "error" })
     });
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let result = match cli.command {
