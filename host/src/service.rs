@@ -499,6 +499,24 @@ pub struct InstallOutcome {
     pub files: Vec<PathBuf>,
     pub commands: Vec<String>,
     pub uninstall_commands: Vec<String>,
+    /// Why the schedule may break sooner than it should (a binary in a build folder).
+    pub warnings: Vec<String>,
+}
+
+/// Why a binary at `binary` is a fragile thing for a schedule to run, if it is.
+pub fn fragile_binary(binary: &Path) -> Option<String> {
+    let in_build = binary
+        .parent()
+        .and_then(|p| p.parent())
+        .is_some_and(|p| p.file_name().is_some_and(|n| n == "target") && p.join("CACHEDIR.TAG").exists());
+    let in_temp = binary.starts_with(out_dir::resolve(&std::env::temp_dir()));
+    (in_build || in_temp).then(|| {
+        format!(
+            "the schedule runs {}, which is in a {} folder: it breaks when that is cleaned or moved; install the binary somewhere stable (for example `cargo install --path host`) and run service install from there",
+            binary.display(),
+            if in_build { "cargo build" } else { "temporary" }
+        )
+    })
 }
 
 fn resolve_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, ServiceError> {
@@ -582,6 +600,7 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     files.push(path);
     let installed = installed_dir(opts.platform);
     Ok(InstallOutcome {
+        warnings: fragile_binary(&schedule.binary).into_iter().collect(),
         platform: opts.platform,
         commands: install_commands(opts.platform, &out, installed.as_deref()),
         uninstall_commands: uninstall_commands(opts.platform, installed.as_deref()),
@@ -846,6 +865,17 @@ mod tests {
         assert!(cmds.last().unwrap().contains("enable --now openmausbot-sentinel.timer"));
         let mac = install_commands(Platform::Macos, &out, Some(Path::new("/Users/u/Library/LaunchAgents")));
         assert!(mac.iter().any(|c| c.starts_with("launchctl bootstrap gui/$(id -u) ")));
+    }
+
+    #[test]
+    fn a_binary_in_a_build_or_temp_folder_is_fragile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("repo/target");
+        std::fs::create_dir_all(target.join("debug")).unwrap();
+        std::fs::write(target.join("CACHEDIR.TAG"), "Signature: 8a477f597d28d172789f06886806bc55").unwrap();
+        let w = fragile_binary(&out_dir::resolve(&target.join("debug/sentinel-host"))).unwrap();
+        assert!(w.contains("cargo build folder"), "{w}");
+        assert!(fragile_binary(Path::new("/usr/local/bin/sentinel-host")).is_none());
     }
 
     #[test]

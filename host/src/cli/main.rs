@@ -504,6 +504,9 @@ fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
     println!("  detectors: {} ({} files)", s.detectors_dir.display(), outcome.detectors.len());
     println!("  data dir:  {} (read only)", s.data_dir.display());
     println!("  output:    {}", s.out.display());
+    for w in &outcome.warnings {
+        println!("warning: {w}");
+    }
     println!("nothing is installed yet; to install it, run:");
     for c in &outcome.commands {
         println!("  {c}");
