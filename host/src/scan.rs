@@ -183,7 +183,8 @@ pub struct FailureSummary {
 #[serde(rename_all = "camelCase")]
 pub struct SourceSummary {
     pub name: String,
-    /// `ok`, `missing` or `failed`.
+    /// `ok`, `missing`, `failed` or `not-read` (every detector that reads
+    /// it is waiting for its cadence; its cursor stays).
     pub status: &'static str,
     pub records: u64,
     pub skipped: u64,
@@ -506,6 +507,13 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         if skipped_sources.contains(source.name()) {
             // Every detector that reads it is waiting for its cadence: its
             // cursor stays where it is, so they get these records when due.
+            source_summaries.push(SourceSummary {
+                name: source.name().to_owned(),
+                status: "not-read",
+                records: 0,
+                skipped: 0,
+                error: None,
+            });
             continue;
         }
         if opts.stopped() {

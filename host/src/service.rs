@@ -667,7 +667,7 @@ impl InstallCheck {
 
 /// The outcome of `check-install`.
 #[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase", tag = "status")]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "status")]
 pub enum CheckOutcome {
     /// No schedule anywhere it was looked for.
     NotInstalled {

@@ -27,6 +27,7 @@ pub fn human(r: &ScanReport) -> String {
             "ok" if src.skipped > 0 => format!("{} {} records ({} skipped)", src.name, src.records, src.skipped),
             "ok" => format!("{} {} records", src.name, src.records),
             "missing" => format!("{} missing", src.name),
+            "not-read" => format!("{} not read (its readers wait for their cadence)", src.name),
             _ => format!("{} FAILED", src.name),
         })
         .collect();
