@@ -253,7 +253,11 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SENTINEL_LOG").unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if long_running { "sentinel_host=info,warn" } else { "error" })
     });
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Reset(args) => reset(&args),
