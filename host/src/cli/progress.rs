@@ -1,6 +1,7 @@
 //! Progress of a long scan on a terminal: one line on stderr, redrawn in
 //! place, shown only once a scan has taken a moment, and erased at its end.
-//! The binary installs it only when stderr is a terminal and `--json` is off.
+//! The binary installs it only when stderr is a terminal and `--json` is off;
+//! it never writes to stdout, which carries the summary.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
