@@ -153,9 +153,28 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The service tests check the generated systemd units with
+/// `systemd-analyze verify` (and fail without it): on Linux, install Debian's
+/// `systemd` package when the tool is missing.
+fn ensure_systemd_analyze() -> Result<()> {
+    if !cfg!(target_os = "linux") || Command::new("systemd-analyze").arg("--version").output().is_ok() {
+        return Ok(());
+    }
+    eprintln!("installing systemd-analyze with apt-get (package systemd)");
+    let install = || Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "systemd"]).status();
+    let ok = install().is_ok_and(|s| s.success())
+        || (Command::new("apt-get").arg("update").status().is_ok_and(|s| s.success())
+            && install().is_ok_and(|s| s.success()));
+    if !ok {
+        bail!("cannot install systemd-analyze: run `apt-get install systemd` (the service tests need it)");
+    }
+    Ok(())
+}
+
 fn test(root: &Path) -> Result<()> {
     guest::ensure_wasm_target()?;
     guest::ensure_components(&["rustfmt", "clippy"])?;
+    ensure_systemd_analyze()?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
