@@ -503,95 +503,138 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     let mut cursors_out = BTreeMap::new();
     let total_detectors = loaded.len();
     let mut records_read: u64 = 0;
-    for source in &sources {
-        if skipped_sources.contains(source.name()) {
-            // Every detector that reads it is waiting for its cadence: its
-            // cursor stays where it is, so they get these records when due.
-            source_summaries.push(SourceSummary {
-                name: source.name().to_owned(),
-                status: "not-read",
-                records: 0,
-                skipped: 0,
-                error: None,
-            });
-            continue;
-        }
-        if opts.stopped() {
-            return Err(ScanError::Interrupted);
-        }
-        let ctx = ReadContext {
-            data_dir: &data_dir,
-            scan_time_ms: scan_time,
-            batch_rows: opts.batch_rows.max(1),
-            cursor: cursors_in.get(source.name()).and_then(|c| c.as_deref()),
-        };
-        let mut sink = |batch| {
-            if opts.stopped() {
-                return Err("stopped by a signal".to_owned());
-            }
-            let batch = PreparedBatch::new(batch);
-            records_read += u64::from(batch.rows());
-            let mut i = 0;
-            while i < active.len() {
-                let wants = loaded[active[i].index]
-                    .descriptor
-                    .subscriptions
-                    .iter()
-                    .any(|s| s.source == batch.source() && s.kind == batch.kind());
-                if wants && let Err(f) = active[i].scan.push(&batch) {
-                    let gone = active.remove(i);
-                    let summary = &mut summaries[loaded_summary[gone.index]];
-                    fill_stats(summary, gone.scan.stats());
-                    record_failure(summary, &f);
+    // Sources are read on their own thread while the detectors take batches
+    // on this one (two cores do the two halves at once); a small bounded
+    // channel keeps memory flat. Observations go to the ledger's staging as
+    // each call returns them, so they are not held in memory either.
+    std::thread::scope(|s| -> Result<(), ScanError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(4);
+        let (sources, data_dir, cursors_in, skipped_sources) = (&sources, &data_dir, &cursors_in, &skipped_sources);
+        s.spawn(move || {
+            for (i, source) in sources.iter().enumerate() {
+                if skipped_sources.contains(source.name()) {
+                    if tx.send(Read::Skipped(i)).is_err() {
+                        return;
+                    }
                     continue;
                 }
-                i += 1;
+                if opts.stopped() {
+                    return;
+                }
+                let ctx = ReadContext {
+                    data_dir,
+                    scan_time_ms: scan_time,
+                    batch_rows: opts.batch_rows.max(1),
+                    cursor: cursors_in.get(source.name()).and_then(|c| c.as_deref()),
+                };
+                let result = source.read(&ctx, &mut |batch| {
+                    if opts.stopped() {
+                        return Err("stopped by a signal".to_owned());
+                    }
+                    tx.send(Read::Batch(batch)).map_err(|_| "the scan stopped taking batches".to_owned())
+                });
+                if tx.send(Read::Done(i, result)).is_err() {
+                    return;
+                }
             }
-            opts.tell(|| Progress {
-                phase: "reading",
-                source: source.name().to_owned(),
-                records: records_read,
-                detectors_running: active.len(),
-                detectors_total: total_detectors,
-            });
-            Ok(())
-        };
-        let read = source.read(&ctx, &mut sink);
-        if opts.stopped() {
-            return Err(ScanError::Interrupted);
-        }
-        match read {
-            Ok(report) => {
-                for at in &report.open_since {
-                    for ms in &queue_waits {
-                        let crossing = at.saturating_add(*ms as i64);
-                        if crossing > scan_time {
-                            next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
+        });
+        for msg in rx {
+            if opts.stopped() {
+                return Err(ScanError::Interrupted);
+            }
+            let (i, result) = match msg {
+                Read::Batch(batch) => {
+                    let batch = PreparedBatch::new(batch);
+                    records_read += u64::from(batch.rows());
+                    let mut a = 0;
+                    while a < active.len() {
+                        let index = active[a].index;
+                        let wants = loaded[index]
+                            .descriptor
+                            .subscriptions
+                            .iter()
+                            .any(|s| s.source == batch.source() && s.kind == batch.kind());
+                        if !wants {
+                            a += 1;
+                            continue;
+                        }
+                        match active[a].scan.push(&batch) {
+                            Ok(()) => {
+                                let observations = active[a].scan.take_observations();
+                                stage(&mut ledger, observations, on_probation[index])?;
+                                a += 1;
+                            }
+                            Err(f) => {
+                                let gone = active.remove(a);
+                                ledger.unstage(&loaded[index].descriptor.name)?;
+                                let summary = &mut summaries[loaded_summary[gone.index]];
+                                fill_stats(summary, gone.scan.stats());
+                                summary.observations = 0;
+                                record_failure(summary, &f);
+                            }
                         }
                     }
+                    let source = batch.source().to_owned();
+                    opts.tell(|| Progress {
+                        phase: "reading",
+                        source,
+                        records: records_read,
+                        detectors_running: active.len(),
+                        detectors_total: total_detectors,
+                    });
+                    continue;
                 }
-                if let Some(c) = report.cursor {
-                    cursors_out.insert(source.name().to_owned(), c);
+                Read::Skipped(i) => {
+                    // Every detector that reads it is waiting for its cadence: its
+                    // cursor stays where it is, so they get these records when due.
+                    source_summaries.push(SourceSummary {
+                        name: sources[i].name().to_owned(),
+                        status: "not-read",
+                        records: 0,
+                        skipped: 0,
+                        error: None,
+                    });
+                    continue;
                 }
-                source_summaries.push(SourceSummary {
+                Read::Done(i, result) => (i, result),
+            };
+            let source = &sources[i];
+            match result {
+                Ok(report) => {
+                    for at in &report.open_since {
+                        for ms in &queue_waits {
+                            let crossing = at.saturating_add(*ms as i64);
+                            if crossing > scan_time {
+                                next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
+                            }
+                        }
+                    }
+                    if let Some(c) = report.cursor {
+                        cursors_out.insert(source.name().to_owned(), c);
+                    }
+                    source_summaries.push(SourceSummary {
+                        name: source.name().to_owned(),
+                        status: if report.missing { "missing" } else { "ok" },
+                        records: report.records,
+                        skipped: report.skipped,
+                        error: None,
+                    });
+                }
+                Err(e) => source_summaries.push(SourceSummary {
                     name: source.name().to_owned(),
-                    status: if report.missing { "missing" } else { "ok" },
-                    records: report.records,
-                    skipped: report.skipped,
-                    error: None,
-                });
+                    status: "failed",
+                    records: 0,
+                    skipped: 0,
+                    error: Some(error_chain(&e)),
+                }),
             }
-            Err(e) => source_summaries.push(SourceSummary {
-                name: source.name().to_owned(),
-                status: "failed",
-                records: 0,
-                skipped: 0,
-                error: Some(error_chain(&e)),
-            }),
         }
+        Ok(())
+    })?;
+    if opts.stopped() {
+        return Err(ScanError::Interrupted);
     }
 
-    let mut observations: Vec<Observation> = Vec::new();
     let mut states = BTreeMap::new();
     opts.tell(|| Progress {
         phase: "deciding",
@@ -602,24 +645,23 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     });
     for a in active {
         let summary = &mut summaries[loaded_summary[a.index]];
+        let name = &loaded[a.index].descriptor.name;
+        let before = a.scan.accepted();
         match a.scan.finish() {
             Ok(outcome) => {
                 fill_stats(summary, &outcome.stats);
-                summary.observations = outcome.observations.len();
+                summary.observations = before + outcome.observations.len();
                 summary.logs = outcome.logs.iter().map(|l| format!("{}: {}", l.level, l.message)).collect();
                 if outcome.logs_dropped > 0 {
                     summary.logs.push(format!("({} more lines dropped: log budget spent)", outcome.logs_dropped));
                 }
-                states.insert(loaded[a.index].descriptor.name.clone(), outcome.state);
-                let probation = on_probation[a.index];
-                observations.extend(outcome.observations.into_iter().map(|mut o| {
-                    if probation {
-                        o.title = health::probation_title(&o.title);
-                    }
-                    o
-                }));
+                states.insert(name.clone(), outcome.state);
+                stage(&mut ledger, outcome.observations, on_probation[a.index])?;
             }
-            Err(f) => record_failure(summary, &f),
+            Err(f) => {
+                ledger.unstage(name)?;
+                record_failure(summary, &f);
+            }
         }
     }
 
@@ -655,14 +697,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         ("last_scan".into(), Some(scan_time.to_string())),
     ];
     meta.extend(cadence_meta);
-    let issues = ledger.commit(ScanCommit {
-        observations: &observations,
-        cursors: cursors_out,
-        states,
-        health,
-        scan_time,
-        meta,
-    })?;
+    let issues =
+        ledger.commit(ScanCommit { observations: &[], cursors: cursors_out, states, health, scan_time, meta })?;
     Ok(ScanReport {
         data_dir,
         issues_file: ledger.issues_path(),
@@ -675,6 +711,25 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         detectors: summaries,
         issues,
     })
+}
+
+/// What the reading thread sends: a batch, a source skipped for cadence, or
+/// how a source's read ended.
+enum Read {
+    Batch(crate::record::Batch),
+    Skipped(usize),
+    Done(usize, Result<crate::sources::SourceReport, crate::sources::SourceError>),
+}
+
+/// Stages one call's observations, with the `[PROBATION]` prefix on titles
+/// of a detector on probation.
+fn stage(ledger: &mut Ledger, mut observations: Vec<Observation>, probation: bool) -> Result<(), ScanError> {
+    if probation {
+        for o in &mut observations {
+            o.title = health::probation_title(&o.title);
+        }
+    }
+    Ok(ledger.stage(&observations)?)
 }
 
 /// The ledger key of a detector's last run, for its cadence.
