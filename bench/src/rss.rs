@@ -55,3 +55,15 @@ pub fn measure(cmd: &mut Command) -> Result<ChildRun> {
     let peak_rss_kib = if cfg!(target_os = "macos") { max / 1024 } else { max };
     Ok(ChildRun { wall, peak_rss_kib, stdout: out })
 }
+
+/// This process's own peak RSS so far, in KiB.
+pub fn own_peak_kib() -> u64 {
+    // SAFETY: rusage is plain old data; getrusage only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage for the duration of the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    let max = usage.ru_maxrss.max(0) as u64;
+    if cfg!(target_os = "macos") { max / 1024 } else { max }
+}

@@ -47,15 +47,71 @@ fn reps_for(opts: &Options, records: usize) -> usize {
 pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
     let warm_cache = opts.work.join("cache");
+    let mut sets = Vec::new();
+    for &target in &opts.sizes {
+        progress(&format!("{target} records: generating the data dir"));
+        sets.push(data::prepare(&opts.work, target)?);
+    }
+    // The scan measurements use the shipped Rust detectors (those with a
+    // native twin); detectors in other languages are measured one by one.
+    let scan_set = tempfile::tempdir()?;
+    for d in load_all(&Runtime::new(Limits::default())?.with_cache(warm_cache.clone()), &opts.detectors)? {
+        if native::twin(&d.descriptor.name).is_some() {
+            let name = d.path.file_name().context("a detector file name")?;
+            std::fs::copy(&d.path, scan_set.path().join(name))?;
+        }
+    }
+    // Peak memory first, while this process is small: a child's peak RSS as
+    // Linux reports it includes its parent's peak at the moment it was spawned.
+    let mut memory = Vec::new();
+    for set in &sets {
+        progress(&format!("{} records: peak memory of the real binary", set.records));
+        memory.push(binary_run(opts, set, scan_set.path(), &warm_cache)?);
+    }
     progress("start-up: cold and warm loads, instantiation");
     let startup = startup(opts, &warm_cache)?;
     let mut sizes = Vec::new();
-    for &target in &opts.sizes {
-        progress(&format!("{target} records: generating the data dir"));
-        let set = data::prepare(&opts.work, target)?;
-        sizes.push(size(opts, &warm_cache, &set, progress)?);
+    for (set, mem) in sets.iter().zip(memory) {
+        sizes.push(size(opts, scan_set.path(), &warm_cache, set, mem, progress)?);
     }
     Ok(Report::new(startup, sizes))
+}
+
+/// One run of the release binary, as a user runs it: wall time, peak RSS,
+/// observations, and this process's own peak at the time (a bound on what
+/// the child's figure can be trusted for).
+fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path) -> Result<BinaryRun> {
+    let out = tempfile::tempdir()?;
+    let child = crate::rss::measure(
+        Command::new(&opts.host)
+            .args(["run", "--once", "--no-fast-path", "--json", "--detectors"])
+            .arg(detectors)
+            .arg("--data-dir")
+            .arg(&set.dir)
+            .arg("--out")
+            .arg(out.path())
+            .arg("--cache-dir")
+            .arg(warm_cache)
+            .arg("--scan-time")
+            .arg(set.scan_time_ms.to_string()),
+    )?;
+    let summary: serde_json::Value = serde_json::from_slice(&child.stdout).context("the host's --json summary")?;
+    let observations = summary["detectors"]
+        .as_array()
+        .map_or(0, |a| a.iter().map(|d| d["observations"].as_u64().unwrap_or(0)).sum::<u64>());
+    Ok(BinaryRun {
+        wall: child.wall,
+        peak_rss_kib: child.peak_rss_kib,
+        bench_rss_kib: crate::rss::own_peak_kib(),
+        observations,
+    })
+}
+
+struct BinaryRun {
+    wall: Duration,
+    peak_rss_kib: u64,
+    bench_rss_kib: u64,
+    observations: u64,
 }
 
 fn load_all(runtime: &Runtime, dir: &Path) -> Result<Vec<LoadedDetector>> {
@@ -132,18 +188,25 @@ fn read_sources(set: &DataSet, batch_rows: usize, sink: &mut dyn FnMut(Batch)) -
     Ok(records)
 }
 
-fn scan_options(opts: &Options, set: &DataSet, out: &Path, warm_cache: &Path) -> ScanOptions {
-    let mut o = ScanOptions::new(&opts.detectors);
+fn scan_options(detectors: &Path, set: &DataSet, out: &Path, warm_cache: &Path, batch_rows: usize) -> ScanOptions {
+    let mut o = ScanOptions::new(detectors);
     o.data_dir = Some(set.dir.clone());
     o.out = Some(out.to_owned());
     o.cache_dir = Some(warm_cache.to_owned());
     o.scan_time_ms = Some(set.scan_time_ms);
-    o.batch_rows = opts.batch_rows;
+    o.batch_rows = batch_rows;
     o.no_fast_path = true;
     o
 }
 
-fn size(opts: &Options, warm_cache: &Path, set: &DataSet, progress: &mut dyn FnMut(&str)) -> Result<SizeResult> {
+fn size(
+    opts: &Options,
+    scan_set: &Path,
+    warm_cache: &Path,
+    set: &DataSet,
+    mem: BinaryRun,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SizeResult> {
     let reps = reps_for(opts, set.records);
     let label = set.records;
 
@@ -158,7 +221,7 @@ fn size(opts: &Options, warm_cache: &Path, set: &DataSet, progress: &mut dyn FnM
         raw.push(t.elapsed());
         let out = tempfile::tempdir()?;
         let t = Instant::now();
-        let report = run_scan(&scan_options(opts, set, out.path(), warm_cache))?;
+        let report = run_scan(&scan_options(scan_set, set, out.path(), warm_cache, opts.batch_rows))?;
         full.push(t.elapsed());
         ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
         last_out = Some(out);
@@ -167,7 +230,7 @@ fn size(opts: &Options, warm_cache: &Path, set: &DataSet, progress: &mut dyn FnM
     progress(&format!("{label} records: fast path"));
     let mut fast = Vec::new();
     for _ in 0..reps.max(5) {
-        let mut o = scan_options(opts, set, out.path(), warm_cache);
+        let mut o = scan_options(scan_set, set, out.path(), warm_cache, opts.batch_rows);
         o.no_fast_path = false;
         let t = Instant::now();
         let report = run_scan(&o)?;
@@ -185,36 +248,18 @@ fn size(opts: &Options, warm_cache: &Path, set: &DataSet, progress: &mut dyn FnM
         detectors.push(detector(&runtime, d, set, &batches, reps)?);
     }
 
-    progress(&format!("{label} records: peak memory of the real binary"));
-    let out = tempfile::tempdir()?;
-    let child = crate::rss::measure(
-        Command::new(&opts.host)
-            .args(["run", "--once", "--no-fast-path", "--json", "--detectors"])
-            .arg(&opts.detectors)
-            .arg("--data-dir")
-            .arg(&set.dir)
-            .arg("--out")
-            .arg(out.path())
-            .arg("--cache-dir")
-            .arg(warm_cache)
-            .arg("--scan-time")
-            .arg(set.scan_time_ms.to_string()),
-    )?;
-    let summary: serde_json::Value = serde_json::from_slice(&child.stdout).context("the host's --json summary")?;
-    let observations = summary["detectors"]
-        .as_array()
-        .map_or(0, |a| a.iter().map(|d| d["observations"].as_u64().unwrap_or(0)).sum::<u64>());
-
     Ok(SizeResult {
-        records: records_read,
+        records: set.records as u64,
+        delivered: records_read,
         batches: batches.len(),
         reps,
         raw_read_ms: ms(median(&raw)),
         full_scan_ms: ms(median(&full)),
         fast_path_ms: ms(median(&fast)),
-        binary_scan_ms: ms(child.wall),
-        peak_rss_kib: child.peak_rss_kib,
-        observations,
+        binary_scan_ms: ms(mem.wall),
+        peak_rss_kib: mem.peak_rss_kib,
+        bench_rss_kib: mem.bench_rss_kib,
+        observations: mem.observations,
         detectors,
     })
 }
@@ -260,7 +305,6 @@ fn detector(
         let outcome = scan.finish().map_err(|f| anyhow::anyhow!("{name}: finish: {}", f.message))?;
         let f = c.elapsed();
         component.push(t.elapsed());
-        calls.push(f);
         finishes.push(f);
         component_obs = outcome.observations.len();
         fuel = outcome.stats.fuel;
@@ -268,7 +312,6 @@ fn detector(
             let n = twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?;
             native_times.push(n.total);
             native_calls.extend(n.pushes);
-            native_calls.push(n.finish);
             native_obs = Some(n.observations);
         }
     }
@@ -290,10 +333,13 @@ fn detector(
         component_ns_per_record: per_record(component_ms),
         native_ns_per_record: native_ms.map(per_record),
         ratio: native_ms.map(|n| ratio(component_ms, n)),
-        call_p50_us: us(percentile(&calls, 50.0)),
-        call_p99_us: us(percentile(&calls, 99.0)),
-        call_max_us: us(calls.iter().copied().max().unwrap_or_default()),
-        finish_max_us: us(finishes.iter().copied().max().unwrap_or_default()),
-        native_call_p99_us: twin.map(|_| us(percentile(&native_calls, 99.0))),
+        push_p50_us: us(percentile(&calls, 50.0)),
+        push_p99_us: us(percentile(&calls, 99.0)),
+        push_max_us: us(calls.iter().copied().max().unwrap_or_default()),
+        fire_p50_us: us(percentile(&finishes, 50.0)),
+        fire_p99_us: us(percentile(&finishes, 99.0)),
+        fire_max_us: us(finishes.iter().copied().max().unwrap_or_default()),
+        fire_samples: finishes.len(),
+        native_push_p99_us: twin.map(|_| us(percentile(&native_calls, 99.0))),
     })
 }

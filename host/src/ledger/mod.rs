@@ -169,6 +169,7 @@ fn occurrence_key(o: &Observation) -> String {
 /// out of memory until the commit. A temporary table: it lives in a private
 /// temporary file, never in the store, and dies with the connection.
 const STAGING: &str = "
+PRAGMA temp_store = FILE;
 CREATE TEMP TABLE IF NOT EXISTS staged(
     seq INTEGER PRIMARY KEY, detector TEXT NOT NULL, kind TEXT NOT NULL, sig TEXT NOT NULL, occ TEXT NOT NULL,
     title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
