@@ -61,8 +61,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
             std::fs::copy(&d.path, scan_set.path().join(name))?;
         }
     }
-    // Peak memory first, while this process is small: a child's peak RSS as
-    // Linux reports it includes its parent's peak at the moment it was spawned.
+    // The real binary first, one run per size: its peak memory as it reports it.
     let mut memory = Vec::new();
     for set in &sets {
         progress(&format!("{} records: peak memory of the real binary", set.records));
@@ -77,9 +76,8 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     Ok(Report::new(startup, sizes))
 }
 
-/// One run of the release binary, as a user runs it: wall time, peak RSS,
-/// observations, and this process's own peak at the time (a bound on what
-/// the child's figure can be trusted for).
+/// One run of the release binary, as a user runs it: wall time, its own
+/// peak RSS, observations.
 fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path) -> Result<BinaryRun> {
     let out = tempfile::tempdir()?;
     let child = crate::rss::measure(
@@ -95,22 +93,15 @@ fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path
             .arg("--scan-time")
             .arg(set.scan_time_ms.to_string()),
     )?;
-    let summary: serde_json::Value = serde_json::from_slice(&child.stdout).context("the host's --json summary")?;
-    let observations = summary["detectors"]
+    let observations = child.summary["detectors"]
         .as_array()
         .map_or(0, |a| a.iter().map(|d| d["observations"].as_u64().unwrap_or(0)).sum::<u64>());
-    Ok(BinaryRun {
-        wall: child.wall,
-        peak_rss_kib: child.peak_rss_kib,
-        bench_rss_kib: crate::rss::own_peak_kib(),
-        observations,
-    })
+    Ok(BinaryRun { wall: child.wall, peak_rss_kib: child.peak_rss_kib.unwrap_or(0), observations })
 }
 
 struct BinaryRun {
     wall: Duration,
     peak_rss_kib: u64,
-    bench_rss_kib: u64,
     observations: u64,
 }
 
@@ -258,7 +249,6 @@ fn size(
         fast_path_ms: ms(median(&fast)),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
-        bench_rss_kib: mem.bench_rss_kib,
         observations: mem.observations,
         detectors,
     })

@@ -211,6 +211,10 @@ pub struct ScanReport {
     pub sources: Vec<SourceSummary>,
     pub detectors: Vec<DetectorSummary>,
     pub issues: CommitReport,
+    /// The process's peak resident memory so far, in KiB (Linux: `VmHWM`);
+    /// absent where the system does not tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_kib: Option<u64>,
 }
 
 impl ScanReport {
@@ -321,6 +325,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
             sources: Vec::new(),
             detectors: Vec::new(),
             issues: CommitReport { total_issues: ledger.total_issues()?, ..CommitReport::default() },
+            peak_rss_kib: peak_rss_kib(),
         });
     }
 
@@ -710,7 +715,15 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         sources: source_summaries,
         detectors: summaries,
         issues,
+        peak_rss_kib: peak_rss_kib(),
     })
+}
+
+/// This process's peak resident set in KiB, from `/proc/self/status`
+/// (`VmHWM`, which starts again at exec, unlike `getrusage`'s figure).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// What the reading thread sends: a batch, a source skipped for cadence, or
