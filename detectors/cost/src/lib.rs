@@ -12,9 +12,15 @@ pub const KIND: &str = "cost";
 #[derive(Debug)]
 pub struct Cost {
     threshold: f64,
+    /// The same for every fire of a scan: formatted once.
+    title: String,
 }
 
 impl Cost {
+    pub fn new(threshold: f64) -> Self {
+        Cost { threshold, title: format!("a turn cost more than ${threshold:.2}") }
+    }
+
     pub fn observe(
         &self,
         id: &str,
@@ -27,9 +33,8 @@ impl Cost {
         if cost.is_nan() || cost <= self.threshold {
             return None;
         }
-        let title = format!("a turn cost more than ${:.2}", self.threshold);
         Some(
-            Observation::new(KIND, bot.unwrap_or("-"), &title, at, id, ("events", id))
+            Observation::new(KIND, bot.unwrap_or("-"), &self.title, at, id, ("events", id))
                 .origin(Origin::Harness)
                 .severity(Severity::Medium)
                 .bot(bot)
@@ -53,7 +58,7 @@ impl Detector for Cost {
         if !threshold.is_finite() || threshold < 0.0 {
             return Err(DetectorError::BadConfig(format!("`cost` must be a non-negative number, got {threshold}")));
         }
-        Ok(Cost { threshold })
+        Ok(Cost::new(threshold))
     }
 
     fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
@@ -77,7 +82,7 @@ mod tests {
 
     #[test]
     fn only_turns_above_the_threshold_fire() {
-        let c = Cost { threshold: 5.0 };
+        let c = Cost::new(5.0);
         assert!(c.observe("e1", 5.0, 0, None, None, None).is_none());
         assert!(c.observe("e2", f64::NAN, 0, None, None, None).is_none());
         let o = c.observe("e3", 5.01, 0, Some("bot-1"), None, None).unwrap();
