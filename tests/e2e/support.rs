@@ -12,15 +12,23 @@ pub fn root() -> PathBuf {
     xtask::guest::repo_root()
 }
 
-/// The shipped detectors, built from source once per test run (the same code
-/// path as `cargo xtask build-detectors`), into a folder of the test's own.
+/// The shipped detectors (Rust, Python and JavaScript), built from source
+/// once per test run (the same code path as `cargo xtask build-detectors`),
+/// into a folder of the test's own. The build's load check fills the shared
+/// compiled-component cache, so no scan of the run compiles them again.
 pub fn shipped_detectors() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dest = root().join("target").join("e2e").join("detectors");
-        xtask::guest::build_detectors(&root(), &dest).expect("the shipped detectors build and load");
+        xtask::guest::build_detectors_with(&root(), &dest, &build_options())
+            .expect("the shipped detectors build and load");
         dest
     })
+}
+
+/// The repository's target folder (toolchains, guest builds) and the shared cache.
+pub fn build_options() -> xtask::guest::BuildOptions {
+    xtask::guest::BuildOptions { target_dir: root().join("target"), cache_dir: Some(shared_cache()) }
 }
 
 /// The hostile fixtures of tests/guests, built from source once per run.
@@ -50,11 +58,20 @@ impl Scratch {
     }
     /// A detectors dir with the shipped detectors and the given fixtures.
     pub fn detectors_with(&self, fixtures: &[&str]) -> PathBuf {
-        let dir = self.path("detectors");
+        self.detectors_named(&[], fixtures)
+    }
+
+    /// A detectors dir with the named shipped detectors (all of them when
+    /// `names` is empty) and the given fixtures.
+    pub fn detectors_named(&self, names: &[&str], fixtures: &[&str]) -> PathBuf {
+        let dir = self.path(
+            if names.is_empty() { "detectors".to_owned() } else { format!("detectors-{}", names.join("-")) }.as_str(),
+        );
         std::fs::create_dir_all(&dir).unwrap();
         for entry in std::fs::read_dir(shipped_detectors()).unwrap() {
             let p = entry.unwrap().path();
-            if p.extension().is_some_and(|e| e == "wasm") {
+            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+            if p.extension().is_some_and(|e| e == "wasm") && (names.is_empty() || names.contains(&stem.as_str())) {
                 std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
             }
         }

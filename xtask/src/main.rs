@@ -70,7 +70,9 @@ fn run(cli: Cli) -> Result<()> {
             let folder = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
             println!("created {folder} ({})", lang.as_str());
             println!("next: cargo xtask build-detectors");
-            println!("      cargo run -p sentinel-host -- replay --detector detectors/{name}.wasm --cases {folder}/cases");
+            println!(
+                "      cargo run -p sentinel-host -- replay --detector detectors/{name}.wasm --cases {folder}/cases"
+            );
         }
         Cmd::Demo { data_dir } => demo(&root, data_dir)?,
         Cmd::GenData { dir, seed } => {

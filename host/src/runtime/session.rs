@@ -227,6 +227,8 @@ pub struct CallStats {
     pub slowest: Duration,
     /// The final decision call (`finish`).
     pub finish: Duration,
+    /// Instantiation and `start`, the first call.
+    pub start: Duration,
 }
 
 /// A running scan of one detector.
@@ -289,7 +291,15 @@ impl Runtime {
             world,
             scan,
             observations: Vec::new(),
-            stats: CallStats { calls: 1, records: 0, fuel, total: elapsed, slowest: elapsed, finish: Duration::ZERO },
+            stats: CallStats {
+                calls: 1,
+                records: 0,
+                fuel,
+                total: elapsed,
+                slowest: elapsed,
+                finish: Duration::ZERO,
+                start: elapsed,
+            },
         })
     }
 }

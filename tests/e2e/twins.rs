@@ -1,0 +1,71 @@
+//! Detectors in other languages: the Python port of `cost` and the
+//! JavaScript port of `queue_wait` observe exactly what their Rust originals
+//! observe on the same data, ship the same replay cases, and beside their
+//! originals count nothing twice. (They pass the capability rules: the build
+//! behind `shipped_detectors` loads every component with the host's runtime.)
+
+use crate::support::*;
+
+/// (Rust original, its port, the port's folder).
+const TWINS: &[(&str, &str, &str)] =
+    &[("cost", "cost_py", "cost-py"), ("queue_wait", "queue_wait_js", "queue-wait-js")];
+
+/// A data dir with a few hundred turns and queue waits, and thresholds low
+/// enough that both detectors fire often.
+fn data(s: &Scratch) -> std::path::PathBuf {
+    let dir = s.path("data");
+    let spec = xtask::datagen::DataSpec { seed: 11, turns_per_thread: 30, ..Default::default() };
+    xtask::datagen::generate(&dir, &spec).unwrap();
+    dir
+}
+
+const FLAGS: &[&str] = &["--cost", "3.25", "--queue-wait", "150"];
+
+fn scan_with(detectors: &std::path::Path, data: &std::path::Path, out: &std::path::Path) -> serde_json::Value {
+    let o = run(detectors, data, out, FLAGS);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn each_port_observes_exactly_what_its_rust_original_does() {
+    let s = Scratch::new();
+    let data = data(&s);
+    for (original, port, _) in TWINS {
+        let a = scan_with(&s.detectors_named(&[original], &[]), &data, &s.path(&format!("out-{original}")));
+        let b = scan_with(&s.detectors_named(&[port], &[]), &data, &s.path(&format!("out-{port}")));
+        let (da, db) = (detector(&a, original), detector(&b, port));
+        assert_eq!((da["status"].as_str(), db["status"].as_str()), (Some("ok"), Some("ok")), "{a:#}\n{b:#}");
+        let n = da["observations"].as_u64().unwrap();
+        assert!(n >= 10, "{original} fires often enough on this data to compare ({n})");
+        assert_eq!(db["observations"].as_u64(), Some(n), "{port} reports as many observations as {original}");
+        // The issues hold everything an observation carries but the detector's
+        // name: signature, title, origin, severity, ids, times, counts, evidence.
+        let (ia, ib) = (issues(&s.path(&format!("out-{original}"))), issues(&s.path(&format!("out-{port}"))));
+        assert!(!ia.is_empty());
+        assert_eq!(ia, ib, "{port} and {original} keep the same issues");
+        // Together, every observation of the port is an occurrence the
+        // original reported too: counted once.
+        let both =
+            scan_with(&s.detectors_named(&[original, port], &[]), &data, &s.path(&format!("out-both-{original}")));
+        assert_eq!(both["issues"]["counted"].as_u64(), Some(n), "{both:#}");
+        assert_eq!(both["issues"]["repeated"].as_u64(), Some(n), "{both:#}");
+        assert_eq!(issues(&s.path(&format!("out-both-{original}"))), ia);
+    }
+}
+
+#[test]
+fn each_port_ships_its_originals_replay_cases_unchanged() {
+    let dets = xtask::guest::detectors_under(&root().join("detectors")).unwrap();
+    for (original, port, folder) in TWINS {
+        let o = dets.iter().find(|d| d.name == *original).unwrap();
+        let p = dets.iter().find(|d| d.name == *port).unwrap();
+        assert!(p.dir.ends_with(folder));
+        assert_eq!(listing(&o.dir.join("cases")), listing(&p.dir.join("cases")), "{port}");
+        for case in listing(&o.dir.join("cases")) {
+            let (a, b) =
+                (std::fs::read(o.dir.join("cases").join(&case)), std::fs::read(p.dir.join("cases").join(&case)));
+            assert_eq!(a.unwrap(), b.unwrap(), "{port}: cases/{case} differs from {original}'s");
+        }
+    }
+}
