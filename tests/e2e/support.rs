@@ -56,22 +56,29 @@ impl Scratch {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
-    /// A detectors dir with the shipped detectors and the given fixtures.
+    /// A detectors dir with the shipped Rust detectors and the given
+    /// fixtures. The Python and JavaScript ports are left out here: each
+    /// costs seconds to compile into a fresh cache, and several tests use
+    /// one; `twins.rs`, `replay.rs` and `scaffold.rs` run them.
     pub fn detectors_with(&self, fixtures: &[&str]) -> PathBuf {
-        self.detectors_named(&[], fixtures)
+        let rust: Vec<String> = xtask::guest::detectors_under(&root().join("detectors"))
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.lang == xtask::guest::Lang::Rust)
+            .map(|d| d.name)
+            .collect();
+        self.detectors_in("detectors", &rust.iter().map(String::as_str).collect::<Vec<_>>(), fixtures)
     }
 
-    /// A detectors dir with the named shipped detectors (all of them when
-    /// `names` is empty) and the given fixtures.
-    pub fn detectors_named(&self, names: &[&str], fixtures: &[&str]) -> PathBuf {
-        let dir = self.path(
-            if names.is_empty() { "detectors".to_owned() } else { format!("detectors-{}", names.join("-")) }.as_str(),
-        );
+    /// A detectors dir `folder` with the named shipped detectors (Rust or
+    /// not) and the given fixtures.
+    pub fn detectors_in(&self, folder: &str, names: &[&str], fixtures: &[&str]) -> PathBuf {
+        let dir = self.path(folder);
         std::fs::create_dir_all(&dir).unwrap();
         for entry in std::fs::read_dir(shipped_detectors()).unwrap() {
             let p = entry.unwrap().path();
             let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
-            if p.extension().is_some_and(|e| e == "wasm") && (names.is_empty() || names.contains(&stem.as_str())) {
+            if p.extension().is_some_and(|e| e == "wasm") && names.contains(&stem.as_str()) {
                 std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
             }
         }

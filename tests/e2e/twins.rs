@@ -32,8 +32,12 @@ fn each_port_observes_exactly_what_its_rust_original_does() {
     let s = Scratch::new();
     let data = data(&s);
     for (original, port, _) in TWINS {
-        let a = scan_with(&s.detectors_named(&[original], &[]), &data, &s.path(&format!("out-{original}")));
-        let b = scan_with(&s.detectors_named(&[port], &[]), &data, &s.path(&format!("out-{port}")));
+        let a = scan_with(
+            &s.detectors_in(&format!("d-{original}"), &[original], &[]),
+            &data,
+            &s.path(&format!("out-{original}")),
+        );
+        let b = scan_with(&s.detectors_in(&format!("d-{port}"), &[port], &[]), &data, &s.path(&format!("out-{port}")));
         let (da, db) = (detector(&a, original), detector(&b, port));
         assert_eq!((da["status"].as_str(), db["status"].as_str()), (Some("ok"), Some("ok")), "{a:#}\n{b:#}");
         let n = da["observations"].as_u64().unwrap();
@@ -46,8 +50,11 @@ fn each_port_observes_exactly_what_its_rust_original_does() {
         assert_eq!(ia, ib, "{port} and {original} keep the same issues");
         // Together, every observation of the port is an occurrence the
         // original reported too: counted once.
-        let both =
-            scan_with(&s.detectors_named(&[original, port], &[]), &data, &s.path(&format!("out-both-{original}")));
+        let both = scan_with(
+            &s.detectors_in(&format!("d-both-{original}"), &[original, port], &[]),
+            &data,
+            &s.path(&format!("out-both-{original}")),
+        );
         assert_eq!(both["issues"]["counted"].as_u64(), Some(n), "{both:#}");
         assert_eq!(both["issues"]["repeated"].as_u64(), Some(n), "{both:#}");
         assert_eq!(issues(&s.path(&format!("out-both-{original}"))), ia);

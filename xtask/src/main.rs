@@ -44,6 +44,9 @@ enum Cmd {
         dir: PathBuf,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Turns per thread (3 bots x 2 threads each): 12 makes the demo's few hundred rows.
+        #[arg(long, default_value_t = 12)]
+        turns_per_thread: usize,
     },
     /// Run the whole suite as CI does: fmt, clippy, tests.
     Test,
@@ -75,8 +78,8 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Cmd::Demo { data_dir } => demo(&root, data_dir)?,
-        Cmd::GenData { dir, seed } => {
-            let truth = datagen::generate(&dir, &datagen::DataSpec { seed, ..Default::default() })?;
+        Cmd::GenData { dir, seed, turns_per_thread } => {
+            let truth = datagen::generate(&dir, &datagen::DataSpec { seed, turns_per_thread, ..Default::default() })?;
             println!(
                 "{}: {} activity rows, {} failed tool calls",
                 dir.display(),
