@@ -41,7 +41,9 @@ pub fn new_detector(root: &Path, name: &str, lang: Lang) -> Result<PathBuf> {
     if taken.iter().any(|d| d.name == name) {
         bail!("a detector named {name} already exists");
     }
-    let fill = |t: &str| t.replace("{{name}}", name);
+    let type_name: String =
+        name.split('_').filter(|w| !w.is_empty()).map(|w| w[..1].to_ascii_uppercase() + &w[1..]).collect();
+    let fill = |t: &str| t.replace("{{name}}", name).replace("{{Type}}", &type_name);
     let write = |rel: &str, text: String| -> Result<()> {
         let path = dir.join(rel);
         if let Some(parent) = path.parent() {

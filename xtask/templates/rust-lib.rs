@@ -9,15 +9,15 @@ use sentinel_sdk::prelude::*;
 pub const KIND: &str = "{{name}}";
 
 #[derive(Debug)]
-pub struct Detector;
+pub struct {{Type}};
 
-impl sentinel_sdk::Detector for Detector {
+impl Detector for {{Type}} {
     fn describe() -> Descriptor {
         Descriptor::new(KIND, env!("CARGO_PKG_VERSION")).emits(KIND).subscribe("events", "turn-completed")
     }
 
     fn start(_ctx: &ScanContext) -> Result<Self, DetectorError> {
-        Ok(Detector)
+        Ok({{Type}})
     }
 
     fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
@@ -42,4 +42,4 @@ impl sentinel_sdk::Detector for Detector {
     }
 }
 
-sentinel_sdk::export_detector!(Detector);
+sentinel_sdk::export_detector!({{Type}});
