@@ -212,6 +212,14 @@ pub fn detectors_under(parent: &Path) -> Result<Vec<DetectorSource>> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = out.windows(2).find(|w| w[0].name == w[1].name) {
+        bail!(
+            "{} and {} both build {}.wasm: one detector per folder, named after it",
+            w[0].dir.display(),
+            w[1].dir.display(),
+            w[0].name
+        );
+    }
     Ok(out)
 }
 

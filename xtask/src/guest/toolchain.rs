@@ -94,7 +94,8 @@ pub fn ensure(root: &Path, lang: Lang, target_dir: &Path) -> Result<PathBuf> {
     let dir = target_dir.join("toolchains").join(lang.as_str());
     let _lock = Lock::take(&dir)?;
     let stamp = dir.join(".pins");
-    let want = pins_hash(root, lang)?;
+    // A venv holds absolute paths: one copied from elsewhere is installed again.
+    let want = format!("{} {}", pins_hash(root, lang)?, dir.display());
     let tool = match lang {
         Lang::Python => dir.join("venv").join("bin").join("componentize-py"),
         Lang::Js => dir.join("node_modules").join(".bin").join("componentize-js"),
@@ -190,12 +191,19 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
     let mut cmd = Command::new(&tool);
     match src.lang {
         Lang::Python => {
-            // componentize-py writes bytecode beside the sources unless told not to.
-            cmd.env("PYTHONDONTWRITEBYTECODE", "1")
-                .arg("-d")
+            // componentize-py leaves `__pycache__` beside the modules it
+            // imports: it builds from a copy, so the sources stay untouched.
+            let staged = out_dir.join("src").join(&src.name);
+            let _ = std::fs::remove_dir_all(&staged);
+            std::fs::create_dir_all(&staged).with_context(|| format!("cannot create {}", staged.display()))?;
+            for f in sources(src)? {
+                let to = staged.join(f.file_name().unwrap_or_default());
+                std::fs::copy(&f, &to).with_context(|| format!("cannot copy {} to {}", f.display(), to.display()))?;
+            }
+            cmd.arg("-d")
                 .arg(&wit)
                 .args(["-w", "detector-world", "componentize", "app", "-p"])
-                .arg(&src.dir)
+                .arg(&staged)
                 .arg("-o")
                 .arg(&tmp);
         }
