@@ -10,7 +10,6 @@ mod hostile;
 mod ledger;
 mod replay;
 mod rotation;
-mod scaffold;
 mod sources;
 mod support;
 mod tool_error;

@@ -1,22 +1,7 @@
 //! Every shipped detector's replay cases pass through the real binary, and a
 //! wrong expectation fails with the difference named.
 
-use std::process::Command;
-
 use crate::support::*;
-
-pub fn replay(detector: &std::path::Path, cases: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .args(["replay", "--detector"])
-        .arg(detector)
-        .arg("--cases")
-        .arg(cases)
-        .arg("--cache-dir")
-        .arg(shared_cache())
-        .env_remove("SENTINEL_BLESS")
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn every_shipped_replay_case_passes() {

@@ -108,6 +108,20 @@ pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Out
         .expect("sentinel-host runs")
 }
 
+/// Runs `sentinel-host replay` of `cases` against `detector`, with the shared cache.
+pub fn replay(detector: &Path, cases: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["replay", "--detector"])
+        .arg(detector)
+        .arg("--cases")
+        .arg(cases)
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .env_remove("SENTINEL_BLESS")
+        .output()
+        .expect("sentinel-host runs")
+}
+
 /// Runs a scan that must complete and returns its JSON summary.
 pub fn scan(detectors: &Path, data_dir: &Path, out: &Path) -> Value {
     let output = run(detectors, data_dir, out, &[]);

@@ -3,12 +3,20 @@
 //! every language in a scratch copy of the parts of the repository a
 //! detector needs (the WIT package, the Rust SDK, the toolchain pins), built
 //! with the repository's target folder and toolchains.
+//!
+//! A test binary of its own, so that its builds and compiles (tens of
+//! seconds of both cores) never run beside the end-to-end tests that hold
+//! detectors to a 100 ms deadline: cargo runs test binaries one at a time.
 
 use std::path::Path;
 
 use xtask::guest::Lang;
 
-use crate::support::*;
+#[path = "../e2e/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use support::*;
 
 /// A scratch repository: the workspace with only the SDK as a member, the
 /// lock file, `wit/`, `sdk/`, and an empty `detectors/`.
@@ -55,7 +63,7 @@ fn a_new_detector_in_each_language_builds_passes_its_case_and_runs() {
 
     for (name, _) in langs {
         let cases = repo.join("detectors").join(name.replace('_', "-")).join("cases");
-        let o = crate::replay::replay(&out.join(format!("{name}.wasm")), &cases);
+        let o = replay(&out.join(format!("{name}.wasm")), &cases);
         assert_eq!(
             o.status.code(),
             Some(0),
