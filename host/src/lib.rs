@@ -5,10 +5,13 @@
 //! [`record`] batches; the [`runtime`] pushes them into sandboxed detector
 //! components and checks what comes back as [`observation`]s; the [`ledger`]
 //! commits them as issues, with the sources' cursors, in one transaction and
-//! exports `issues.jsonl`; [`scan`] wires one pass of that together. The
-//! library never prints: the `sentinel-host` binary renders what it returns.
+//! exports `issues.jsonl`; [`scan`] wires one pass of that together;
+//! [`daemon`] repeats it on an interval and [`service`] writes and checks the
+//! schedules that run it. The library never prints: the `sentinel-host`
+//! binary renders what it returns.
 
 pub mod config;
+pub mod daemon;
 pub mod health;
 pub mod ledger;
 pub mod observation;
@@ -16,6 +19,7 @@ pub mod record;
 pub mod replay;
 pub mod runtime;
 pub mod scan;
+pub mod service;
 pub mod sources;
 
 pub use scan::{ScanError, ScanOptions, ScanReport, run_scan};

@@ -8,8 +8,10 @@
 //! read is reported and its cursor is kept. The scan never prints: it returns
 //! a [`ScanReport`] for the CLI to render.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -48,6 +50,35 @@ pub struct ScanOptions {
     pub cache_dir: Option<PathBuf>,
     /// Quarantine and probation numbers.
     pub health: Policy,
+    /// Set (by a signal handler) to stop the scan in flight: it then commits
+    /// nothing and returns [`ScanError::Interrupted`].
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Told how the scan is going, after every batch.
+    pub progress: Option<ProgressFn>,
+}
+
+/// How far a scan has got, for a progress display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// `loading`, `reading`, `deciding` or `committing`.
+    pub phase: &'static str,
+    /// The source being read.
+    pub source: String,
+    /// Records read so far, all sources together.
+    pub records: u64,
+    /// Detectors running, and loaded.
+    pub detectors_running: usize,
+    pub detectors_total: usize,
+}
+
+/// A progress observer. The library only calls it; the binary renders.
+#[derive(Clone)]
+pub struct ProgressFn(pub Arc<dyn Fn(&Progress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn")
+    }
 }
 
 impl ScanOptions {
@@ -65,6 +96,18 @@ impl ScanOptions {
             no_fast_path: false,
             cache_dir: None,
             health: Policy::default(),
+            stop: None,
+            progress: None,
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
+    }
+
+    fn tell(&self, p: impl FnOnce() -> Progress) {
+        if let Some(f) = &self.progress {
+            (f.0)(&p());
         }
     }
 }
@@ -83,6 +126,8 @@ pub enum ScanError {
     Ledger(#[from] LedgerError),
     #[error("config for detector {detector}: key `{key}` expects {expected}, got {got}")]
     ConfigType { detector: String, key: String, expected: &'static str, got: &'static str },
+    #[error("scan stopped before it committed: nothing was written")]
+    Interrupted,
 }
 
 /// How a detector fared in this scan.
@@ -94,9 +139,13 @@ pub struct DetectorSummary {
     pub path: PathBuf,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// `ok`, `failed` (loaded but a call failed), `refused` (not loaded) or
-    /// `quarantined` (loaded, not run).
+    /// `ok`, `failed` (loaded but a call failed), `refused` (not loaded),
+    /// `quarantined` (loaded, not run) or `not-due` (its cadence has not
+    /// come round and no source it reads was read, so it lost nothing).
     pub status: &'static str,
+    /// For a detector with a cadence: when it is next due (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_due: Option<i64>,
     /// Its health after this scan: `ok`, `probation` or `quarantined`.
     pub health: &'static str,
     /// Its fires this scan carried the `[PROBATION]` prefix.
@@ -138,7 +187,8 @@ pub struct FailureSummary {
 #[serde(rename_all = "camelCase")]
 pub struct SourceSummary {
     pub name: String,
-    /// `ok`, `missing` or `failed`.
+    /// `ok`, `missing`, `failed` or `not-read` (every detector that reads
+    /// it is waiting for its cadence; its cursor stays).
     pub status: &'static str,
     pub records: u64,
     pub skipped: u64,
@@ -291,6 +341,13 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     let runtime = Runtime::new(opts.limits.clone())?.with_cache(cache_dir);
     let mut summaries = Vec::new();
     let mut loaded = Vec::new();
+    opts.tell(|| Progress {
+        phase: "loading",
+        source: String::new(),
+        records: 0,
+        detectors_running: 0,
+        detectors_total: 0,
+    });
     for result in runtime.load_dir(&opts.detectors_dir)? {
         match result {
             Ok(d) => {
@@ -299,6 +356,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     path: d.path.clone(),
                     version: Some(d.descriptor.version.clone()),
                     status: "ok",
+                    next_due: None,
                     health: "ok",
                     probation: false,
                     cache: Some(match d.cache {
@@ -325,6 +383,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                 path: e.path().to_owned(),
                 version: None,
                 status: "refused",
+                next_due: None,
                 health: "ok",
                 probation: false,
                 cache: None,
@@ -364,6 +423,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
     let mut active: Vec<Active<'_>> = Vec::new();
     let mut healths: BTreeMap<String, Health> = ledger.health()?.into_iter().map(|h| (h.detector.clone(), h)).collect();
     let mut on_probation = vec![false; loaded.len()];
+    // Health first: a quarantined detector is not run and pulls nothing in.
+    let mut candidate = vec![false; loaded.len()];
     for (index, d) in loaded.iter().enumerate() {
         let summary = &mut summaries[loaded_summary[index]];
         let h = healths.entry(d.descriptor.name.clone()).or_insert_with(|| Health::new(&d.descriptor.name));
@@ -386,7 +447,54 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
             Gate::Probation => on_probation[index] = true,
             Gate::Run => {}
         }
-        summary.probation = on_probation[index];
+        candidate[index] = true;
+    }
+    // Cadence: a detector that asked for one runs when it is due, and also
+    // whenever a source it reads is read (cursors are per source).
+    let mut last_runs: Vec<Option<i64>> = Vec::with_capacity(loaded.len());
+    for d in &loaded {
+        let last = match d.descriptor.cadence_seconds {
+            Some(_) => ledger.meta(&cadence_key(&d.descriptor.name))?.and_then(|v| v.parse().ok()),
+            None => None,
+        };
+        last_runs.push(last);
+    }
+    let due: Vec<bool> =
+        loaded.iter().zip(&last_runs).map(|(d, last)| is_due(d.descriptor.cadence_seconds, *last, scan_time)).collect();
+    let subscriptions: Vec<BTreeSet<&str>> =
+        loaded
+            .iter()
+            .zip(&candidate)
+            .map(|(d, &c)| {
+                if c { d.descriptor.subscriptions.iter().map(|s| s.source.as_str()).collect() } else { BTreeSet::new() }
+            })
+            .collect();
+    let reference: BTreeSet<&str> = sources.iter().filter(|s| s.is_reference()).map(|s| s.name()).collect();
+    let candidate_due: Vec<bool> = due.iter().zip(&candidate).map(|(&d, &c)| d && c).collect();
+    let runs = plan_runs(&subscriptions, &candidate_due, &reference);
+    let skipped_sources = sources_to_skip(&subscriptions, &runs);
+    let mut cadence_meta: Vec<(String, Option<String>)> = Vec::new();
+    let mut next_wake: Option<i64> = None;
+    for (index, d) in loaded.iter().enumerate() {
+        if !candidate[index] {
+            continue;
+        }
+        let cadence_ms = d.descriptor.cadence_seconds.map(|c| i64::from(c) * 1000);
+        if !runs[index] {
+            let next = last_runs[index].unwrap_or(scan_time).saturating_add(cadence_ms.unwrap_or(0));
+            next_wake = Some(next_wake.map_or(next, |w: i64| w.min(next)));
+            let summary = &mut summaries[loaded_summary[index]];
+            summary.status = "not-due";
+            summary.next_due = Some(next);
+            continue;
+        }
+        if let Some(ms) = cadence_ms {
+            let next = scan_time.saturating_add(ms);
+            next_wake = Some(next_wake.map_or(next, |w: i64| w.min(next)));
+            summaries[loaded_summary[index]].next_due = Some(next);
+            cadence_meta.push((cadence_key(&d.descriptor.name), Some(scan_time.to_string())));
+        }
+        summaries[loaded_summary[index]].probation = on_probation[index];
         let config = detector_config(&d.descriptor, opts, &from_file)?;
         let state = ledger.state(&d.descriptor.name)?;
         if let Some((_, ConfigValue::DurationMs(ms))) = config.iter().find(|(k, _)| k == "queue_wait") {
@@ -399,89 +507,169 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         }
     }
 
-    let mut next_wake: Option<i64> = None;
     let mut source_summaries = Vec::new();
     let mut cursors_out = BTreeMap::new();
-    for source in &sources {
-        let ctx = ReadContext {
-            data_dir: &data_dir,
-            scan_time_ms: scan_time,
-            batch_rows: opts.batch_rows.max(1),
-            cursor: cursors_in.get(source.name()).and_then(|c| c.as_deref()),
-        };
-        let mut sink = |batch| {
-            let batch = PreparedBatch::new(batch);
-            let mut i = 0;
-            while i < active.len() {
-                let wants = loaded[active[i].index]
-                    .descriptor
-                    .subscriptions
-                    .iter()
-                    .any(|s| s.source == batch.source() && s.kind == batch.kind());
-                if wants && let Err(f) = active[i].scan.push(&batch) {
-                    let gone = active.remove(i);
-                    let summary = &mut summaries[loaded_summary[gone.index]];
-                    fill_stats(summary, gone.scan.stats());
-                    record_failure(summary, &f);
+    let total_detectors = loaded.len();
+    let mut records_read: u64 = 0;
+    // Sources are read on their own thread while the detectors take batches
+    // on this one (two cores do the two halves at once); a small bounded
+    // channel keeps memory flat. Observations go to the ledger's staging as
+    // each call returns them, so they are not held in memory either.
+    std::thread::scope(|s| -> Result<(), ScanError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(4);
+        let (sources, data_dir, cursors_in, skipped_sources) = (&sources, &data_dir, &cursors_in, &skipped_sources);
+        s.spawn(move || {
+            for (i, source) in sources.iter().enumerate() {
+                if skipped_sources.contains(source.name()) {
+                    if tx.send(Read::Skipped(i)).is_err() {
+                        return;
+                    }
                     continue;
                 }
-                i += 1;
+                if opts.stopped() {
+                    return;
+                }
+                let ctx = ReadContext {
+                    data_dir,
+                    scan_time_ms: scan_time,
+                    batch_rows: opts.batch_rows.max(1),
+                    cursor: cursors_in.get(source.name()).and_then(|c| c.as_deref()),
+                };
+                let result = source.read(&ctx, &mut |batch| {
+                    if opts.stopped() {
+                        return Err("stopped by a signal".to_owned());
+                    }
+                    tx.send(Read::Batch(batch)).map_err(|_| "the scan stopped taking batches".to_owned())
+                });
+                if tx.send(Read::Done(i, result)).is_err() {
+                    return;
+                }
             }
-            Ok(())
-        };
-        match source.read(&ctx, &mut sink) {
-            Ok(report) => {
-                for at in &report.open_since {
-                    for ms in &queue_waits {
-                        let crossing = at.saturating_add(*ms as i64);
-                        if crossing > scan_time {
-                            next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
+        });
+        for msg in rx {
+            if opts.stopped() {
+                return Err(ScanError::Interrupted);
+            }
+            let (i, result) = match msg {
+                Read::Batch(batch) => {
+                    let batch = PreparedBatch::new(batch);
+                    records_read += u64::from(batch.rows());
+                    let mut a = 0;
+                    while a < active.len() {
+                        let index = active[a].index;
+                        let wants = loaded[index]
+                            .descriptor
+                            .subscriptions
+                            .iter()
+                            .any(|s| s.source == batch.source() && s.kind == batch.kind());
+                        if !wants {
+                            a += 1;
+                            continue;
+                        }
+                        match active[a].scan.push(&batch) {
+                            Ok(()) => {
+                                let observations = active[a].scan.take_observations();
+                                stage(&mut ledger, observations, on_probation[index])?;
+                                a += 1;
+                            }
+                            Err(f) => {
+                                let gone = active.remove(a);
+                                ledger.unstage(&loaded[index].descriptor.name)?;
+                                let summary = &mut summaries[loaded_summary[gone.index]];
+                                fill_stats(summary, gone.scan.stats());
+                                summary.observations = 0;
+                                record_failure(summary, &f);
+                            }
                         }
                     }
+                    let source = batch.source().to_owned();
+                    opts.tell(|| Progress {
+                        phase: "reading",
+                        source,
+                        records: records_read,
+                        detectors_running: active.len(),
+                        detectors_total: total_detectors,
+                    });
+                    continue;
                 }
-                if let Some(c) = report.cursor {
-                    cursors_out.insert(source.name().to_owned(), c);
+                Read::Skipped(i) => {
+                    // Every detector that reads it is waiting for its cadence: its
+                    // cursor stays where it is, so they get these records when due.
+                    source_summaries.push(SourceSummary {
+                        name: sources[i].name().to_owned(),
+                        status: "not-read",
+                        records: 0,
+                        skipped: 0,
+                        error: None,
+                    });
+                    continue;
                 }
-                source_summaries.push(SourceSummary {
+                Read::Done(i, result) => (i, result),
+            };
+            let source = &sources[i];
+            match result {
+                Ok(report) => {
+                    for at in &report.open_since {
+                        for ms in &queue_waits {
+                            let crossing = at.saturating_add(*ms as i64);
+                            if crossing > scan_time {
+                                next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
+                            }
+                        }
+                    }
+                    if let Some(c) = report.cursor {
+                        cursors_out.insert(source.name().to_owned(), c);
+                    }
+                    source_summaries.push(SourceSummary {
+                        name: source.name().to_owned(),
+                        status: if report.missing { "missing" } else { "ok" },
+                        records: report.records,
+                        skipped: report.skipped,
+                        error: None,
+                    });
+                }
+                Err(e) => source_summaries.push(SourceSummary {
                     name: source.name().to_owned(),
-                    status: if report.missing { "missing" } else { "ok" },
-                    records: report.records,
-                    skipped: report.skipped,
-                    error: None,
-                });
+                    status: "failed",
+                    records: 0,
+                    skipped: 0,
+                    error: Some(error_chain(&e)),
+                }),
             }
-            Err(e) => source_summaries.push(SourceSummary {
-                name: source.name().to_owned(),
-                status: "failed",
-                records: 0,
-                skipped: 0,
-                error: Some(error_chain(&e)),
-            }),
         }
+        Ok(())
+    })?;
+    if opts.stopped() {
+        return Err(ScanError::Interrupted);
     }
 
-    let mut observations: Vec<Observation> = Vec::new();
     let mut states = BTreeMap::new();
+    opts.tell(|| Progress {
+        phase: "deciding",
+        source: String::new(),
+        records: records_read,
+        detectors_running: active.len(),
+        detectors_total: total_detectors,
+    });
     for a in active {
         let summary = &mut summaries[loaded_summary[a.index]];
+        let name = &loaded[a.index].descriptor.name;
+        let before = a.scan.accepted();
         match a.scan.finish() {
             Ok(outcome) => {
                 fill_stats(summary, &outcome.stats);
-                summary.observations = outcome.observations.len();
+                summary.observations = before + outcome.observations.len();
                 summary.logs = outcome.logs.iter().map(|l| format!("{}: {}", l.level, l.message)).collect();
                 if outcome.logs_dropped > 0 {
                     summary.logs.push(format!("({} more lines dropped: log budget spent)", outcome.logs_dropped));
                 }
-                states.insert(loaded[a.index].descriptor.name.clone(), outcome.state);
-                let probation = on_probation[a.index];
-                observations.extend(outcome.observations.into_iter().map(|mut o| {
-                    if probation {
-                        o.title = health::probation_title(&o.title);
-                    }
-                    o
-                }));
+                states.insert(name.clone(), outcome.state);
+                stage(&mut ledger, outcome.observations, on_probation[a.index])?;
             }
-            Err(f) => record_failure(summary, &f),
+            Err(f) => {
+                ledger.unstage(name)?;
+                record_failure(summary, &f);
+            }
         }
     }
 
@@ -501,18 +689,24 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         d.health = after.state.label();
         health.push(after);
     }
-    let issues = ledger.commit(ScanCommit {
-        observations: &observations,
-        cursors: cursors_out,
-        states,
-        health,
-        scan_time,
-        meta: vec![
-            ("fast_stamp".into(), stamp),
-            ("next_wake".into(), next_wake.map(|w| w.to_string())),
-            ("last_scan".into(), Some(scan_time.to_string())),
-        ],
-    })?;
+    if opts.stopped() {
+        return Err(ScanError::Interrupted);
+    }
+    opts.tell(|| Progress {
+        phase: "committing",
+        source: String::new(),
+        records: records_read,
+        detectors_running: 0,
+        detectors_total: total_detectors,
+    });
+    let mut meta = vec![
+        ("fast_stamp".into(), stamp),
+        ("next_wake".into(), next_wake.map(|w| w.to_string())),
+        ("last_scan".into(), Some(scan_time.to_string())),
+    ];
+    meta.extend(cadence_meta);
+    let issues =
+        ledger.commit(ScanCommit { observations: &[], cursors: cursors_out, states, health, scan_time, meta })?;
     Ok(ScanReport {
         data_dir,
         issues_file: ledger.issues_path(),
@@ -525,6 +719,75 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         detectors: summaries,
         issues,
     })
+}
+
+/// What the reading thread sends: a batch, a source skipped for cadence, or
+/// how a source's read ended.
+enum Read {
+    Batch(crate::record::Batch),
+    Skipped(usize),
+    Done(usize, Result<crate::sources::SourceReport, crate::sources::SourceError>),
+}
+
+/// Stages one call's observations, with the `[PROBATION]` prefix on titles
+/// of a detector on probation.
+fn stage(ledger: &mut Ledger, mut observations: Vec<Observation>, probation: bool) -> Result<(), ScanError> {
+    if probation {
+        for o in &mut observations {
+            o.title = health::probation_title(&o.title);
+        }
+    }
+    Ok(ledger.stage(&observations)?)
+}
+
+/// The ledger key of a detector's last run, for its cadence.
+fn cadence_key(detector: &str) -> String {
+    format!("cadence.{detector}")
+}
+
+/// Whether a detector is due: it has no cadence, has never run here, or its
+/// cadence has passed since its last run.
+pub fn is_due(cadence_seconds: Option<u32>, last_run: Option<i64>, scan_time: i64) -> bool {
+    match (cadence_seconds, last_run) {
+        (Some(c), Some(last)) => scan_time >= last.saturating_add(i64::from(c) * 1000),
+        _ => true,
+    }
+}
+
+/// Which detectors run this scan. Those due run; so does every other that
+/// reads a source a running detector reads, until nothing changes: source
+/// cursors are per source, so reading a source past a detector would lose
+/// its records for good. Reference sources are read whole every scan and
+/// keep no cursor, so they pull nobody in. `subscriptions[i]` is the
+/// sources detector `i` reads (empty for one that cannot run at all).
+pub fn plan_runs(subscriptions: &[BTreeSet<&str>], due: &[bool], reference: &BTreeSet<&str>) -> Vec<bool> {
+    let mut runs = due.to_vec();
+    loop {
+        let read: BTreeSet<&str> = subscriptions
+            .iter()
+            .zip(&runs)
+            .filter(|(_, r)| **r)
+            .flat_map(|(s, _)| s.iter().copied())
+            .filter(|s| !reference.contains(s))
+            .collect();
+        let mut changed = false;
+        for (i, subs) in subscriptions.iter().enumerate() {
+            if !runs[i] && !subs.is_empty() && subs.iter().any(|s| read.contains(s)) {
+                runs[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return runs;
+        }
+    }
+}
+
+/// The sources not read this scan: every detector that reads them is
+/// waiting for its cadence. A source no detector reads is read as before.
+pub fn sources_to_skip<'a>(subscriptions: &[BTreeSet<&'a str>], runs: &[bool]) -> BTreeSet<&'a str> {
+    let wanted: BTreeSet<&str> = subscriptions.iter().flat_map(|s| s.iter().copied()).collect();
+    wanted.into_iter().filter(|src| !subscriptions.iter().zip(runs).any(|(s, &r)| r && s.contains(src))).collect()
 }
 
 /// A digest of everything that decides whether a scan can find anything new:
@@ -664,4 +927,43 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set<'a>(v: &[&'a str]) -> BTreeSet<&'a str> {
+        v.iter().copied().collect()
+    }
+
+    #[test]
+    fn cadence_is_due_after_its_interval_and_on_the_first_scan() {
+        assert!(is_due(None, Some(100), 100));
+        assert!(is_due(Some(60), None, 0));
+        assert!(!is_due(Some(60), Some(1_000), 60_999));
+        assert!(is_due(Some(60), Some(1_000), 61_000));
+    }
+
+    #[test]
+    fn a_detector_not_due_runs_when_a_source_it_reads_is_read() {
+        let reference = set(&["bots"]);
+        // 0: every scan, reads messages and bots. 1: cadence, reads events
+        // and messages. 2: cadence, reads http and bots. 3: cadence, reads
+        // events only.
+        let subs =
+            vec![set(&["messages", "bots"]), set(&["events", "messages"]), set(&["http", "bots"]), set(&["events"])];
+        let runs = plan_runs(&subs, &[true, false, false, false], &reference);
+        // 1 shares messages with 0; 3 shares events with 1 (pulled in in turn);
+        // 2 shares only the reference source, so it waits and http is not read.
+        assert_eq!(runs, [true, true, false, true]);
+        assert_eq!(sources_to_skip(&subs, &runs), set(&["http"]));
+        // Nobody due: only sources with no running reader are skipped.
+        let runs = plan_runs(&subs, &[false, false, false, false], &reference);
+        assert_eq!(runs, [false; 4]);
+        assert_eq!(sources_to_skip(&subs, &runs), set(&["bots", "events", "http", "messages"]));
+        // A detector that cannot run (quarantined) subscribes to nothing here.
+        let subs = vec![set(&["messages"]), BTreeSet::new()];
+        assert_eq!(plan_runs(&subs, &[true, false], &reference), [true, false]);
+    }
 }

@@ -55,7 +55,10 @@ impl Descriptor {
         self.config(name, ConfigValue::DurationMs(default_ms), doc)
     }
 
-    /// Asks to run at most every `seconds` when the host runs on a schedule.
+    /// Asks to run every `seconds` rather than on every scan. The host runs
+    /// it on the first scan at or after that long since its last run, and
+    /// also on any scan that reads a source it subscribes to (the host keeps
+    /// one cursor per source, so a cadence never loses records).
     pub fn cadence_seconds(mut self, seconds: u32) -> Self {
         self.inner.cadence_seconds = Some(seconds);
         self

@@ -90,6 +90,19 @@ impl Observation {
     pub fn occurrence(&self) -> &str {
         &self.inner.occurrence
     }
+    pub fn at(&self) -> i64 {
+        self.inner.at
+    }
+    /// The `(source, id)` evidence reference.
+    pub fn evidence(&self) -> (&str, &str) {
+        (&self.inner.evidence.source, &self.inner.evidence.id)
+    }
+    pub fn get_bot(&self) -> Option<&str> {
+        self.inner.bot_id.as_deref()
+    }
+    pub fn get_thread(&self) -> Option<&str> {
+        self.inner.thread_id.as_deref()
+    }
 
     pub(crate) fn into_wit(self) -> types::Observation {
         self.inner

@@ -4,12 +4,14 @@
 
 mod cache;
 mod cli_errors;
+mod daemon;
 mod fast_path;
 mod health;
 mod hostile;
 mod ledger;
 mod replay;
 mod rotation;
+mod service;
 mod sources;
 mod support;
 mod tool_error;

@@ -61,6 +61,11 @@ pub struct Failure {
 #[derive(Debug, Clone, Default)]
 pub struct Truth {
     pub activity_rows: usize,
+    /// Records of every kind: activity and text messages, queue events and
+    /// turn events.
+    pub records: usize,
+    /// The time of the last record, ms since the Unix epoch.
+    pub end_ms: i64,
     pub failures: Vec<Failure>,
     pub bot_names: Vec<String>,
 }
@@ -188,6 +193,7 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
                     params![assignment, thread_id, bot_id, at + wait],
                 )?;
                 at += wait;
+                truth.records += 2 + 1 + spec.calls_per_turn + 2;
                 tx.execute(
                     "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'text', ?4)",
                     params![format!("msg-{turn_id}-q"), thread_id, at, r#"{"text":"please do the thing"}"#],
@@ -248,6 +254,7 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
     }
     tx.commit()?;
     rtx.commit()?;
+    truth.end_ms = at;
     std::fs::write(dir.join("bots.json"), serde_json::to_vec_pretty(&serde_json::json!({"bots": bots}))?)?;
     Ok(truth)
 }

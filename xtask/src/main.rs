@@ -6,6 +6,7 @@
 //!   builds and passes its own replay case
 //! - `demo`: build, generate a reference data dir, scan it, show the issues
 //! - `test`: the whole suite as CI runs it (format, lints, tests)
+//! - `bench`: the benchmark (release build) → `docs/benchmarks.md` and `.json`
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,6 +51,18 @@ enum Cmd {
     },
     /// Run the whole suite as CI does: fmt, clippy, tests.
     Test,
+    /// Run the benchmark in a release build and write docs/benchmarks.md and docs/benchmarks.json.
+    Bench {
+        /// Target record counts, comma-separated [default: 10000,100000,1000000].
+        #[arg(long, value_delimiter = ',')]
+        sizes: Option<Vec<usize>>,
+        /// Repetitions of every timed step [default: 5 up to 200k records, then 3].
+        #[arg(long)]
+        reps: Option<usize>,
+        /// Print the results only; leave docs/ as it is.
+        #[arg(long)]
+        no_write: bool,
+    },
 }
 
 fn main() {
@@ -88,6 +101,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Cmd::Test => test(&root)?,
+        Cmd::Bench { sizes, reps, no_write } => bench(&root, sizes, reps, no_write)?,
     }
     Ok(())
 }
@@ -165,11 +179,59 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The service tests check the generated systemd units with
+/// `systemd-analyze verify` (and fail without it): on Linux, install Debian's
+/// `systemd` package when the tool is missing.
+fn ensure_systemd_analyze() -> Result<()> {
+    if !cfg!(target_os = "linux") || Command::new("systemd-analyze").arg("--version").output().is_ok() {
+        return Ok(());
+    }
+    eprintln!("installing systemd-analyze with apt-get (package systemd)");
+    let install = || Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "systemd"]).status();
+    let ok = install().is_ok_and(|s| s.success())
+        || (Command::new("apt-get").arg("update").status().is_ok_and(|s| s.success())
+            && install().is_ok_and(|s| s.success()));
+    if !ok {
+        bail!("cannot install systemd-analyze: run `apt-get install systemd` (the service tests need it)");
+    }
+    Ok(())
+}
+
 fn test(root: &Path) -> Result<()> {
     guest::ensure_wasm_target()?;
     guest::ensure_components(&["rustfmt", "clippy"])?;
+    ensure_systemd_analyze()?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
     Ok(())
+}
+
+fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
+    build_detectors(root)?;
+    step(
+        "cargo build --release (host and benchmark)",
+        cargo(root).args(["build", "--release", "-p", "sentinel-host", "-p", "sentinel-bench"]),
+    )?;
+    let release = root.join("target/release");
+    let mut cmd = Command::new(release.join("sentinel-bench"));
+    cmd.current_dir(root)
+        .arg("--detectors")
+        .arg(root.join("detectors"))
+        .arg("--host")
+        .arg(release.join("sentinel-host"))
+        .arg("--work")
+        .arg(root.join("target/bench"))
+        .arg("--compare")
+        .arg(root.join("docs/benchmarks.json"));
+    if let Some(sizes) = sizes {
+        cmd.arg("--sizes").arg(sizes.iter().map(ToString::to_string).collect::<Vec<_>>().join(","));
+    }
+    if let Some(reps) = reps {
+        cmd.arg("--reps").arg(reps.to_string());
+    }
+    if !no_write {
+        cmd.arg("--json").arg(root.join("docs/benchmarks.json")).arg("--markdown").arg(root.join("docs/benchmarks.md"));
+    }
+    step("sentinel-bench", &mut cmd)
 }

@@ -2,10 +2,14 @@
 //! report and maps errors to documented exit codes. All the work is in the
 //! `sentinel_host` library, which never prints.
 
+mod progress;
 mod render;
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,6 +18,7 @@ use sentinel_host::config::{Config, ConfigError, parse_duration};
 use sentinel_host::ledger::out_dir::OutDirError;
 use sentinel_host::observation::ConfigValue;
 use sentinel_host::runtime::{Limits, RuntimeError};
+use sentinel_host::service::{self, CheckOutcome, Platform, ServiceError};
 use sentinel_host::{ScanError, ScanOptions, run_scan};
 
 /// Exit codes, documented in docs/cli.md.
@@ -27,6 +32,8 @@ mod exit {
     pub const OUTPUT_IO: u8 = 6;
     pub const OUT_IN_GIT_REPO: u8 = 7;
     pub const REPLAY_FAILED: u8 = 8;
+    pub const STALE_INSTALL: u8 = 9;
+    pub const NOT_INSTALLED: u8 = 10;
 }
 
 #[derive(Parser, Debug)]
@@ -49,6 +56,58 @@ enum Command {
     /// What each detector is, what it may do, and how it has fared.
     #[command(subcommand)]
     Detectors(DetectorsCommand),
+    /// The schedule that runs a scan every two minutes (systemd, launchd, schtasks).
+    #[command(subcommand)]
+    Service(ServiceCommand),
+    /// Check that the installed schedule still runs: its binary and detectors
+    /// exist and the detectors load.
+    CheckInstall(CheckInstallArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum ServiceCommand {
+    /// Write the schedule into sentinel's output folder and print the commands
+    /// that install it. Installs nothing, writes nothing into the data dir.
+    Install(ServiceInstallArgs),
+    /// Print the commands that remove the schedule.
+    Uninstall(ServiceUninstallArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServiceInstallArgs {
+    /// Folder of detector components the schedule runs [default: ./detectors].
+    #[arg(long, value_name = "DIR")]
+    detectors: Option<PathBuf>,
+    #[command(flatten)]
+    location: Location,
+    /// Which scheduler to write for [default: this machine's].
+    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
+    platform: Option<Platform>,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ServiceUninstallArgs {
+    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
+    platform: Option<Platform>,
+}
+
+#[derive(Args, Debug)]
+struct CheckInstallArgs {
+    /// Where `service install` wrote the schedule, when the scheduler's folder has no copy.
+    #[command(flatten)]
+    location: Location,
+    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
+    platform: Option<Platform>,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_platform(s: &str) -> Result<Platform, String> {
+    Platform::parse(s).ok_or_else(|| format!("unknown platform `{s}`: expected linux, macos or windows"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,9 +179,13 @@ struct RunArgs {
     /// What to scan, and where issues.jsonl and the ledger go.
     #[command(flatten)]
     location: Location,
-    /// Run one scan and exit (the scheduled mode runs one scan per start).
+    /// Run one scan and exit (what the schedule runs). Without it, scan every
+    /// --interval seconds until SIGINT or SIGTERM.
     #[arg(long)]
     once: bool,
+    /// Seconds from the start of one scan to the next, without --once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, conflicts_with = "once", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: u64,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -145,8 +208,8 @@ struct RunArgs {
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Run as if it were this time (ms since the Unix epoch): for replaying a
-    /// past scan and for tests [default: now].
-    #[arg(long, value_name = "MS")]
+    /// past scan and for tests [default: now]. Only with --once.
+    #[arg(long, value_name = "MS", requires = "once")]
     scan_time: Option<i64>,
     /// How long a detector that failed twice in a row is not run, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 86_400)]
@@ -188,15 +251,25 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
         }
     };
+    // The long-running mode logs what each scan did by default; one-shot
+    // commands only errors. SENTINEL_LOG overrides both.
+    let long_running = matches!(&cli.command, Command::Run(a) if !a.once);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SENTINEL_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if long_running { "sentinel_host=info,warn" } else { "error" })
+    });
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("SENTINEL_LOG"))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Reset(args) => reset(&args),
         Command::Replay(args) => replay(&args),
         Command::Detectors(cmd) => detectors(&cmd),
+        Command::Service(ServiceCommand::Install(args)) => service_install(&args),
+        Command::Service(ServiceCommand::Uninstall(args)) => service_uninstall(&args),
+        Command::CheckInstall(args) => check_install(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -323,20 +396,204 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         opts.global_config.push(("cost".into(), ConfigValue::Float(c)));
     }
     opts.detector_config = args.set.clone();
-    // Without --once the scan still runs once: the scheduler (systemd, launchd,
-    // schtasks) starts sentinel-host every two minutes.
-    let _ = args.once;
+    let quiet = args.json || !std::io::stderr().is_terminal();
+    let line = (!quiet).then(progress::Line::new);
+    opts.progress = line.as_ref().map(|l| l.observer());
+    if args.once {
+        let report = run_scan(&opts).with_context(|| format!("scan with detectors from {}", args.detectors.display()));
+        if let Some(l) = &line {
+            l.clear();
+        }
+        print_report(&report?, args.json)?;
+        return Ok(exit::OK);
+    }
+    run_long(args, opts, line)
+}
 
-    let report = run_scan(&opts).with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
-    if args.json {
-        println!("{}", serde_json::to_string(&report).context("cannot render the summary as JSON")?);
+fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        writeln!(stdout, "{}", serde_json::to_string(report).context("cannot render the summary as JSON")?)?;
     } else {
-        print!("{}", render::human(&report));
+        write!(stdout, "{}", render::human(report))?;
+    }
+    stdout.flush()?;
+    Ok(())
+}
+
+/// The long-running mode: a scan every `--interval` seconds until SIGINT or
+/// SIGTERM. The first signal lets the scan in flight stop before its commit
+/// (or finish it) and exits 0; a second one exits at once with 1 (the ledger
+/// is transactional, so even that loses nothing).
+fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Line>>) -> anyhow::Result<u8> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, exit::INTERNAL.into(), Arc::clone(&stop))
+            .context("cannot install the signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handlers")?;
+    }
+    opts.stop = Some(stop);
+    let interval = Duration::from_secs(args.interval);
+    tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
+    let mut scans = 0u64;
+    let mut fatal: Option<anyhow::Error> = None;
+    let end = sentinel_host::daemon::run_every(&opts, interval, |result| {
+        if let Some(l) = &line {
+            l.clear();
+            l.start();
+        }
+        scans += 1;
+        match result {
+            Ok(report) => {
+                tracing::info!(
+                    scan = scans,
+                    unchanged = report.unchanged_since.is_some(),
+                    counted = report.issues.counted,
+                    new_issues = report.issues.new_issues,
+                    total_issues = report.issues.total_issues,
+                    failed_detectors = report.failed_detectors(),
+                    elapsed_ms = report.elapsed_ms,
+                    "scan done"
+                );
+                if let Err(e) = print_report(&report, args.json) {
+                    tracing::warn!(error = %e, "cannot print the summary");
+                }
+                true
+            }
+            // A first scan that fails is a mistake in the flags: stop with its code.
+            Err(e) if scans == 1 => {
+                fatal = Some(
+                    anyhow::Error::new(e).context(format!("scan with detectors from {}", args.detectors.display())),
+                );
+                false
+            }
+            // Later, the data dir may be away for a moment: try again next time.
+            Err(e) => {
+                tracing::error!(scan = scans, error = %sentinel_host::scan::error_chain(&e), "scan failed; trying again at the next interval");
+                true
+            }
+        }
+    });
+    if let Some(l) = &line {
+        l.clear();
+    }
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    match end {
+        sentinel_host::daemon::LoopEnd::StoppedMidScan => {
+            tracing::info!(scans, "stopped during a scan: it committed nothing, the next run reads its records again")
+        }
+        _ => tracing::info!(scans, "stopped"),
     }
     Ok(exit::OK)
 }
 
+fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
+    let platform = args.platform.unwrap_or_else(Platform::current);
+    let outcome = service::install(&service::InstallOptions {
+        platform,
+        detectors_dir: args.detectors.clone(),
+        data_dir: args.location.data_dir.clone(),
+        out: args.location.out.clone(),
+        binary: None,
+    })
+    .context("cannot write the schedule")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        return Ok(exit::OK);
+    }
+    let s = &outcome.schedule;
+    println!("sentinel: wrote the {} schedule (a scan every {} s) to:", platform.label(), service::INTERVAL_SECONDS);
+    for f in &outcome.files {
+        println!("  {}", f.display());
+    }
+    println!("it runs: {}", s.command().join(" "));
+    println!("  binary:    {}", s.binary.display());
+    println!("  detectors: {} ({} files)", s.detectors_dir.display(), outcome.detectors.len());
+    println!("  data dir:  {} (read only)", s.data_dir.display());
+    println!("  output:    {}", s.out.display());
+    for w in &outcome.warnings {
+        println!("warning: {w}");
+    }
+    println!("nothing is installed yet; to install it, run:");
+    for c in &outcome.commands {
+        println!("  {c}");
+    }
+    if platform == Platform::Linux {
+        println!("(to keep it running while you are logged out: loginctl enable-linger \"$USER\")");
+    }
+    println!(
+        "after moving the binary or the detectors, run `sentinel-host check-install`, then `sentinel-host service install` again"
+    );
+    Ok(exit::OK)
+}
+
+fn service_uninstall(args: &ServiceUninstallArgs) -> anyhow::Result<u8> {
+    let platform = args.platform.unwrap_or_else(Platform::current);
+    println!("to remove the sentinel schedule, run:");
+    for c in service::uninstall_commands(platform, service::installed_dir(platform).as_deref()) {
+        println!("  {c}");
+    }
+    Ok(exit::OK)
+}
+
+fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
+    let platform = args.platform.unwrap_or_else(Platform::current);
+    let outcome = service::check_install(platform, args.location.data_dir.as_deref(), args.location.out.as_deref())
+        .context("cannot check the schedule")?;
+    let code = match &outcome {
+        CheckOutcome::NotInstalled { .. } => exit::NOT_INSTALLED,
+        CheckOutcome::Checked(c) if c.stale() => exit::STALE_INSTALL,
+        CheckOutcome::Checked(_) => exit::OK,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        return Ok(code);
+    }
+    match &outcome {
+        CheckOutcome::NotInstalled { looked_in } => {
+            println!("not installed: no sentinel schedule found; run sentinel-host service install");
+            for p in looked_in {
+                println!("  looked for {}", p.display());
+            }
+        }
+        CheckOutcome::Checked(c) => {
+            if c.stale() {
+                println!("stale install: {}; rerun sentinel-host service install", c.problems.join("; "));
+            } else {
+                println!(
+                    "ok: {} runs {} with {} detectors that load",
+                    c.file.display(),
+                    c.schedule.as_ref().map(|s| s.binary.display().to_string()).unwrap_or_default(),
+                    c.detectors.iter().filter(|d| d.status == "ok").count()
+                );
+            }
+            println!("  read {}", c.file.display());
+            for n in &c.notes {
+                println!("  note: {n}");
+            }
+        }
+    }
+    Ok(code)
+}
+
 fn exit_code(err: &anyhow::Error) -> u8 {
+    match err.downcast_ref::<ServiceError>() {
+        Some(ServiceError::OutDir(OutDirError::InsideGitRepo { .. })) => return exit::OUT_IN_GIT_REPO,
+        Some(ServiceError::OutDir(OutDirError::InsideDataDir { .. })) => return exit::OUT_IN_DATA_DIR,
+        Some(ServiceError::OutDir(_) | ServiceError::Write { .. }) => return exit::OUTPUT_IO,
+        Some(ServiceError::DataDir { .. } | ServiceError::NoDataDir) => return exit::DATA_DIR,
+        Some(
+            ServiceError::Runtime(RuntimeError::DetectorsDir { .. })
+            | ServiceError::NoDetectors { .. }
+            | ServiceError::DetectorRefused { .. }
+            | ServiceError::BadPath { .. },
+        ) => return exit::CONFIG,
+        _ => {}
+    }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::replay::ReplayError>().is_some()
         || err.downcast_ref::<sentinel_host::runtime::LoadError>().is_some()

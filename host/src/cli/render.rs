@@ -27,6 +27,7 @@ pub fn human(r: &ScanReport) -> String {
             "ok" if src.skipped > 0 => format!("{} {} records ({} skipped)", src.name, src.records, src.skipped),
             "ok" => format!("{} {} records", src.name, src.records),
             "missing" => format!("{} missing", src.name),
+            "not-read" => format!("{} not read (its readers wait for their cadence)", src.name),
             _ => format!("{} FAILED", src.name),
         })
         .collect();
@@ -35,9 +36,20 @@ pub fn human(r: &ScanReport) -> String {
         let _ = writeln!(s, "    {}: {}", src.name, src.error.as_deref().unwrap_or_default());
     }
     let count = |status: &str| r.detectors.iter().filter(|d| d.status == status).count();
-    let _ = writeln!(s, "  detectors: {} ok, {} failed, {} refused", count("ok"), count("failed"), count("refused"));
+    let waiting = count("not-due");
+    let _ = writeln!(
+        s,
+        "  detectors: {} ok, {} failed, {} refused{}",
+        count("ok"),
+        count("failed"),
+        count("refused"),
+        if waiting > 0 { format!(", {waiting} waiting for their cadence") } else { String::new() }
+    );
     for d in &r.detectors {
         match &d.failure {
+            None if d.status == "not-due" => {
+                let _ = writeln!(s, "    not due  {}: next due at {} ms", d.name, d.next_due.unwrap_or_default());
+            }
             None => {
                 let _ = writeln!(
                     s,

@@ -11,7 +11,7 @@
 
 pub mod out_dir;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -62,6 +62,8 @@ pub struct Ledger {
     db_path: PathBuf,
     conn: Connection,
     reset: Option<String>,
+    /// The staging table exists on this connection.
+    staging: bool,
 }
 
 /// What a reset kept.
@@ -168,6 +170,239 @@ fn occurrence_key(o: &Observation) -> String {
     sha_hex(&[&o.kind, &o.occurrence])[..32].to_owned()
 }
 
+/// The staging table: observations of the scan in flight, as the ledger
+/// will count them (hashes instead of grouping keys and occurrences), kept
+/// out of memory until the commit. A temporary table: it lives in a private
+/// temporary file, never in the store, and dies with the connection.
+const STAGING: &str = "
+CREATE TEMP TABLE IF NOT EXISTS staged(
+    seq INTEGER PRIMARY KEY, detector TEXT NOT NULL, kind TEXT NOT NULL, sig TEXT NOT NULL, occ TEXT NOT NULL,
+    title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
+    bot_id TEXT, thread_id TEXT, turn_id TEXT, at INTEGER NOT NULL,
+    evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, wasted_turns INTEGER NOT NULL,
+    grouping_version INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS temp.staged_detector ON staged(detector);
+DELETE FROM temp.staged;
+";
+
+/// One observation on its way into the counts.
+struct Incoming {
+    kind: String,
+    sig: String,
+    occ: String,
+    title: String,
+    origin: String,
+    severity: Severity,
+    tool: Option<String>,
+    bot_id: Option<String>,
+    thread_id: Option<String>,
+    turn_id: Option<String>,
+    at: i64,
+    evidence_source: String,
+    evidence_id: String,
+    wasted_turns: u32,
+    grouping_version: u32,
+}
+
+impl Incoming {
+    fn from_observation(o: &Observation) -> Self {
+        Incoming {
+            kind: o.kind.clone(),
+            sig: issue_sig(&o.kind, o.grouping_version, &o.signature),
+            occ: occurrence_key(o),
+            title: o.title.clone(),
+            origin: o.origin.as_str().to_owned(),
+            severity: o.severity,
+            tool: o.tool.clone(),
+            bot_id: o.bot_id.clone(),
+            thread_id: o.thread_id.clone(),
+            turn_id: o.turn_id.clone(),
+            at: o.at,
+            evidence_source: o.evidence_source.clone(),
+            evidence_id: o.evidence_id.clone(),
+            wasted_turns: o.wasted_turns,
+            grouping_version: o.grouping_version,
+        }
+    }
+}
+
+/// What one scan changes of one issue, summed in memory (one entry per
+/// issue, not per observation) and written once at the end of the commit.
+struct IssueDelta {
+    /// Already in the store: the delta is added to it.
+    existed: bool,
+    /// For a new issue, the first observation's kind, origin, tool and rules.
+    first: Option<Incoming>,
+    count: i64,
+    wasted: i64,
+    first_at: i64,
+    last_at: i64,
+    severity: Severity,
+    /// The newest observation's evidence (ties: the later one), when it is
+    /// at least as new as the stored evidence.
+    evidence: Option<Incoming>,
+    evidence_at: i64,
+}
+
+impl IssueDelta {
+    fn apply(&mut self, o: Incoming, wasted: i64) {
+        self.count += 1;
+        self.wasted += wasted;
+        self.first_at = self.first_at.min(o.at);
+        self.last_at = self.last_at.max(o.at);
+        self.severity = self.severity.max(o.severity);
+        if o.at >= self.evidence_at {
+            self.evidence_at = o.at;
+            self.evidence = Some(o);
+        }
+    }
+
+    fn write(&self, tx: &rusqlite::Transaction<'_>, sig: &str) -> rusqlite::Result<()> {
+        let ev = self.evidence.as_ref();
+        match (&self.first, self.existed) {
+            (Some(first), false) => {
+                let ev = ev.unwrap_or(first);
+                tx.prepare_cached(
+                    "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
+                                        last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
+                                        grouping_version)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                )?
+                .execute(params![
+                    sig,
+                    first.kind,
+                    ev.title,
+                    first.origin,
+                    self.severity.as_str(),
+                    first.tool,
+                    ev.bot_id,
+                    ev.thread_id,
+                    ev.turn_id,
+                    self.first_at,
+                    self.last_at,
+                    self.count,
+                    self.wasted,
+                    ev.evidence_source,
+                    ev.evidence_id,
+                    self.evidence_at,
+                    first.grouping_version
+                ])?;
+            }
+            _ => {
+                tx.prepare_cached(
+                    "UPDATE issues SET count = count + ?2, wasted_turns = wasted_turns + ?3,
+                            first_at = MIN(first_at, ?4), last_at = MAX(last_at, ?5), severity = ?6
+                     WHERE sig = ?1",
+                )?
+                .execute(params![
+                    sig,
+                    self.count,
+                    self.wasted,
+                    self.first_at,
+                    self.last_at,
+                    self.severity.as_str()
+                ])?;
+                if let Some(ev) = ev {
+                    tx.prepare_cached(
+                        "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
+                                evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
+                         WHERE sig = ?1",
+                    )?
+                    .execute(params![
+                        sig,
+                        ev.title,
+                        ev.bot_id,
+                        ev.thread_id,
+                        ev.turn_id,
+                        ev.evidence_source,
+                        ev.evidence_id,
+                        ev.at
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts one observation: once per occurrence key, not below its kind's
+/// floor, a turn wasted once per issue; the issue's change is summed into
+/// `issues`.
+fn count_one(
+    tx: &rusqlite::Transaction<'_>,
+    floors: &HashMap<String, i64>,
+    report: &mut CommitReport,
+    issues: &mut HashMap<String, IssueDelta>,
+    o: Incoming,
+) -> rusqlite::Result<()> {
+    if tx.prepare_cached("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)")?.execute([&o.occ])? == 0 {
+        report.repeated += 1;
+        return Ok(());
+    }
+    if floors.get(&o.kind).is_some_and(|&floor| o.at <= floor) {
+        // Older than what a reset kept: it may have been counted before.
+        report.below_floor += 1;
+        return Ok(());
+    }
+    report.counted += 1;
+    let wasted = match (&o.turn_id, o.wasted_turns) {
+        (_, 0) => 0,
+        (Some(turn), w) => {
+            let first = tx
+                .prepare_cached("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)")?
+                .execute(params![o.sig, turn])?;
+            if first == 1 { i64::from(w) } else { 0 }
+        }
+        (None, w) => i64::from(w),
+    };
+    if let Some(d) = issues.get_mut(&o.sig) {
+        report.updated_issues += 1;
+        d.apply(o, wasted);
+        return Ok(());
+    }
+    let stored: Option<(i64, String)> = tx
+        .prepare_cached("SELECT evidence_at, severity FROM issues WHERE sig = ?1")?
+        .query_row([&o.sig], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let sig = o.sig.clone();
+    let delta = match stored {
+        None => {
+            report.new_issues += 1;
+            let w = wasted;
+            let at = o.at;
+            IssueDelta {
+                existed: false,
+                count: 1,
+                wasted: w,
+                first_at: at,
+                last_at: at,
+                severity: o.severity,
+                evidence_at: at,
+                evidence: None,
+                first: Some(o),
+            }
+        }
+        Some((evidence_at, severity)) => {
+            report.updated_issues += 1;
+            let mut d = IssueDelta {
+                existed: true,
+                first: None,
+                count: 0,
+                wasted: 0,
+                first_at: i64::MAX,
+                last_at: i64::MIN,
+                severity: Severity::parse(&severity).unwrap_or(Severity::Low),
+                evidence: None,
+                evidence_at,
+            };
+            d.apply(o, wasted);
+            d
+        }
+    };
+    issues.insert(sig, delta);
+    Ok(())
+}
+
 impl Ledger {
     /// Opens (or creates) the ledger in `dir`, which must already exist.
     ///
@@ -205,7 +440,7 @@ impl Ledger {
             .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
             .optional()
             .map_err(err("cannot read the schema version"))?;
-        let mut ledger = Ledger { dir: dir.to_owned(), db_path: db_path.clone(), conn, reset: None };
+        let mut ledger = Ledger { dir: dir.to_owned(), db_path: db_path.clone(), conn, reset: None, staging: false };
         match version {
             Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),
             Some(v) if v == SCHEMA_VERSION => {}
@@ -401,6 +636,65 @@ impl Ledger {
             .flatten())
     }
 
+    /// Stages observations of the scan in flight for its commit, so they
+    /// need not be held in memory. Nothing is counted until
+    /// [`Ledger::commit`]; the staging dies with the connection.
+    pub fn stage(&mut self, observations: &[Observation]) -> Result<(), LedgerError> {
+        if observations.is_empty() {
+            return Ok(());
+        }
+        let path = self.db_path.clone();
+        let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot stage observations", source };
+        if !self.staging {
+            self.conn.execute_batch(STAGING).map_err(&e)?;
+            self.staging = true;
+        }
+        let tx = self.conn.transaction().map_err(&e)?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO temp.staged(detector, kind, sig, occ, title, origin, severity, tool, bot_id, thread_id,
+                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                )
+                .map_err(&e)?;
+            for o in observations {
+                stmt.execute(params![
+                    o.detector,
+                    o.kind,
+                    issue_sig(&o.kind, o.grouping_version, &o.signature),
+                    occurrence_key(o),
+                    o.title,
+                    o.origin.as_str(),
+                    o.severity.as_str(),
+                    o.tool,
+                    o.bot_id,
+                    o.thread_id,
+                    o.turn_id,
+                    o.at,
+                    o.evidence_source,
+                    o.evidence_id,
+                    o.wasted_turns,
+                    o.grouping_version
+                ])
+                .map_err(&e)?;
+            }
+        }
+        tx.commit().map_err(&e)
+    }
+
+    /// Drops what `detector` staged this scan: it failed, and a failed
+    /// detector's partial report is not counted.
+    pub fn unstage(&mut self, detector: &str) -> Result<(), LedgerError> {
+        if !self.staging {
+            return Ok(());
+        }
+        self.conn
+            .execute("DELETE FROM temp.staged WHERE detector = ?1", [detector])
+            .map_err(self.err("cannot unstage"))?;
+        Ok(())
+    }
+
     /// Commits one scan in one transaction, then exports `issues.jsonl`.
     pub fn commit(&mut self, scan: ScanCommit<'_>) -> Result<CommitReport, LedgerError> {
         let path = self.db_path.clone();
@@ -416,94 +710,47 @@ impl Ledger {
             rows.collect::<Result<_, _>>().map_err(e("cannot read the count floor"))?
         };
         let mut report = CommitReport::default();
+        let mut issues: HashMap<String, IssueDelta> = HashMap::new();
         for o in scan.observations {
-            let inserted = tx
-                .execute("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)", [occurrence_key(o)])
-                .map_err(e("cannot record an occurrence"))?;
-            if inserted == 0 {
-                report.repeated += 1;
-                continue;
+            count_one(&tx, &floors, &mut report, &mut issues, Incoming::from_observation(o))
+                .map_err(e("cannot count"))?;
+        }
+        if self.staging {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
+                            evidence_source, evidence_id, wasted_turns, grouping_version
+                     FROM temp.staged ORDER BY seq",
+                )
+                .map_err(e("cannot read staged observations"))?;
+            let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
+            while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
+                let incoming = Incoming {
+                    kind: r.get(0).map_err(e("cannot read staged observations"))?,
+                    sig: r.get(1).map_err(e("cannot read staged observations"))?,
+                    occ: r.get(2).map_err(e("cannot read staged observations"))?,
+                    title: r.get(3).map_err(e("cannot read staged observations"))?,
+                    origin: r.get(4).map_err(e("cannot read staged observations"))?,
+                    severity: Severity::parse(&r.get::<_, String>(5).map_err(e("cannot read staged observations"))?)
+                        .unwrap_or(Severity::Low),
+                    tool: r.get(6).map_err(e("cannot read staged observations"))?,
+                    bot_id: r.get(7).map_err(e("cannot read staged observations"))?,
+                    thread_id: r.get(8).map_err(e("cannot read staged observations"))?,
+                    turn_id: r.get(9).map_err(e("cannot read staged observations"))?,
+                    at: r.get(10).map_err(e("cannot read staged observations"))?,
+                    evidence_source: r.get(11).map_err(e("cannot read staged observations"))?,
+                    evidence_id: r.get(12).map_err(e("cannot read staged observations"))?,
+                    wasted_turns: r.get(13).map_err(e("cannot read staged observations"))?,
+                    grouping_version: r.get(14).map_err(e("cannot read staged observations"))?,
+                };
+                count_one(&tx, &floors, &mut report, &mut issues, incoming).map_err(e("cannot count"))?;
             }
-            if floors.get(&o.kind).is_some_and(|&floor| o.at <= floor) {
-                // Older than what a reset kept: it may have been counted before.
-                report.below_floor += 1;
-                continue;
-            }
-            report.counted += 1;
-            let sig = issue_sig(&o.kind, o.grouping_version, &o.signature);
-            let wasted = match (&o.turn_id, o.wasted_turns) {
-                (_, 0) => 0,
-                (Some(turn), w) => {
-                    let first = tx
-                        .execute("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)", params![sig, turn])
-                        .map_err(e("cannot record a wasted turn"))?;
-                    if first == 1 { i64::from(w) } else { 0 }
-                }
-                (None, w) => i64::from(w),
-            };
-            let existing: Option<(i64, String)> = tx
-                .query_row("SELECT evidence_at, severity FROM issues WHERE sig = ?1", [&sig], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()
-                .map_err(e("cannot read an issue"))?;
-            match existing {
-                None => {
-                    report.new_issues += 1;
-                    tx.execute(
-                        "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
-                                            first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
-                                            grouping_version)
-                         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 1, ?11, ?12, ?13, ?10, ?14)",
-                        params![
-                            sig,
-                            o.kind,
-                            o.title,
-                            o.origin.as_str(),
-                            o.severity.as_str(),
-                            o.tool,
-                            o.bot_id,
-                            o.thread_id,
-                            o.turn_id,
-                            o.at,
-                            wasted,
-                            o.evidence_source,
-                            o.evidence_id,
-                            o.grouping_version
-                        ],
-                    )
-                    .map_err(e("cannot insert an issue"))?;
-                }
-                Some((evidence_at, severity)) => {
-                    report.updated_issues += 1;
-                    let severity = Severity::parse(&severity).unwrap_or(Severity::Low).max(o.severity);
-                    tx.execute(
-                        "UPDATE issues SET count = count + 1, wasted_turns = wasted_turns + ?2,
-                                first_at = MIN(first_at, ?3), last_at = MAX(last_at, ?3), severity = ?4
-                         WHERE sig = ?1",
-                        params![sig, wasted, o.at, severity.as_str()],
-                    )
-                    .map_err(e("cannot update an issue"))?;
-                    if o.at >= evidence_at {
-                        tx.execute(
-                            "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
-                                    evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
-                             WHERE sig = ?1",
-                            params![
-                                sig,
-                                o.title,
-                                o.bot_id,
-                                o.thread_id,
-                                o.turn_id,
-                                o.evidence_source,
-                                o.evidence_id,
-                                o.at
-                            ],
-                        )
-                        .map_err(e("cannot update an issue's evidence"))?;
-                    }
-                }
-            }
+            drop(rows);
+            drop(stmt);
+            tx.execute("DELETE FROM temp.staged", []).map_err(e("cannot clear staged observations"))?;
+        }
+        for (sig, d) in &issues {
+            d.write(&tx, sig).map_err(e("cannot write an issue"))?;
         }
         for (source, value) in &scan.cursors {
             tx.execute(
@@ -770,6 +1017,60 @@ mod tests {
         assert_eq!((issues[0].first_at, issues[0].last_at), (5, 20));
         // The latest evidence wins, not the latest scan.
         assert_eq!(issues[0].evidence_ref.id, "m2");
+    }
+
+    fn with_detector(mut o: Observation, detector: &str) -> Observation {
+        o.detector = detector.into();
+        o
+    }
+
+    #[test]
+    fn staged_observations_count_exactly_as_passed_ones() {
+        let scans: Vec<Vec<Observation>> = vec![
+            vec![obs("m1", "s", "t1", 10), obs("m2", "s", "t1", 20), obs("m3", "other", "t2", 15)],
+            vec![
+                obs("m2", "s", "t1", 20),
+                obs("m4", "s", "t3", 5),
+                obs("m5", "s", "t3", 30),
+                obs("m6", "other", "t2", 1),
+            ],
+        ];
+        let passed = tempfile::tempdir().unwrap();
+        let staged = tempfile::tempdir().unwrap();
+        let mut a = Ledger::open(passed.path()).unwrap();
+        let mut b = Ledger::open(staged.path()).unwrap();
+        for scan in &scans {
+            let ra = a.commit(ScanCommit { observations: scan, ..Default::default() }).unwrap();
+            // Staged in two calls, as a detector's pushes would be.
+            b.stage(&scan[..1]).unwrap();
+            b.stage(&scan[1..]).unwrap();
+            let rb = b.commit(ScanCommit::default()).unwrap();
+            assert_eq!(ra, rb);
+        }
+        assert_eq!(std::fs::read(a.issues_path()).unwrap(), std::fs::read(b.issues_path()).unwrap());
+        let issues = b.issues().unwrap();
+        let s = issues.iter().find(|i| i.first_at == 5).unwrap();
+        assert_eq!(
+            (s.count, s.wasted_turns, s.last_at, s.evidence_ref.id.as_str()),
+            (4, 2, 30, "m5"),
+            "two turns wasted: t1 and t3"
+        );
+    }
+
+    #[test]
+    fn a_failed_detectors_staged_observations_are_not_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        l.stage(&[with_detector(obs("m1", "s", "t1", 10), "good"), with_detector(obs("m2", "bad", "t1", 11), "gone")])
+            .unwrap();
+        l.stage(&[with_detector(obs("m3", "bad", "t2", 12), "gone")]).unwrap();
+        l.unstage("gone").unwrap();
+        let r = l.commit(ScanCommit::default()).unwrap();
+        assert_eq!((r.counted, r.new_issues), (1, 1));
+        // Nothing staged is left over for the next commit.
+        let r = l.commit(ScanCommit::default()).unwrap();
+        assert_eq!(r.counted, 0);
+        assert_eq!(l.issues().unwrap().len(), 1);
     }
 
     #[test]

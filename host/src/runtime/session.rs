@@ -239,7 +239,10 @@ pub struct DetectorScan<'r> {
     store: Store<StoreData>,
     world: DetectorWorld,
     scan: ResourceAny,
+    /// Accepted and not yet taken by [`DetectorScan::take_observations`].
     observations: Vec<Observation>,
+    /// Accepted this scan, taken or not: the per-scan cap counts these.
+    accepted: usize,
     stats: CallStats,
 }
 
@@ -291,6 +294,7 @@ impl Runtime {
             world,
             scan,
             observations: Vec::new(),
+            accepted: 0,
             stats: CallStats {
                 calls: 1,
                 records: 0,
@@ -365,6 +369,18 @@ impl DetectorScan<'_> {
         &self.stats
     }
 
+    /// Hands over what the detector reported so far, so a caller can stream
+    /// observations out (to the ledger's staging) instead of holding them all
+    /// until [`DetectorScan::finish`], which returns only what is left.
+    pub fn take_observations(&mut self) -> Vec<Observation> {
+        std::mem::take(&mut self.observations)
+    }
+
+    /// Observations accepted this scan so far, taken or not.
+    pub fn accepted(&self) -> usize {
+        self.accepted
+    }
+
     fn invalid(&self, phase: Phase, message: String) -> CallFailure {
         CallFailure {
             detector: self.name.clone(),
@@ -384,9 +400,10 @@ impl DetectorScan<'_> {
             );
         }
         let cap = self.runtime.limits.observations_per_scan;
-        if self.observations.len() + obs.len() > cap {
+        if self.accepted + obs.len() > cap {
             return Err(self.invalid(phase, format!("more than {cap} observations in one scan")));
         }
+        self.accepted += obs.len();
         for o in obs {
             if !self.emits.contains(&o.kind) {
                 return Err(self

@@ -86,8 +86,9 @@ pub enum SourceError {
 /// Where batches go. Returning an error stops the read.
 pub type Sink<'s> = dyn FnMut(Batch) -> Result<(), String> + 's;
 
-/// One source of records.
-pub trait Source {
+/// One source of records. Sources are read on a thread of their own while
+/// detectors run, so a source must be `Send + Sync`.
+pub trait Source: Send + Sync {
     /// The name detectors subscribe to, such as `messages`.
     fn name(&self) -> &str;
     /// The record kinds it produces.

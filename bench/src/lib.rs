@@ -1,0 +1,22 @@
+//! sentinel's benchmark: how close the runtime gets to its limits, as ratios
+//! measured in one run.
+//!
+//! `cargo xtask bench` builds the detectors and a release host, then runs
+//! this crate's binary. It generates reference data dirs of several sizes and
+//! measures, each against its own baseline in the same run: every detector
+//! as a component against the same code linked natively ([`native`]), a full
+//! scan against the raw read of the same sources, the unchanged-data fast
+//! path against a full scan, cold against warm start-up, the latency of every
+//! decision call, and the peak memory of the real binary ([`rss`]). Results
+//! go to a JSON file (for later comparison) and to the tables of
+//! `docs/benchmarks.md` ([`report`]).
+//!
+//! Nothing here asserts a time: a benchmark reports, the tests assert
+//! behaviour. It never writes into a data dir it scans.
+
+pub mod data;
+pub mod native;
+pub mod report;
+pub mod rss;
+pub mod stats;
+pub mod suite;

@@ -1,0 +1,375 @@
+//! The benchmark's results: the JSON kept for later comparison, the targets
+//! the issue set, and the tables written into `docs/benchmarks.md` between
+//! its result markers (the prose around them is kept as it is).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartupDetector {
+    pub name: String,
+    pub bytes: u64,
+    pub instantiate_p50_us: f64,
+    pub instantiate_p99_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Startup {
+    pub detectors: usize,
+    /// Engine, compile and pre-instantiate every detector, empty cache.
+    pub cold_ms: f64,
+    /// The same with the compiled-component cache filled.
+    pub warm_ms: f64,
+    pub per_detector: Vec<StartupDetector>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectorResult {
+    pub name: String,
+    /// Records of the kinds it subscribes to.
+    pub records: u64,
+    pub observations: usize,
+    pub fuel: u64,
+    /// Instantiate, start, every push and finish, as a component.
+    pub component_ms: f64,
+    /// The same logic linked natively, when it has a native twin.
+    pub native_ms: Option<f64>,
+    pub component_ns_per_record: f64,
+    pub native_ns_per_record: Option<f64>,
+    pub ratio: Option<f64>,
+    /// Every decision call (each push and the finish), over all repetitions.
+    pub call_p50_us: f64,
+    pub call_p99_us: f64,
+    pub call_max_us: f64,
+    /// The final decision call.
+    pub finish_max_us: f64,
+    pub native_call_p99_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SizeResult {
+    pub records: u64,
+    pub batches: usize,
+    pub reps: usize,
+    /// Every source read into batches, no detector, no ledger.
+    pub raw_read_ms: f64,
+    /// `run_scan` in process, fresh output folder, warm cache.
+    pub full_scan_ms: f64,
+    /// The same scan again over unchanged data.
+    pub fast_path_ms: f64,
+    /// The release binary, one run, as a user runs it.
+    pub binary_scan_ms: f64,
+    pub peak_rss_kib: u64,
+    pub observations: u64,
+    pub detectors: Vec<DetectorResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    pub name: String,
+    pub measured: f64,
+    pub limit: f64,
+    pub met: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub os: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub date: String,
+    pub git: String,
+    pub command: String,
+    pub machine: Machine,
+    pub startup: Startup,
+    pub sizes: Vec<SizeResult>,
+    pub targets: Vec<Target>,
+    /// Every ratio by a stable name, for comparing runs.
+    pub ratios: BTreeMap<String, f64>,
+}
+
+impl Report {
+    pub fn new(startup: Startup, sizes: Vec<SizeResult>) -> Self {
+        let mut r = Report {
+            date: String::new(),
+            git: String::new(),
+            command: "cargo xtask bench".into(),
+            machine: Machine::default(),
+            startup,
+            sizes,
+            targets: Vec::new(),
+            ratios: BTreeMap::new(),
+        };
+        r.targets = r.compute_targets();
+        r.ratios = r.compute_ratios();
+        r
+    }
+
+    fn compute_ratios(&self) -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        m.insert("startup.warm_over_cold".into(), self.startup.warm_ms / self.startup.cold_ms);
+        for s in &self.sizes {
+            let n = s.records;
+            m.insert(format!("{n}.scan_over_raw_read"), s.full_scan_ms / s.raw_read_ms);
+            m.insert(format!("{n}.fast_path_over_scan"), s.fast_path_ms / s.full_scan_ms);
+            for d in &s.detectors {
+                if let Some(r) = d.ratio {
+                    m.insert(format!("{n}.{}.component_over_native", d.name), r);
+                }
+            }
+        }
+        if let (Some(first), Some(last)) = (self.sizes.first(), self.sizes.last())
+            && self.sizes.len() > 1
+        {
+            let per = |s: &SizeResult| s.full_scan_ms / s.records as f64;
+            m.insert("growth.scan_time_per_record".into(), per(last) / per(first));
+        }
+        if self.sizes.len() > 1 {
+            let (a, b) = (&self.sizes[self.sizes.len() - 2], &self.sizes[self.sizes.len() - 1]);
+            m.insert("growth.peak_rss".into(), b.peak_rss_kib as f64 / a.peak_rss_kib as f64);
+        }
+        m
+    }
+
+    fn compute_targets(&self) -> Vec<Target> {
+        let mut t = Vec::new();
+        let mut push = |name: &str, measured: f64, limit: f64, detail: String| {
+            t.push(Target { name: name.into(), measured, limit, met: measured <= limit, detail });
+        };
+        let Some(largest) = self.sizes.last() else { return Vec::new() };
+        let n = largest.records;
+        if let Some(worst) = largest
+            .detectors
+            .iter()
+            .filter(|d| d.ratio.is_some())
+            .max_by(|a, b| a.ratio.unwrap_or(0.0).total_cmp(&b.ratio.unwrap_or(0.0)))
+        {
+            push(
+                "component vs native (worst detector)",
+                worst.ratio.unwrap_or(0.0),
+                1.5,
+                format!("{} at {n} records", worst.name),
+            );
+        }
+        push("scan vs raw read", largest.full_scan_ms / largest.raw_read_ms, 1.5, format!("at {n} records"));
+        if let Some(s) = self
+            .sizes
+            .iter()
+            .max_by(|a, b| (a.fast_path_ms / a.full_scan_ms).total_cmp(&(b.fast_path_ms / b.full_scan_ms)))
+        {
+            push(
+                "fast path vs full scan (worst size)",
+                s.fast_path_ms / s.full_scan_ms,
+                0.05,
+                format!("at {} records", s.records),
+            );
+        }
+        push(
+            "warm start vs cold start",
+            self.startup.warm_ms / self.startup.cold_ms,
+            0.05,
+            format!("{} detectors", self.startup.detectors),
+        );
+        let mut worst_p99: Option<(f64, String, u64)> = None;
+        for s in &self.sizes {
+            for d in &s.detectors {
+                if worst_p99.as_ref().is_none_or(|w| d.call_p99_us > w.0) {
+                    worst_p99 = Some((d.call_p99_us, d.name.clone(), s.records));
+                }
+            }
+        }
+        if let Some((p99, name, records)) = worst_p99 {
+            push(
+                "decision call p99, ms (worst detector, any size)",
+                p99 / 1e3,
+                1.0,
+                format!("{name} at {records} records"),
+            );
+        }
+        if self.sizes.len() > 1 {
+            let (a, b) = (&self.sizes[self.sizes.len() - 2], largest);
+            push(
+                "peak memory, largest vs next size",
+                b.peak_rss_kib as f64 / a.peak_rss_kib as f64,
+                2.0,
+                format!("{} vs {} records", b.records, a.records),
+            );
+            let first = &self.sizes[0];
+            let per = |s: &SizeResult| s.full_scan_ms / s.records as f64;
+            push(
+                "scan time per record, largest vs smallest (linear = 1)",
+                per(largest) / per(first),
+                1.25,
+                format!("{} vs {} records", largest.records, first.records),
+            );
+        }
+        t
+    }
+
+    /// One line per ratio present in both runs: `name: old -> new`.
+    pub fn compare(&self, old: &Report) -> Vec<String> {
+        self.ratios
+            .iter()
+            .filter_map(|(k, new)| old.ratios.get(k).map(|o| format!("{k}: {o:.3} -> {new:.3}")))
+            .collect()
+    }
+
+    /// The Markdown tables that go between the markers of `docs/benchmarks.md`.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let m = &self.machine;
+        s += &format!(
+            "Run on {} (git `{}`) with `{}`: {}, {} cores, {:.0} GiB, {}.\n\n",
+            self.date, self.git, self.command, m.cpu, m.cores, m.memory_gib, m.os
+        );
+        s += "### Targets\n\n| target | measured | limit | met | where |\n|---|---:|---:|---|---|\n";
+        for t in &self.targets {
+            s += &format!(
+                "| {} | {:.3} | {} | {} | {} |\n",
+                t.name,
+                t.measured,
+                t.limit,
+                if t.met { "yes" } else { "**no**" },
+                t.detail
+            );
+        }
+        s += "\n### Scan, raw read, fast path, memory\n\n";
+        s += "| records | batches | raw read ms | full scan ms | scan / raw | fast path ms | fast / full | binary scan ms | peak RSS MiB | observations |\n";
+        s += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for z in &self.sizes {
+            s += &format!(
+                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.4} | {:.1} | {:.1} | {} |\n",
+                z.records,
+                z.batches,
+                z.raw_read_ms,
+                z.full_scan_ms,
+                z.full_scan_ms / z.raw_read_ms,
+                z.fast_path_ms,
+                z.fast_path_ms / z.full_scan_ms,
+                z.binary_scan_ms,
+                z.peak_rss_kib as f64 / 1024.0,
+                z.observations
+            );
+        }
+        s += "\n### Detectors: component vs native, decision-call latency\n\n";
+        s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | call p50 µs | call p99 µs | call max µs | finish max µs | fuel |\n";
+        s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
+        for z in &self.sizes {
+            for d in &z.detectors {
+                s += &format!(
+                    "| {} | {} | {} | {:.0} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                    z.records,
+                    d.name,
+                    d.records,
+                    d.component_ns_per_record,
+                    opt(d.native_ns_per_record, 0),
+                    opt(d.ratio, 2),
+                    d.call_p50_us,
+                    d.call_p99_us,
+                    d.call_max_us,
+                    d.finish_max_us,
+                    d.fuel
+                );
+            }
+        }
+        let st = &self.startup;
+        s += &format!(
+            "\n### Start-up\n\nLoading all {} detectors (engine, compile or cache, pre-instantiate): cold {:.1} ms, \
+             warm cache {:.1} ms, ratio {:.4}.\n\n",
+            st.detectors,
+            st.cold_ms,
+            st.warm_ms,
+            st.warm_ms / st.cold_ms
+        );
+        s += "| detector | component bytes | instantiate + start p50 µs | p99 µs |\n|---|---:|---:|---:|\n";
+        for d in &st.per_detector {
+            s += &format!("| {} | {} | {:.1} | {:.1} |\n", d.name, d.bytes, d.instantiate_p50_us, d.instantiate_p99_us);
+        }
+        s
+    }
+}
+
+pub const BEGIN: &str = "<!-- bench:results:begin (written by cargo xtask bench) -->";
+pub const END: &str = "<!-- bench:results:end -->";
+
+/// Replaces what lies between the markers of `doc` with `tables`; appends
+/// the markers when the document has none.
+pub fn splice(doc: &str, tables: &str) -> String {
+    match (doc.find(BEGIN), doc.find(END)) {
+        (Some(b), Some(e)) if b < e => format!("{}{BEGIN}\n\n{tables}\n{}", &doc[..b], &doc[e..]),
+        _ => format!("{doc}\n{BEGIN}\n\n{tables}\n{END}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size(records: u64, rss: u64, scan: f64) -> SizeResult {
+        SizeResult {
+            records,
+            batches: 1,
+            reps: 1,
+            raw_read_ms: scan / 2.0,
+            full_scan_ms: scan,
+            fast_path_ms: 1.0,
+            binary_scan_ms: scan,
+            peak_rss_kib: rss,
+            observations: 0,
+            detectors: vec![DetectorResult {
+                name: "cost".into(),
+                records,
+                observations: 0,
+                fuel: 0,
+                component_ms: scan / 4.0,
+                native_ms: Some(scan / 8.0),
+                component_ns_per_record: 0.0,
+                native_ns_per_record: None,
+                ratio: Some(2.0),
+                call_p50_us: 10.0,
+                call_p99_us: 500.0,
+                call_max_us: 900.0,
+                finish_max_us: 5.0,
+                native_call_p99_us: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn targets_judge_the_largest_size_and_the_worst_case() {
+        let startup = Startup { detectors: 1, cold_ms: 1000.0, warm_ms: 10.0, per_detector: vec![] };
+        let r = Report::new(startup, vec![size(10, 100, 10.0), size(100, 300, 200.0)]);
+        let get = |n: &str| r.targets.iter().find(|t| t.name.starts_with(n)).unwrap().clone();
+        assert!(!get("component vs native").met, "2.0 is over 1.5");
+        assert!((get("scan vs raw read").measured - 2.0).abs() < 1e-9);
+        assert!((get("fast path").measured - 0.1).abs() < 1e-9, "the worst size is the smallest");
+        assert!(get("warm start").met);
+        assert!(get("decision call p99").met);
+        assert!(!get("peak memory").met, "3x is over 2x");
+        assert!((get("scan time per record").measured - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn splice_replaces_only_between_the_markers() {
+        let doc = format!("intro\n{BEGIN}\nold\n{END}\noutro\n");
+        let out = splice(&doc, "new\n");
+        assert!(out.starts_with("intro\n") && out.ends_with(&format!("{END}\noutro\n")));
+        assert!(out.contains("new") && !out.contains("old"));
+        assert!(splice("only prose\n", "t\n").contains(BEGIN));
+    }
+}

@@ -1,0 +1,299 @@
+//! The measurements, in the order a run makes them: start-up once, then for
+//! each data size the raw read, the full scan, the fast path, every detector
+//! as a component and natively, and the real binary's peak memory.
+//!
+//! Each ratio's two sides are measured in the same run, interleaved where
+//! they are repeated, and summarised by the median of the repetitions, so a
+//! shared, noisy machine moves both sides alike. This module measures and
+//! returns numbers; it prints nothing (progress goes through a callback).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use sentinel_host::observation::{ConfigValue, Descriptor};
+use sentinel_host::record::Batch;
+use sentinel_host::runtime::{Limits, LoadedDetector, PreparedBatch, Runtime, ScanContext};
+use sentinel_host::sources::ReadContext;
+use sentinel_host::{ScanOptions, run_scan};
+
+use crate::data::{self, DataSet};
+use crate::native;
+use crate::report::{DetectorResult, Report, SizeResult, Startup, StartupDetector};
+use crate::stats::{median, ms, percentile, ratio, us};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub detectors: PathBuf,
+    /// The release `sentinel-host` binary, for the memory runs.
+    pub host: PathBuf,
+    /// Target record counts.
+    pub sizes: Vec<usize>,
+    /// Where data dirs, caches and scan outputs go.
+    pub work: PathBuf,
+    /// Repetitions of each timed step; `None` picks by size.
+    pub reps: Option<usize>,
+    pub batch_rows: usize,
+}
+
+fn reps_for(opts: &Options, records: usize) -> usize {
+    opts.reps.unwrap_or(if records <= 200_000 { 5 } else { 3 }).max(1)
+}
+
+/// Runs everything and returns the report (without date, machine and git
+/// revision, which the caller fills in).
+pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+    std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
+    let warm_cache = opts.work.join("cache");
+    progress("start-up: cold and warm loads, instantiation");
+    let startup = startup(opts, &warm_cache)?;
+    let mut sizes = Vec::new();
+    for &target in &opts.sizes {
+        progress(&format!("{target} records: generating the data dir"));
+        let set = data::prepare(&opts.work, target)?;
+        sizes.push(size(opts, &warm_cache, &set, progress)?);
+    }
+    Ok(Report::new(startup, sizes))
+}
+
+fn load_all(runtime: &Runtime, dir: &Path) -> Result<Vec<LoadedDetector>> {
+    let mut out = Vec::new();
+    for d in runtime.load_dir(dir)? {
+        out.push(d.map_err(|e| anyhow::anyhow!(sentinel_host::scan::error_chain(&e)))?);
+    }
+    ensure!(!out.is_empty(), "no detectors in {}", dir.display());
+    Ok(out)
+}
+
+fn defaults(d: &Descriptor) -> Vec<(String, ConfigValue)> {
+    d.config.iter().map(|k| (k.name.clone(), k.default.clone())).collect()
+}
+
+fn startup(opts: &Options, warm_cache: &Path) -> Result<Startup> {
+    let reps = opts.reps.unwrap_or(3).max(1);
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    // Fill the warm cache first, so that warm runs interleave with cold ones.
+    load_all(&Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned()), &opts.detectors)?;
+    for _ in 0..reps {
+        let empty = tempfile::tempdir()?;
+        let t = Instant::now();
+        load_all(&Runtime::new(Limits::default())?.with_cache(empty.path().to_owned()), &opts.detectors)?;
+        cold.push(t.elapsed());
+        let t = Instant::now();
+        load_all(&Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned()), &opts.detectors)?;
+        warm.push(t.elapsed());
+    }
+    let runtime = Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned());
+    let loaded = load_all(&runtime, &opts.detectors)?;
+    let mut detectors = Vec::new();
+    for d in &loaded {
+        let mut times = Vec::new();
+        for _ in 0..50 {
+            let ctx = ScanContext { scan_time_ms: 0, window_start_ms: 0, config: defaults(&d.descriptor), state: None };
+            let t = Instant::now();
+            let scan = runtime.start_scan(d, ctx).map_err(|f| anyhow::anyhow!("{}: {}", f.detector, f.message))?;
+            times.push(t.elapsed());
+            drop(scan);
+        }
+        detectors.push(StartupDetector {
+            name: d.descriptor.name.clone(),
+            bytes: d.size,
+            instantiate_p50_us: us(percentile(&times, 50.0)),
+            instantiate_p99_us: us(percentile(&times, 99.0)),
+        });
+    }
+    Ok(Startup {
+        detectors: loaded.len(),
+        cold_ms: ms(median(&cold)),
+        warm_ms: ms(median(&warm)),
+        per_detector: detectors,
+    })
+}
+
+/// Reads every default source once, in the scan's order, handing each batch
+/// to `sink`; returns the records read.
+fn read_sources(set: &DataSet, batch_rows: usize, sink: &mut dyn FnMut(Batch)) -> Result<u64> {
+    let mut sources = sentinel_host::config::Config::default().sources();
+    sources.sort_by_key(|s| !s.is_reference());
+    let mut records = 0;
+    for s in &sources {
+        let ctx = ReadContext { data_dir: &set.dir, scan_time_ms: set.scan_time_ms, batch_rows, cursor: None };
+        let report = s
+            .read(&ctx, &mut |b| {
+                sink(b);
+                Ok(())
+            })
+            .with_context(|| format!("source {}", s.name()))?;
+        records += report.records;
+    }
+    Ok(records)
+}
+
+fn scan_options(opts: &Options, set: &DataSet, out: &Path, warm_cache: &Path) -> ScanOptions {
+    let mut o = ScanOptions::new(&opts.detectors);
+    o.data_dir = Some(set.dir.clone());
+    o.out = Some(out.to_owned());
+    o.cache_dir = Some(warm_cache.to_owned());
+    o.scan_time_ms = Some(set.scan_time_ms);
+    o.batch_rows = opts.batch_rows;
+    o.no_fast_path = true;
+    o
+}
+
+fn size(opts: &Options, warm_cache: &Path, set: &DataSet, progress: &mut dyn FnMut(&str)) -> Result<SizeResult> {
+    let reps = reps_for(opts, set.records);
+    let label = set.records;
+
+    progress(&format!("{label} records: raw read and full scan, {reps} times each"));
+    let mut raw = Vec::new();
+    let mut full = Vec::new();
+    let mut records_read = 0;
+    let mut last_out = None;
+    for _ in 0..reps {
+        let t = Instant::now();
+        records_read = read_sources(set, opts.batch_rows, &mut |b| drop(std::hint::black_box(b)))?;
+        raw.push(t.elapsed());
+        let out = tempfile::tempdir()?;
+        let t = Instant::now();
+        let report = run_scan(&scan_options(opts, set, out.path(), warm_cache))?;
+        full.push(t.elapsed());
+        ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
+        last_out = Some(out);
+    }
+    let out = last_out.context("no scan ran")?;
+    progress(&format!("{label} records: fast path"));
+    let mut fast = Vec::new();
+    for _ in 0..reps.max(5) {
+        let mut o = scan_options(opts, set, out.path(), warm_cache);
+        o.no_fast_path = false;
+        let t = Instant::now();
+        let report = run_scan(&o)?;
+        fast.push(t.elapsed());
+        ensure!(report.unchanged_since.is_some(), "the second scan of unchanged data did not take the fast path");
+    }
+
+    progress(&format!("{label} records: detectors as components and natively"));
+    let mut batches = Vec::new();
+    read_sources(set, opts.batch_rows, &mut |b| batches.push(b))?;
+    let runtime = Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned());
+    let loaded = load_all(&runtime, &opts.detectors)?;
+    let mut detectors = Vec::new();
+    for d in &loaded {
+        detectors.push(detector(&runtime, d, set, &batches, reps)?);
+    }
+
+    progress(&format!("{label} records: peak memory of the real binary"));
+    let out = tempfile::tempdir()?;
+    let child = crate::rss::measure(
+        Command::new(&opts.host)
+            .args(["run", "--once", "--no-fast-path", "--json", "--detectors"])
+            .arg(&opts.detectors)
+            .arg("--data-dir")
+            .arg(&set.dir)
+            .arg("--out")
+            .arg(out.path())
+            .arg("--cache-dir")
+            .arg(warm_cache)
+            .arg("--scan-time")
+            .arg(set.scan_time_ms.to_string()),
+    )?;
+    let summary: serde_json::Value = serde_json::from_slice(&child.stdout).context("the host's --json summary")?;
+    let observations = summary["detectors"]
+        .as_array()
+        .map_or(0, |a| a.iter().map(|d| d["observations"].as_u64().unwrap_or(0)).sum::<u64>());
+
+    Ok(SizeResult {
+        records: records_read,
+        batches: batches.len(),
+        reps,
+        raw_read_ms: ms(median(&raw)),
+        full_scan_ms: ms(median(&full)),
+        fast_path_ms: ms(median(&fast)),
+        binary_scan_ms: ms(child.wall),
+        peak_rss_kib: child.peak_rss_kib,
+        observations,
+        detectors,
+    })
+}
+
+fn detector(
+    runtime: &Runtime,
+    d: &LoadedDetector,
+    set: &DataSet,
+    batches: &[Batch],
+    reps: usize,
+) -> Result<DetectorResult> {
+    let name = d.descriptor.name.clone();
+    let wanted: Vec<&Batch> = batches
+        .iter()
+        .filter(|b| d.descriptor.subscriptions.iter().any(|s| s.source == b.source && s.kind == b.kind))
+        .collect();
+    let records: u64 = wanted.iter().map(|b| u64::from(b.rows)).sum();
+    let prepared: Vec<PreparedBatch> = wanted.iter().map(|b| PreparedBatch::new((*b).clone())).collect();
+    let twin = native::twin(&name);
+    let wit: Vec<_> = if twin.is_some() { wanted.iter().map(|b| native::to_wit(b)).collect() } else { Vec::new() };
+    let config = defaults(&d.descriptor);
+    let wit_ctx = native::context(set.scan_time_ms, &config);
+
+    let mut component = Vec::new();
+    let mut native_times = Vec::new();
+    let mut calls: Vec<Duration> = Vec::new();
+    let mut finishes: Vec<Duration> = Vec::new();
+    let mut native_calls: Vec<Duration> = Vec::new();
+    let mut component_obs = 0;
+    let mut native_obs = None;
+    let mut fuel = 0;
+    for _ in 0..reps {
+        let ctx =
+            ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
+        let t = Instant::now();
+        let mut scan = runtime.start_scan(d, ctx).map_err(|f| anyhow::anyhow!("{name}: start: {}", f.message))?;
+        for b in &prepared {
+            let c = Instant::now();
+            scan.push(b).map_err(|f| anyhow::anyhow!("{name}: push: {}", f.message))?;
+            calls.push(c.elapsed());
+        }
+        let c = Instant::now();
+        let outcome = scan.finish().map_err(|f| anyhow::anyhow!("{name}: finish: {}", f.message))?;
+        let f = c.elapsed();
+        component.push(t.elapsed());
+        calls.push(f);
+        finishes.push(f);
+        component_obs = outcome.observations.len();
+        fuel = outcome.stats.fuel;
+        if let Some(twin) = twin {
+            let n = twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?;
+            native_times.push(n.total);
+            native_calls.extend(n.pushes);
+            native_calls.push(n.finish);
+            native_obs = Some(n.observations);
+        }
+    }
+    if let Some(n) = native_obs
+        && n != component_obs
+    {
+        bail!("{name}: the component reported {component_obs} observations, its native twin {n}");
+    }
+    let component_ms = ms(median(&component));
+    let native_ms = twin.map(|_| ms(median(&native_times)));
+    let per_record = |t: f64| if records > 0 { t * 1e6 / records as f64 } else { 0.0 };
+    Ok(DetectorResult {
+        name,
+        records,
+        observations: component_obs,
+        fuel,
+        component_ms,
+        native_ms,
+        component_ns_per_record: per_record(component_ms),
+        native_ns_per_record: native_ms.map(per_record),
+        ratio: native_ms.map(|n| ratio(component_ms, n)),
+        call_p50_us: us(percentile(&calls, 50.0)),
+        call_p99_us: us(percentile(&calls, 99.0)),
+        call_max_us: us(calls.iter().copied().max().unwrap_or_default()),
+        finish_max_us: us(finishes.iter().copied().max().unwrap_or_default()),
+        native_call_p99_us: twin.map(|_| us(percentile(&native_calls, 99.0))),
+    })
+}
