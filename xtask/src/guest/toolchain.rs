@@ -87,6 +87,22 @@ fn found(program: &str) -> bool {
     Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
+/// Fails, saying what to install, when a program the toolchain of `lang`
+/// is installed with is missing (`found` tells whether a program runs).
+fn require(lang: Lang, found: impl Fn(&str) -> bool) -> Result<()> {
+    match lang {
+        Lang::Python if !found("python3") => bail!(
+            "building Python detectors needs python3 (3.10 or newer, with venv) on PATH: \
+             install it (Debian: apt-get install python3 python3-venv)"
+        ),
+        Lang::Js if !found("npm") || !found("node") => bail!(
+            "building JavaScript detectors needs node (20 or newer) and npm on PATH: \
+             install them (Debian: apt-get install nodejs npm)"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Installs the toolchain of `lang` into `target/toolchains/<lang>` unless
 /// the installed one has the same pins, and returns the command that builds
 /// a component with it.
@@ -106,12 +122,7 @@ pub fn ensure(root: &Path, lang: Lang, target_dir: &Path) -> Result<PathBuf> {
     }
     match lang {
         Lang::Python => {
-            if !found("python3") {
-                bail!(
-                    "building Python detectors needs python3 (3.10 or newer, with venv) on PATH: \
-                     install it (Debian: apt-get install python3 python3-venv)"
-                );
-            }
+            require(lang, found)?;
             eprintln!("installing componentize-py into {}", dir.display());
             let venv = dir.join("venv");
             if !venv.join("bin").join("python").is_file() {
@@ -125,12 +136,7 @@ pub fn ensure(root: &Path, lang: Lang, target_dir: &Path) -> Result<PathBuf> {
             )?;
         }
         Lang::Js => {
-            if !found("npm") || !found("node") {
-                bail!(
-                    "building JavaScript detectors needs node (20 or newer) and npm on PATH: \
-                     install them (Debian: apt-get install nodejs npm)"
-                );
-            }
+            require(lang, found)?;
             eprintln!("installing componentize-js into {} (npm ci)", dir.display());
             for f in ["package.json", "package-lock.json"] {
                 std::fs::copy(root.join("sdk/js").join(f), dir.join(f))
@@ -229,4 +235,19 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
     }
     std::fs::rename(&tmp, &out).with_context(|| format!("cannot move {} to {}", tmp.display(), out.display()))?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_interpreter_is_an_error_that_says_what_to_install() {
+        let none = |_: &str| false;
+        let py = require(Lang::Python, none).unwrap_err().to_string();
+        assert!(py.contains("needs python3") && py.contains("apt-get install python3"), "{py}");
+        let js = require(Lang::Js, |p: &str| p == "node").unwrap_err().to_string();
+        assert!(js.contains("needs node") && js.contains("npm"), "{js}");
+        assert!(require(Lang::Python, |_: &str| true).is_ok());
+    }
 }
