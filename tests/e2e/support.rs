@@ -59,7 +59,7 @@ impl Scratch {
     /// A detectors dir with the shipped Rust detectors and the given
     /// fixtures. The Python and JavaScript ports are left out here: each
     /// costs seconds to compile into a fresh cache, and several tests use
-    /// one; `twins.rs`, `replay.rs` and `scaffold.rs` run them.
+    /// one; `twins.rs`, `replay.rs` and the `scaffold` test run them.
     pub fn detectors_with(&self, fixtures: &[&str]) -> PathBuf {
         let rust: Vec<String> = xtask::guest::detectors_under(&root().join("detectors"))
             .unwrap()

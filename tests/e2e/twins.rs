@@ -1,6 +1,7 @@
 //! Detectors in other languages: the Python port of `cost` and the
-//! JavaScript port of `queue_wait` observe exactly what their Rust originals
-//! observe on the same data, ship the same replay cases, and beside their
+//! JavaScript port of `queue_wait` return exactly the observations their Rust
+//! originals return on the same generated data (compared one by one, and as
+//! the issues a scan keeps), ship the same replay cases, and beside their
 //! originals count nothing twice. (They pass the capability rules: the build
 //! behind `shipped_detectors` loads every component with the host's runtime.)
 
@@ -74,5 +75,70 @@ fn each_port_ships_its_originals_replay_cases_unchanged() {
                 (std::fs::read(o.dir.join("cases").join(&case)), std::fs::read(p.dir.join("cases").join(&case)));
             assert_eq!(a.unwrap(), b.unwrap(), "{port}: cases/{case} differs from {original}'s");
         }
+    }
+}
+
+/// Every batch the default sources read from `data`, in the host's order.
+fn batches(data: &std::path::Path, scan_time_ms: i64) -> Vec<sentinel_host::record::Batch> {
+    let mut out = Vec::new();
+    for source in sentinel_host::sources::default_sources() {
+        let ctx = sentinel_host::sources::ReadContext { data_dir: data, scan_time_ms, batch_rows: 256, cursor: None };
+        source
+            .read(&ctx, &mut |b| {
+                out.push(b);
+                Ok(())
+            })
+            .unwrap();
+    }
+    out
+}
+
+/// The observations of `detector` over `batches`, one by one, in the shape a
+/// replay case expects them (everything but the detector's name).
+fn observations(
+    runtime: &sentinel_host::runtime::Runtime,
+    detector: &std::path::Path,
+    batches: &[sentinel_host::record::Batch],
+    scan_time_ms: i64,
+) -> Vec<serde_json::Value> {
+    use sentinel_host::observation::ConfigValue;
+    let d = runtime.load(detector).unwrap();
+    let config = d
+        .descriptor
+        .config
+        .iter()
+        .map(|k| {
+            let v = match k.name.as_str() {
+                "cost" => ConfigValue::Float(3.25),
+                "queue_wait" => ConfigValue::DurationMs(150_000),
+                _ => k.default.clone(),
+            };
+            (k.name.clone(), v)
+        })
+        .collect();
+    let ctx = sentinel_host::runtime::ScanContext { scan_time_ms, window_start_ms: 0, config, state: None };
+    let mut scan = runtime.start_scan(&d, ctx).unwrap();
+    for b in batches {
+        if d.descriptor.subscriptions.iter().any(|s| s.source == b.source && s.kind == b.kind) {
+            scan.push(&sentinel_host::runtime::PreparedBatch::new(b.clone())).unwrap();
+        }
+    }
+    scan.finish().unwrap().observations.iter().map(sentinel_host::replay::observation_json).collect()
+}
+
+#[test]
+fn each_port_returns_the_same_observations_one_by_one_in_the_same_order() {
+    let s = Scratch::new();
+    let data = data(&s);
+    let scan_time = 1_791_999_000_000;
+    let batches = batches(&data, scan_time);
+    let runtime = sentinel_host::runtime::Runtime::new(sentinel_host::runtime::Limits::default())
+        .unwrap()
+        .with_cache(shared_cache());
+    for (original, port, _) in TWINS {
+        let a = observations(&runtime, &shipped_detectors().join(format!("{original}.wasm")), &batches, scan_time);
+        let b = observations(&runtime, &shipped_detectors().join(format!("{port}.wasm")), &batches, scan_time);
+        assert!(a.len() >= 10, "{original}: {}", a.len());
+        assert_eq!(a, b, "{port} and {original}");
     }
 }
