@@ -161,6 +161,10 @@ pub struct DetectorSummary {
     /// The slowest call and the final decision call, in microseconds.
     pub slowest_call_us: u64,
     pub finish_us: u64,
+    /// Instantiation and `start`, and every call together, in microseconds:
+    /// `(callsUs - startUs - finishUs) / records` is the cost of a record.
+    pub start_us: u64,
+    pub calls_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureSummary>,
     pub logs: Vec<String>,
@@ -372,6 +376,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     fuel: 0,
                     slowest_call_us: 0,
                     finish_us: 0,
+                    start_us: 0,
+                    calls_us: 0,
                     failure: None,
                     logs: Vec::new(),
                 });
@@ -392,6 +398,8 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                 fuel: 0,
                 slowest_call_us: 0,
                 finish_us: 0,
+                start_us: 0,
+                calls_us: 0,
                 failure: Some(FailureSummary {
                     kind: "load",
                     phase: None,
@@ -907,6 +915,8 @@ fn fill_stats(summary: &mut DetectorSummary, stats: &crate::runtime::CallStats) 
     summary.fuel = stats.fuel;
     summary.slowest_call_us = stats.slowest.as_micros() as u64;
     summary.finish_us = stats.finish.as_micros() as u64;
+    summary.start_us = stats.start.as_micros() as u64;
+    summary.calls_us = stats.total.as_micros() as u64;
 }
 
 fn record_failure(summary: &mut DetectorSummary, f: &CallFailure) {

@@ -15,4 +15,5 @@ mod service;
 mod sources;
 mod support;
 mod tool_error;
+mod twins;
 mod wal;

@@ -1,40 +1,27 @@
 //! Every shipped detector's replay cases pass through the real binary, and a
 //! wrong expectation fails with the difference named.
 
-use std::process::Command;
-
 use crate::support::*;
-
-fn replay(detector: &std::path::Path, cases: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .args(["replay", "--detector"])
-        .arg(detector)
-        .arg("--cases")
-        .arg(cases)
-        .env_remove("SENTINEL_BLESS")
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn every_shipped_replay_case_passes() {
     let mut ran = 0;
-    for pkg in xtask::guest::packages_under(&root().join("detectors")).unwrap() {
-        let cases = pkg.dir.join("cases");
-        assert!(cases.is_dir(), "detector {} ships no replay cases", pkg.name);
-        let wasm = shipped_detectors().join(format!("{}.wasm", pkg.name.replace('-', "_")));
+    for det in xtask::guest::detectors_under(&root().join("detectors")).unwrap() {
+        let cases = det.dir.join("cases");
+        assert!(cases.is_dir(), "detector {} ships no replay cases", det.name);
+        let wasm = shipped_detectors().join(format!("{}.wasm", det.name));
         let o = replay(&wasm, &cases);
         assert_eq!(
             o.status.code(),
             Some(0),
             "{}: {}{}",
-            pkg.name,
+            det.name,
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
         ran += 1;
     }
-    assert!(ran >= 5, "the five scanner detectors at least");
+    assert!(ran >= 7, "the five scanner detectors and the Python and JavaScript twins at least");
 }
 
 #[test]

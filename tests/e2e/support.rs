@@ -12,15 +12,23 @@ pub fn root() -> PathBuf {
     xtask::guest::repo_root()
 }
 
-/// The shipped detectors, built from source once per test run (the same code
-/// path as `cargo xtask build-detectors`), into a folder of the test's own.
+/// The shipped detectors (Rust, Python and JavaScript), built from source
+/// once per test run (the same code path as `cargo xtask build-detectors`),
+/// into a folder of the test's own. The build's load check fills the shared
+/// compiled-component cache, so no scan of the run compiles them again.
 pub fn shipped_detectors() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dest = root().join("target").join("e2e").join("detectors");
-        xtask::guest::build_detectors(&root(), &dest).expect("the shipped detectors build and load");
+        xtask::guest::build_detectors_with(&root(), &dest, &build_options())
+            .expect("the shipped detectors build and load");
         dest
     })
+}
+
+/// The repository's target folder (toolchains, guest builds) and the shared cache.
+pub fn build_options() -> xtask::guest::BuildOptions {
+    xtask::guest::BuildOptions { target_dir: root().join("target"), cache_dir: Some(shared_cache()) }
 }
 
 /// The hostile fixtures of tests/guests, built from source once per run.
@@ -48,13 +56,29 @@ impl Scratch {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
-    /// A detectors dir with the shipped detectors and the given fixtures.
+    /// A detectors dir with the shipped Rust detectors and the given
+    /// fixtures. The Python and JavaScript ports are left out here: each
+    /// costs seconds to compile into a fresh cache, and several tests use
+    /// one; `twins.rs`, `replay.rs` and the `scaffold` test run them.
     pub fn detectors_with(&self, fixtures: &[&str]) -> PathBuf {
-        let dir = self.path("detectors");
+        let rust: Vec<String> = xtask::guest::detectors_under(&root().join("detectors"))
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.lang == xtask::guest::Lang::Rust)
+            .map(|d| d.name)
+            .collect();
+        self.detectors_in("detectors", &rust.iter().map(String::as_str).collect::<Vec<_>>(), fixtures)
+    }
+
+    /// A detectors dir `folder` with the named shipped detectors (Rust or
+    /// not) and the given fixtures.
+    pub fn detectors_in(&self, folder: &str, names: &[&str], fixtures: &[&str]) -> PathBuf {
+        let dir = self.path(folder);
         std::fs::create_dir_all(&dir).unwrap();
         for entry in std::fs::read_dir(shipped_detectors()).unwrap() {
             let p = entry.unwrap().path();
-            if p.extension().is_some_and(|e| e == "wasm") {
+            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+            if p.extension().is_some_and(|e| e == "wasm") && names.contains(&stem.as_str()) {
                 std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
             }
         }
@@ -80,6 +104,20 @@ pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Out
         .arg("--cache-dir")
         .arg(shared_cache())
         .args(extra)
+        .output()
+        .expect("sentinel-host runs")
+}
+
+/// Runs `sentinel-host replay` of `cases` against `detector`, with the shared cache.
+pub fn replay(detector: &Path, cases: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["replay", "--detector"])
+        .arg(detector)
+        .arg("--cases")
+        .arg(cases)
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .env_remove("SENTINEL_BLESS")
         .output()
         .expect("sentinel-host runs")
 }

@@ -1,9 +1,15 @@
 //! Building components: the shipped detectors and the hostile test fixtures.
 //!
-//! Every component is built from source with cargo for `wasm32-wasip2` (the
-//! target is installed with rustup when missing) in the `guest` profile, into
-//! a target dir of its own so a build started from inside a test never waits
-//! on the test's own cargo lock. Each built component is then loaded by the
+//! A detector folder is written in Rust (it has a `Cargo.toml`), Python (an
+//! `app.py`, built with componentize-py) or JavaScript (a `detector.js`,
+//! built with componentize-js). Rust components are built from source with
+//! cargo for `wasm32-wasip2` (the target is installed with rustup when
+//! missing) in the `guest` profile, into a target dir of their own so a build
+//! started from inside a test never waits on the test's own cargo lock. The
+//! Python and JavaScript toolchains are pinned in `sdk/python` and `sdk/js`
+//! and installed into `target/toolchains` on first use (see [`toolchain`]);
+//! their components are kept by a hash of their inputs, so an unchanged
+//! detector is not built again. Each built component is then loaded by the
 //! real host runtime, so anything the host would refuse fails the build.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +17,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
+
+pub mod toolchain;
 
 pub const TARGET: &str = "wasm32-wasip2";
 pub const PROFILE: &str = "guest";
@@ -133,33 +141,168 @@ fn names(p: &[GuestPackage]) -> String {
 #[derive(Debug, Clone)]
 pub struct Built {
     pub name: String,
+    pub lang: Lang,
     pub path: PathBuf,
     pub size: u64,
     pub sha256: String,
+}
+
+/// The language a detector folder is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+impl Lang {
+    /// The file that marks a detector folder of this language.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Lang::Rust => "Cargo.toml",
+            Lang::Python => "app.py",
+            Lang::Js => "detector.js",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Js => "js",
+        }
+    }
+}
+
+impl std::str::FromStr for Lang {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "rust" => Ok(Lang::Rust),
+            "python" | "py" => Ok(Lang::Python),
+            "js" | "javascript" => Ok(Lang::Js),
+            other => Err(format!("unknown language `{other}` (rust, python or js)")),
+        }
+    }
+}
+
+/// One detector folder under `detectors/`: the component name (which is the
+/// file name of `<name>.wasm`), its folder and its language.
+#[derive(Debug, Clone)]
+pub struct DetectorSource {
+    pub name: String,
+    pub dir: PathBuf,
+    pub lang: Lang,
+}
+
+/// Every detector folder directly under `parent`, by name. A Rust detector is
+/// named after its package, the others after their folder (`-` becomes `_`).
+pub fn detectors_under(parent: &Path) -> Result<Vec<DetectorSource>> {
+    let mut out: Vec<DetectorSource> = packages_under(parent)?
+        .into_iter()
+        .map(|p| DetectorSource { name: p.name.replace('-', "_"), dir: p.dir, lang: Lang::Rust })
+        .collect();
+    for entry in std::fs::read_dir(parent).with_context(|| format!("cannot list {}", parent.display()))? {
+        let dir = entry?.path();
+        for lang in [Lang::Python, Lang::Js] {
+            if dir.join(lang.marker()).is_file() && !dir.join("Cargo.toml").is_file() {
+                let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                out.push(DetectorSource { name: folder.replace('-', "_"), dir: dir.clone(), lang });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = out.windows(2).find(|w| w[0].name == w[1].name) {
+        bail!(
+            "{} and {} both build {}.wasm: one detector per folder, named after it",
+            w[0].dir.display(),
+            w[1].dir.display(),
+            w[0].name
+        );
+    }
+    Ok(out)
+}
+
+/// Where a build keeps what it makes and what it installs.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// The cargo target folder: Rust components under `guest/`, Python and
+    /// JavaScript components under `guest-other/`, toolchains under
+    /// `toolchains/`.
+    pub target_dir: PathBuf,
+    /// The compiled-component cache the load check fills (the host's
+    /// `--cache-dir`), so a scan with the same cache starts without compiling.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl BuildOptions {
+    /// `target/` of the repository at `root`, and its `component-cache/`.
+    pub fn for_repo(root: &Path) -> Self {
+        let target_dir = root.join("target");
+        BuildOptions { cache_dir: Some(target_dir.join("component-cache")), target_dir }
+    }
 }
 
 /// Builds every shipped detector under `detectors/` and copies each to
 /// `dest/<name>.wasm`. Each one is then loaded by the host runtime; a
 /// component the host would refuse fails the build with the host's reason.
 pub fn build_detectors(root: &Path, dest: &Path) -> Result<Vec<Built>> {
-    let packages = packages_under(&root.join("detectors"))?;
-    let target_dir = root.join("target").join("guest");
-    let built = build(&root.join("Cargo.toml"), &packages, &target_dir)?;
+    build_detectors_with(root, dest, &BuildOptions::for_repo(root))
+}
+
+/// [`build_detectors`] with the build folders given.
+pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Result<Vec<Built>> {
+    let sources = detectors_under(&root.join("detectors"))?;
+    let rust: Vec<GuestPackage> = packages_under(&root.join("detectors"))?;
+    let rust_built = build(&root.join("Cargo.toml"), &rust, &opts.target_dir.join("guest"))?;
+    let mut components: Vec<(DetectorSource, PathBuf)> = Vec::new();
+    for src in &sources {
+        let path = match src.lang {
+            Lang::Rust => rust
+                .iter()
+                .zip(&rust_built)
+                .find(|(p, _)| p.dir == src.dir)
+                .map(|(_, path)| path.clone())
+                .with_context(|| format!("{} was not built", src.name))?,
+            Lang::Python | Lang::Js => toolchain::build_component(root, src, &opts.target_dir)?,
+        };
+        components.push((src.clone(), path));
+    }
     std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
-    let runtime = sentinel_host::runtime::Runtime::new(sentinel_host::runtime::Limits::default())?;
+    let mut runtime = sentinel_host::runtime::Runtime::new(sentinel_host::runtime::Limits::default())?;
+    if let Some(cache) = &opts.cache_dir {
+        runtime = runtime.with_cache(cache.clone());
+    }
     let mut out = Vec::new();
-    for (pkg, src) in packages.iter().zip(built) {
-        let name = pkg.name.replace('-', "_");
+    for (src_dir, src) in components {
+        let name = src_dir.name;
         let path = dest.join(format!("{name}.wasm"));
         let tmp = dest.join(format!(".{name}.wasm.tmp"));
         std::fs::copy(&src, &tmp).with_context(|| format!("cannot copy {} to {}", src.display(), tmp.display()))?;
         std::fs::rename(&tmp, &path)?;
         let bytes = std::fs::read(&path)?;
-        if let Err(e) = runtime.load(&path) {
-            let _ = std::fs::remove_file(&path);
-            return Err(anyhow::Error::new(e).context(format!("detector {name} would be refused by the host")));
+        match runtime.load(&path) {
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(anyhow::Error::new(e).context(format!("detector {name} would be refused by the host")));
+            }
+            Ok(loaded) if loaded.descriptor.name != name => {
+                let _ = std::fs::remove_file(&path);
+                bail!(
+                    "detector folder {} builds {name}.wasm but describes itself as `{}`: name the folder after the detector",
+                    src_dir.dir.display(),
+                    loaded.descriptor.name
+                );
+            }
+            Ok(_) => {}
         }
-        out.push(Built { name, path, size: bytes.len() as u64, sha256: sentinel_host::hex(&Sha256::digest(&bytes)) });
+        out.push(Built {
+            name,
+            lang: src_dir.lang,
+            path,
+            size: bytes.len() as u64,
+            sha256: sentinel_host::hex(&Sha256::digest(&bytes)),
+        });
     }
     Ok(out)
 }

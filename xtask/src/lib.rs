@@ -1,5 +1,7 @@
 //! Project chores shared by `cargo xtask` and the test suite: building
-//! detector components and guest fixtures, and generating data dirs.
+//! detector components (in Rust, Python and JavaScript) and guest fixtures,
+//! scaffolding new detectors, and generating data dirs.
 
 pub mod datagen;
 pub mod guest;
+pub mod scaffold;

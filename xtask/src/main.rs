@@ -1,6 +1,9 @@
 //! `cargo xtask`: the project's chores.
 //!
-//! - `build-detectors`: every detector under `detectors/` → `detectors/<name>.wasm`
+//! - `build-detectors`: every detector under `detectors/` (Rust, Python,
+//!   JavaScript) → `detectors/<name>.wasm`
+//! - `new-detector NAME --lang rust|python|js`: a new detector folder that
+//!   builds and passes its own replay case
 //! - `demo`: build, generate a reference data dir, scan it, show the issues
 //! - `test`: the whole suite as CI runs it (format, lints, tests)
 //! - `bench`: the benchmark (release build) → `docs/benchmarks.md` and `.json`
@@ -23,6 +26,14 @@ struct Cli {
 enum Cmd {
     /// Build every detector to detectors/<name>.wasm and check the host accepts it.
     BuildDetectors,
+    /// Create detectors/<name>/: a detector that builds, passes its replay case and loads.
+    NewDetector {
+        /// The detector's name: lowercase letters, digits and _.
+        name: String,
+        /// rust, python or js.
+        #[arg(long, default_value = "rust")]
+        lang: guest::Lang,
+    },
     /// Generate a reference data dir and scan it with every detector.
     Demo {
         /// Where to generate the data dir [default: target/demo/data].
@@ -34,6 +45,9 @@ enum Cmd {
         dir: PathBuf,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Turns per thread (3 bots x 2 threads each): 12 makes the demo's few hundred rows.
+        #[arg(long, default_value_t = 12)]
+        turns_per_thread: usize,
     },
     /// Run the whole suite as CI does: fmt, clippy, tests.
     Test,
@@ -67,9 +81,18 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::BuildDetectors => {
             build_detectors(&root)?;
         }
+        Cmd::NewDetector { name, lang } => {
+            let dir = xtask::scaffold::new_detector(&root, &name, lang)?;
+            let folder = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
+            println!("created {folder} ({})", lang.as_str());
+            println!("next: cargo xtask build-detectors");
+            println!(
+                "      cargo run -p sentinel-host -- replay --detector detectors/{name}.wasm --cases {folder}/cases"
+            );
+        }
         Cmd::Demo { data_dir } => demo(&root, data_dir)?,
-        Cmd::GenData { dir, seed } => {
-            let truth = datagen::generate(&dir, &datagen::DataSpec { seed, ..Default::default() })?;
+        Cmd::GenData { dir, seed, turns_per_thread } => {
+            let truth = datagen::generate(&dir, &datagen::DataSpec { seed, turns_per_thread, ..Default::default() })?;
             println!(
                 "{}: {} activity rows, {} failed tool calls",
                 dir.display(),
@@ -85,9 +108,9 @@ fn run(cli: Cli) -> Result<()> {
 
 fn build_detectors(root: &Path) -> Result<()> {
     let built = guest::build_detectors(root, &root.join("detectors"))?;
-    println!("{:<24} {:>10}  sha256", "detector", "bytes");
+    println!("{:<24} {:<7} {:>10}  sha256", "detector", "lang", "bytes");
     for b in &built {
-        println!("{:<24} {:>10}  {}", b.name, b.size, b.sha256);
+        println!("{:<24} {:<7} {:>10}  {}", b.name, b.lang.as_str(), b.size, b.sha256);
     }
     println!("{} detectors in {}", built.len(), root.join("detectors").display());
     Ok(())
@@ -134,7 +157,10 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
             .arg("--data-dir")
             .arg(&data)
             .arg("--out")
-            .arg(&out),
+            .arg(&out)
+            // The cache the build's load check filled: the scan compiles nothing.
+            .arg("--cache-dir")
+            .arg(guest::BuildOptions::for_repo(root).cache_dir.unwrap_or_else(|| out.join("cache"))),
     )?;
     let issues = std::fs::read_to_string(out.join("issues.jsonl")).context("the scan wrote no issues.jsonl")?;
     println!("\n{} issues in {}:", issues.lines().count(), out.join("issues.jsonl").display());

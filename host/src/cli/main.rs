@@ -153,6 +153,10 @@ struct ReplayArgs {
     /// A folder of `*.json` cases, or case files.
     #[arg(long = "cases", value_name = "PATH", required = true)]
     cases: Vec<PathBuf>,
+    /// Keep the compiled component in this folder (as `run --cache-dir`); by
+    /// default it is compiled for this run only.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Print the results as one JSON object.
     #[arg(long)]
     json: bool,
@@ -309,7 +313,10 @@ fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
 
 fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
     use sentinel_host::replay;
-    let runtime = sentinel_host::runtime::Runtime::new(Limits::default())?;
+    let mut runtime = sentinel_host::runtime::Runtime::new(Limits::default())?;
+    if let Some(dir) = &args.cache_dir {
+        runtime = runtime.with_cache(dir.clone());
+    }
     let detector = runtime.load(&args.detector).context("cannot load the detector")?;
     let bless = std::env::var_os("SENTINEL_BLESS").is_some_and(|v| v == "1");
     let mut files = Vec::new();

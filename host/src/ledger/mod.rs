@@ -21,8 +21,9 @@ use sha2::{Digest, Sha256};
 
 use crate::observation::{Observation, Severity};
 
-/// Bumped whenever the store's shape changes.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Bumped whenever the store's shape, or the meaning of what it stores,
+/// changes. Version 2: occurrence keys no longer include the detector name.
+pub const SCHEMA_VERSION: i64 = 2;
 
 pub const STORE_FILE: &str = "ledger.db";
 pub const ISSUES_FILE: &str = "issues.jsonl";
@@ -160,8 +161,13 @@ pub fn issue_sig(kind: &str, grouping_version: u32, signature: &str) -> String {
     format!("{kind}:{}", &hash[..16])
 }
 
+/// The key an occurrence is counted once under: its kind and the detector's
+/// occurrence key, whichever detector reported it. Two detectors reporting
+/// the same occurrence of the same kind (a detector and its port to another
+/// language, say) describe one event, so it is counted once. Up to schema
+/// version 1 the detector's name was part of the key.
 fn occurrence_key(o: &Observation) -> String {
-    sha_hex(&[&o.detector, &o.kind, &o.occurrence])[..32].to_owned()
+    sha_hex(&[&o.kind, &o.occurrence])[..32].to_owned()
 }
 
 /// The staging table: observations of the scan in flight, as the ledger
@@ -1070,6 +1076,25 @@ mod tests {
         let r = l.commit(ScanCommit::default()).unwrap();
         assert_eq!(r.counted, 0);
         assert_eq!(l.issues().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn one_occurrence_reported_by_two_detectors_is_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        let rust = obs("m1", "s", "t1", 10);
+        let twin = Observation { detector: "d_py".into(), ..rust.clone() };
+        // In one scan, and again in the next: one count, one wasted turn.
+        let r = l.commit(ScanCommit { observations: &[rust.clone(), twin.clone()], ..Default::default() }).unwrap();
+        assert_eq!((r.counted, r.repeated), (1, 1));
+        let r = l.commit(ScanCommit { observations: &[twin], ..Default::default() }).unwrap();
+        assert_eq!((r.counted, r.repeated), (0, 1));
+        // The same occurrence key under another kind is another event.
+        let other_kind = Observation { kind: "retry_loop".into(), ..rust };
+        assert_eq!(l.commit(ScanCommit { observations: &[other_kind], ..Default::default() }).unwrap().counted, 1);
+        let issues = l.issues().unwrap();
+        let tool_error = issues.iter().find(|i| i.kind == "tool_error").unwrap();
+        assert_eq!((tool_error.count, tool_error.wasted_turns), (1, 1));
     }
 
     #[test]

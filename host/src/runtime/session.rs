@@ -227,6 +227,8 @@ pub struct CallStats {
     pub slowest: Duration,
     /// The final decision call (`finish`).
     pub finish: Duration,
+    /// Instantiation and `start`, the first call.
+    pub start: Duration,
 }
 
 /// A running scan of one detector.
@@ -293,7 +295,15 @@ impl Runtime {
             scan,
             observations: Vec::new(),
             accepted: 0,
-            stats: CallStats { calls: 1, records: 0, fuel, total: elapsed, slowest: elapsed, finish: Duration::ZERO },
+            stats: CallStats {
+                calls: 1,
+                records: 0,
+                fuel,
+                total: elapsed,
+                slowest: elapsed,
+                finish: Duration::ZERO,
+                start: elapsed,
+            },
         })
     }
 }
