@@ -364,12 +364,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     next_due: None,
                     health: "ok",
                     probation: false,
-                    cache: Some(match d.cache {
-                        crate::runtime::CacheUse::Hit => "hit",
-                        crate::runtime::CacheUse::Miss => "miss",
-                        crate::runtime::CacheUse::Replaced => "replaced",
-                        crate::runtime::CacheUse::Off => "off",
-                    }),
+                    cache: Some(d.cache.label()),
                     observations: 0,
                     records: 0,
                     calls: 0,
@@ -867,7 +862,13 @@ pub fn inspect_detectors(
     data_dir: Option<&Path>,
     out: Option<&Path>,
 ) -> Result<Vec<DetectorInfo>, ScanError> {
-    let runtime = Runtime::new(Limits::default())?;
+    let out = resolve_data_dir(data_dir).ok().and_then(|d| out_dir::choose(out, &d).ok());
+    let mut runtime = Runtime::new(Limits::default())?;
+    // The compiled code scans left in the output folder, when there is any:
+    // listing then costs no compilation.
+    if let Some(cache) = out.as_ref().map(|o| o.join("cache")).filter(|c| c.is_dir()) {
+        runtime = runtime.with_cache(cache);
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(detectors_dir)
         .map_err(|source| RuntimeError::DetectorsDir { path: detectors_dir.to_owned(), source })?
         .filter_map(Result::ok)
@@ -875,7 +876,7 @@ pub fn inspect_detectors(
         .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
         .collect();
     files.sort();
-    let healths: Vec<Health> = match resolve_data_dir(data_dir).ok().and_then(|d| out_dir::choose(out, &d).ok()) {
+    let healths: Vec<Health> = match out {
         Some(out) if out.join(crate::ledger::STORE_FILE).is_file() => Ledger::open(&out)?.health()?,
         _ => Vec::new(),
     };

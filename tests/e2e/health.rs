@@ -87,3 +87,42 @@ fn detectors_inspect_shows_imports_verdicts_and_health() {
     assert_eq!(tool_error["health"]["state"], "ok");
     assert_eq!(tool_error["descriptor"]["subscriptions"][1]["kind"], "tool-failure");
 }
+
+#[test]
+fn detectors_inspect_reuses_the_compiled_code_a_scan_left() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let detectors = s.detectors_in("detectors", &["cost", "turn_stop"], &[]);
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", "x", "boom")).unwrap();
+    let inspect = |out: &std::path::Path| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+            .args(["detectors", "inspect", "--json", "--detectors"])
+            .arg(&detectors)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let infos: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+        infos.iter().map(|i| i["cache"].as_str().unwrap_or("-").to_owned()).collect::<Vec<_>>()
+    };
+    // No output folder yet: nothing to reuse, and nothing is created.
+    let out = s.path("out");
+    assert_eq!(inspect(&out), ["off", "off"]);
+    assert!(!out.exists(), "inspect created the output folder");
+    // A scan with the default cache (inside the output folder), then inspect hits it.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["run", "--once", "--json", "--detectors"])
+        .arg(&detectors)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(inspect(&out), ["hit", "hit"]);
+}

@@ -41,6 +41,18 @@ pub enum CacheUse {
     Replaced,
 }
 
+impl CacheUse {
+    /// `off`, `hit`, `miss` or `replaced`, as summaries show it.
+    pub fn label(self) -> &'static str {
+        match self {
+            CacheUse::Off => "off",
+            CacheUse::Hit => "hit",
+            CacheUse::Miss => "miss",
+            CacheUse::Replaced => "replaced",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct ComponentCache {
     dir: PathBuf,

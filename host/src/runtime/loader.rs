@@ -112,6 +112,9 @@ pub struct Inspection {
     /// `refused: <rule>`.
     pub imports: Vec<(String, String)>,
     pub descriptor: Option<Descriptor>,
+    /// Whether its compiled code came from the cache: `hit`, `miss`,
+    /// `replaced` or `off`; absent when it did not compile.
+    pub cache: Option<&'static str>,
     /// Why it does not load, if it does not.
     pub error: Option<String>,
 }
@@ -176,9 +179,11 @@ impl Runtime {
             wit_version: None,
             imports: Vec::new(),
             descriptor: None,
+            cache: None,
             error: None,
         };
         let checked = self.compile(path).and_then(|compiled| {
+            i.cache = Some(compiled.cache.label());
             let ty = compiled.component.component_type();
             let prefix = format!("{WIT_PACKAGE}/detector@");
             i.wit_version = ty.exports(&self.engine).find_map(|(n, _)| n.strip_prefix(&prefix).map(str::to_owned));
