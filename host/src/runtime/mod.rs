@@ -54,8 +54,8 @@ pub struct Limits {
     pub max_wasm_stack: usize,
     /// Observations one detector may return from one call.
     pub observations_per_call: usize,
-    /// Observations one detector may return in one scan (they are held until
-    /// the scan commits).
+    /// Observations one detector may return in one scan (they are staged in
+    /// the ledger until the scan commits: this bounds that file).
     pub observations_per_scan: usize,
     /// Bytes of `log` one detector may write in one scan.
     pub log_bytes_per_scan: usize,
