@@ -61,7 +61,8 @@ fn run(args: Args) -> Result<()> {
     };
     let opts = Options {
         detectors: args.detectors,
-        host: args.host,
+        host: Some(args.host),
+        cache: None,
         sizes: args.sizes,
         work: args.work,
         reps: args.reps,

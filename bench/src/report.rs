@@ -70,8 +70,9 @@ pub struct SizeResult {
     pub full_scan_ms: f64,
     /// The same scan again over unchanged data.
     pub fast_path_ms: f64,
-    /// The release binary, one run, as a user runs it.
+    /// The release binary, one run, as a user runs it (0 when not run).
     pub binary_scan_ms: f64,
+    /// Its own peak resident memory (0 when not run).
     pub peak_rss_kib: u64,
     pub observations: u64,
     pub detectors: Vec<DetectorResult>,

@@ -27,8 +27,12 @@ use crate::stats::{median, ms, percentile, ratio, us};
 #[derive(Debug, Clone)]
 pub struct Options {
     pub detectors: PathBuf,
-    /// The release `sentinel-host` binary, for the memory runs.
-    pub host: PathBuf,
+    /// The release `sentinel-host` binary, for the memory runs; `None` skips
+    /// them (peak memory and the binary's time then read 0), as the smoke
+    /// test does.
+    pub host: Option<PathBuf>,
+    /// The warm compiled-component cache; `None` means `cache/` in `work`.
+    pub cache: Option<PathBuf>,
     /// Target record counts.
     pub sizes: Vec<usize>,
     /// Where data dirs, caches and scan outputs go.
@@ -46,7 +50,7 @@ fn reps_for(opts: &Options, records: usize) -> usize {
 /// revision, which the caller fills in).
 pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
-    let warm_cache = opts.work.join("cache");
+    let warm_cache = opts.cache.clone().unwrap_or_else(|| opts.work.join("cache"));
     let mut sets = Vec::new();
     for &target in &opts.sizes {
         progress(&format!("{target} records: generating the data dir"));
@@ -76,12 +80,15 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     Ok(Report::new(startup, sizes))
 }
 
-/// One run of the release binary, as a user runs it: wall time, its own
-/// peak RSS, observations.
+/// One run of the release binary, as a user runs it: wall time and its own
+/// peak RSS.
 fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path) -> Result<BinaryRun> {
+    let Some(host) = &opts.host else {
+        return Ok(BinaryRun { wall: Duration::ZERO, peak_rss_kib: 0 });
+    };
     let out = tempfile::tempdir()?;
     let child = crate::rss::measure(
-        Command::new(&opts.host)
+        Command::new(host)
             .args(["run", "--once", "--no-fast-path", "--json", "--detectors"])
             .arg(detectors)
             .arg("--data-dir")
@@ -93,16 +100,12 @@ fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path
             .arg("--scan-time")
             .arg(set.scan_time_ms.to_string()),
     )?;
-    let observations = child.summary["detectors"]
-        .as_array()
-        .map_or(0, |a| a.iter().map(|d| d["observations"].as_u64().unwrap_or(0)).sum::<u64>());
-    Ok(BinaryRun { wall: child.wall, peak_rss_kib: child.peak_rss_kib.unwrap_or(0), observations })
+    Ok(BinaryRun { wall: child.wall, peak_rss_kib: child.peak_rss_kib.unwrap_or(0) })
 }
 
 struct BinaryRun {
     wall: Duration,
     peak_rss_kib: u64,
-    observations: u64,
 }
 
 fn load_all(runtime: &Runtime, dir: &Path) -> Result<Vec<LoadedDetector>> {
@@ -205,6 +208,7 @@ fn size(
     let mut raw = Vec::new();
     let mut full = Vec::new();
     let mut records_read = 0;
+    let mut observations = 0;
     let mut last_out = None;
     for _ in 0..reps {
         let t = Instant::now();
@@ -215,6 +219,7 @@ fn size(
         let report = run_scan(&scan_options(scan_set, set, out.path(), warm_cache, opts.batch_rows))?;
         full.push(t.elapsed());
         ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
+        observations = report.detectors.iter().map(|d| d.observations as u64).sum();
         last_out = Some(out);
     }
     let out = last_out.context("no scan ran")?;
@@ -255,7 +260,7 @@ fn size(
         fast_path_ms: ms(median(&fast)),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
-        observations: mem.observations,
+        observations,
         detectors,
     })
 }

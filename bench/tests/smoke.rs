@@ -1,0 +1,65 @@
+//! The benchmark runs end to end on a small data dir, so `cargo xtask bench`
+//! cannot rot between the runs that write docs/benchmarks.md. It asserts what
+//! the run checks and produces, never a time: every shipped Rust detector
+//! reports as many observations as a component as its native twin does
+//! (`suite::run` fails otherwise), the second scan of unchanged data takes
+//! the fast path, and every ratio and table is there.
+
+use std::path::PathBuf;
+
+use sentinel_bench::report;
+use sentinel_bench::suite::{self, Options};
+
+#[test]
+fn the_benchmark_runs_and_component_and_native_twins_agree() {
+    let root = xtask::guest::repo_root();
+    let target = root.join("target");
+    // The shipped detectors, built as the e2e tests build them (and sharing
+    // their compiled-component cache), then the Rust ones alone: those have
+    // native twins, and a cold start stays quick without the big ports.
+    let built = target.join("bench-smoke").join("all");
+    let cache = target.join("e2e").join("cache");
+    xtask::guest::build_detectors_with(
+        &root,
+        &built,
+        &xtask::guest::BuildOptions { target_dir: target.clone(), cache_dir: Some(cache.clone()) },
+    )
+    .expect("the shipped detectors build and load");
+    let rust = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    for d in xtask::guest::detectors_under(&root.join("detectors")).unwrap() {
+        if d.lang == xtask::guest::Lang::Rust {
+            let file = format!("{}.wasm", d.name);
+            std::fs::copy(built.join(&file), rust.path().join(&file)).unwrap();
+            names.push(d.name);
+        }
+    }
+    let work = tempfile::tempdir().unwrap();
+    let opts = Options {
+        detectors: PathBuf::from(rust.path()),
+        host: None,
+        cache: Some(cache),
+        sizes: vec![2_000],
+        work: work.path().to_owned(),
+        reps: Some(1),
+        batch_rows: 64,
+    };
+    let r = suite::run(&opts, &mut |_| {}).expect("the benchmark runs");
+
+    assert_eq!(r.startup.detectors, names.len());
+    assert_eq!(r.sizes.len(), 1);
+    let size = &r.sizes[0];
+    assert!(size.records >= 1_500 && size.delivered > 0 && size.observations > 0, "{size:?}");
+    for name in &names {
+        let d = size.detectors.iter().find(|d| &d.name == name).unwrap_or_else(|| panic!("{name} measured"));
+        assert!(d.ratio.is_some() && d.native_ns_per_record.is_some(), "{name} has a native twin");
+        assert!(d.records > 0, "{name} got records");
+        assert!(r.ratios.contains_key(&format!("{}.{name}.component_over_native", size.records)));
+    }
+    let tables = r.markdown();
+    for heading in ["### Targets", "### Scan, raw read", "### Detectors", "### Start-up"] {
+        assert!(tables.contains(heading), "{heading} in the tables");
+    }
+    let doc = report::splice(&std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap(), &tables);
+    assert!(doc.contains("## Reading the results"), "the prose around the tables is kept");
+}
