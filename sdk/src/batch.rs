@@ -19,7 +19,12 @@ enum Slot {
 ///     let name = tool.and_then(|c| batch.text(c, row)).unwrap_or("");
 /// }
 /// ```
-/// or, more simply and a little slower, iterate [`Row`]s with [`Batch::iter`].
+/// or, more simply, iterate [`Row`]s with [`Batch::iter`] and read cells by
+/// name. That costs a search of the column names for every cell, which a
+/// component pays several times over: the shipped detectors took 35–60% less
+/// time per record in a component once they looked columns up once per batch
+/// (`cargo xtask bench`, docs/benchmarks.md). Use rows for small batches and
+/// readability, columns in a detector's hot loop.
 #[derive(Debug)]
 pub struct Batch {
     source: String,

@@ -65,10 +65,17 @@ impl Detector for Cost {
         if !batch.is("events", "turn-completed") {
             return Ok(());
         }
-        for row in batch.iter() {
-            let (Some(id), Some(cost)) = (row.text("id"), row.float("cost")) else { continue };
-            let at = row.int("created_at").unwrap_or(0);
-            out.extend(self.observe(id, cost, at, row.text("bot_id"), row.text("thread_id"), row.text("turn_id")));
+        // Columns are looked up once per batch, not once per row.
+        let c = |name| batch.column(name);
+        let (id, cost, created_at, bot, thread, turn) =
+            (c("id"), c("cost"), c("created_at"), c("bot_id"), c("thread_id"), c("turn_id"));
+        let text = |col: Option<usize>, row| col.and_then(|col| batch.text(col, row));
+        for row in 0..batch.rows() {
+            let (Some(id), Some(cost)) = (text(id, row), cost.and_then(|col| batch.float(col, row))) else {
+                continue;
+            };
+            let at = created_at.and_then(|col| batch.int(col, row)).unwrap_or(0);
+            out.extend(self.observe(id, cost, at, text(bot, row), text(thread, row), text(turn, row)));
         }
         Ok(())
     }

@@ -78,20 +78,27 @@ impl Detector for QueueWait {
         if !batch.is("runtime", "queue-wait") {
             return Ok(());
         }
-        for row in batch.iter() {
+        // Columns are looked up once per batch, not once per row.
+        let c = |name| batch.column(name);
+        let (id, assignment, queued_at, wait_ms) =
+            (c("queue_event_id"), c("assignment_id"), c("queued_at"), c("wait_ms"));
+        let (thread, bot, waiting) = (c("thread_id"), c("bot_id"), c("waiting"));
+        let text = |col: Option<usize>, row| col.and_then(|col| batch.text(col, row));
+        let int = |col: Option<usize>, row| col.and_then(|col| batch.int(col, row));
+        for row in 0..batch.rows() {
             let (Some(id), Some(assignment), Some(queued_at), Some(wait_ms)) =
-                (row.int("queue_event_id"), row.text("assignment_id"), row.int("queued_at"), row.int("wait_ms"))
+                (int(id, row), text(assignment, row), int(queued_at, row), int(wait_ms, row))
             else {
                 continue;
             };
             let wait = Wait {
                 queue_event_id: id,
                 assignment_id: assignment,
-                thread_id: row.text("thread_id"),
-                bot_id: row.text("bot_id"),
+                thread_id: text(thread, row),
+                bot_id: text(bot, row),
                 queued_at,
                 wait_ms,
-                waiting: row.boolean("waiting").unwrap_or(false),
+                waiting: waiting.and_then(|col| batch.boolean(col, row)).unwrap_or(false),
             };
             out.extend(self.observe(&wait));
         }

@@ -147,17 +147,23 @@ impl Detector for RetryLoop {
         if !batch.is("messages", "tool-failure") {
             return Ok(());
         }
-        for row in batch.iter() {
-            let (Some(id), Some(turn)) = (row.text("id"), row.text("turn_id")) else { continue };
+        // Columns are looked up once per batch, not once per row.
+        let c = |name| batch.column(name);
+        let (id, at, turn, thread, bot) = (c("id"), c("at"), c("turn_id"), c("thread_id"), c("bot_id"));
+        let (tool, output, exit) = (c("tool_name"), c("output"), c("exit_code"));
+        let text = |col: Option<usize>, row| col.and_then(|col| batch.text(col, row));
+        let int = |col: Option<usize>, row| col.and_then(|col| batch.int(col, row));
+        for row in 0..batch.rows() {
+            let (Some(id), Some(turn)) = (text(id, row), text(turn, row)) else { continue };
             out.extend(self.add(
                 id,
-                row.int("at").unwrap_or(0),
+                int(at, row).unwrap_or(0),
                 turn,
-                row.text("thread_id"),
-                row.text("bot_id"),
-                row.text("tool_name"),
-                row.text("output"),
-                row.int("exit_code"),
+                text(thread, row),
+                text(bot, row),
+                text(tool, row),
+                text(output, row),
+                int(exit, row),
             ));
         }
         Ok(())

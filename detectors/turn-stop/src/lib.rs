@@ -94,16 +94,22 @@ impl Detector for TurnStop {
         if !batch.is("events", "turn-completed") {
             return Ok(());
         }
-        for row in batch.iter() {
-            let Some(id) = row.text("id") else { continue };
+        // Columns are looked up once per batch: by name on every row costs
+        // string comparisons that a component pays several times over.
+        let c = |name| batch.column(name);
+        let (id, ok, stop_reason, created_at) = (c("id"), c("ok"), c("stop_reason"), c("created_at"));
+        let (turn, thread, bot) = (c("turn_id"), c("thread_id"), c("bot_id"));
+        let text = |col: Option<usize>, row| col.and_then(|col| batch.text(col, row));
+        for row in 0..batch.rows() {
+            let Some(id) = text(id, row) else { continue };
             let event = Completed {
                 id,
-                ok: row.boolean("ok"),
-                stop_reason: row.text("stop_reason"),
-                created_at: row.int("created_at").unwrap_or(0),
-                turn_id: row.text("turn_id"),
-                thread_id: row.text("thread_id"),
-                bot_id: row.text("bot_id"),
+                ok: ok.and_then(|col| batch.boolean(col, row)),
+                stop_reason: text(stop_reason, row),
+                created_at: created_at.and_then(|col| batch.int(col, row)).unwrap_or(0),
+                turn_id: text(turn, row),
+                thread_id: text(thread, row),
+                bot_id: text(bot, row),
             };
             out.extend(self.observe(&event));
         }
