@@ -60,17 +60,7 @@ fn detectors_inspect_shows_imports_verdicts_and_health() {
     datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", "x", "boom")).unwrap();
     let out = s.path("out");
     run(&detectors, &data, &out, &[]);
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .args(["detectors", "inspect", "--json", "--detectors"])
-        .arg(&detectors)
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let infos: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let infos = inspect(&detectors, &data, &out);
     let by_file = |stem: &str| {
         infos.iter().find(|i| i["path"].as_str().unwrap().ends_with(&format!("{stem}.wasm"))).unwrap().clone()
     };
@@ -95,23 +85,13 @@ fn detectors_inspect_reuses_the_compiled_code_a_scan_left() {
     std::fs::create_dir_all(&data).unwrap();
     let detectors = s.detectors_in("detectors", &["cost", "turn_stop"], &[]);
     datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", "x", "boom")).unwrap();
-    let inspect = |out: &std::path::Path| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-            .args(["detectors", "inspect", "--json", "--detectors"])
-            .arg(&detectors)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--out")
-            .arg(out)
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-        let infos: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let caches = |out: &std::path::Path| {
+        let infos = inspect(&detectors, &data, out);
         infos.iter().map(|i| i["cache"].as_str().unwrap_or("-").to_owned()).collect::<Vec<_>>()
     };
     // No output folder yet: nothing to reuse, and nothing is created.
     let out = s.path("out");
-    assert_eq!(inspect(&out), ["off", "off"]);
+    assert_eq!(caches(&out), ["off", "off"]);
     assert!(!out.exists(), "inspect created the output folder");
     // A scan with the default cache (inside the output folder), then inspect hits it.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
@@ -124,5 +104,5 @@ fn detectors_inspect_reuses_the_compiled_code_a_scan_left() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(inspect(&out), ["hit", "hit"]);
+    assert_eq!(caches(&out), ["hit", "hit"]);
 }

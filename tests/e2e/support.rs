@@ -109,6 +109,22 @@ pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Out
 }
 
 /// Runs `sentinel-host replay` of `cases` against `detector`, with the shared cache.
+/// `detectors inspect --json` over `detectors` for this data dir and output
+/// folder; it must exit 0.
+pub fn inspect(detectors: &Path, data_dir: &Path, out: &Path) -> Vec<Value> {
+    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["detectors", "inspect", "--json", "--detectors"])
+        .arg(detectors)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("sentinel-host runs");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("inspect --json prints JSON")
+}
+
 pub fn replay(detector: &Path, cases: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
         .args(["replay", "--detector"])
