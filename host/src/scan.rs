@@ -582,10 +582,9 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                             }
                         }
                     }
-                    let source = batch.source().to_owned();
                     opts.tell(|| Progress {
                         phase: "reading",
-                        source,
+                        source: batch.source().to_owned(),
                         records: records_read,
                         detectors_running: active.len(),
                         detectors_total: total_detectors,
