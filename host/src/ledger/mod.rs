@@ -206,33 +206,33 @@ struct Incoming {
 }
 
 impl Incoming {
-    fn from_observation(o: &Observation) -> Self {
-        Incoming {
-            kind: o.kind.clone(),
-            sig: issue_sig(&o.kind, o.grouping_version, &o.signature),
-            occ: occurrence_key(o),
-            title: o.title.clone(),
-            origin: o.origin.as_str().to_owned(),
-            severity: o.severity,
-            tool: o.tool.clone(),
-            bot_id: o.bot_id.clone(),
-            thread_id: o.thread_id.clone(),
-            turn_id: o.turn_id.clone(),
-            at: o.at,
-            evidence_source: o.evidence_source.clone(),
-            evidence_id: o.evidence_id.clone(),
-            wasted_turns: o.wasted_turns,
-            grouping_version: o.grouping_version,
-        }
+    /// A row of `temp.staged`, selected in [`Ledger::commit`]'s column order.
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Incoming {
+            kind: r.get(0)?,
+            sig: r.get(1)?,
+            occ: r.get(2)?,
+            title: r.get(3)?,
+            origin: r.get(4)?,
+            severity: Severity::parse(&r.get::<_, String>(5)?).unwrap_or(Severity::Low),
+            tool: r.get(6)?,
+            bot_id: r.get(7)?,
+            thread_id: r.get(8)?,
+            turn_id: r.get(9)?,
+            at: r.get(10)?,
+            evidence_source: r.get(11)?,
+            evidence_id: r.get(12)?,
+            wasted_turns: r.get(13)?,
+            grouping_version: r.get(14)?,
+        })
     }
 }
 
 /// What one scan changes of one issue, summed in memory (one entry per
 /// issue, not per observation) and written once at the end of the commit.
 struct IssueDelta {
-    /// Already in the store: the delta is added to it.
-    existed: bool,
-    /// For a new issue, the first observation's kind, origin, tool and rules.
+    /// For a new issue, its first observation (kind, origin, tool, rules);
+    /// `None` for an issue already in the store, which the delta is added to.
     first: Option<Incoming>,
     count: i64,
     wasted: i64,
@@ -260,8 +260,8 @@ impl IssueDelta {
 
     fn write(&self, tx: &rusqlite::Transaction<'_>, sig: &str) -> rusqlite::Result<()> {
         let ev = self.evidence.as_ref();
-        match (&self.first, self.existed) {
-            (Some(first), false) => {
+        match &self.first {
+            Some(first) => {
                 let ev = ev.unwrap_or(first);
                 tx.prepare_cached(
                     "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
@@ -289,7 +289,7 @@ impl IssueDelta {
                     first.grouping_version
                 ])?;
             }
-            _ => {
+            None => {
                 tx.prepare_cached(
                     "UPDATE issues SET count = count + ?2, wasted_turns = wasted_turns + ?3,
                             first_at = MIN(first_at, ?4), last_at = MAX(last_at, ?5), severity = ?6
@@ -372,7 +372,6 @@ fn count_one(
             let w = wasted;
             let at = o.at;
             IssueDelta {
-                existed: false,
                 count: 1,
                 wasted: w,
                 first_at: at,
@@ -386,7 +385,6 @@ fn count_one(
         Some((evidence_at, severity)) => {
             report.updated_issues += 1;
             let mut d = IssueDelta {
-                existed: true,
                 first: None,
                 count: 0,
                 wasted: 0,
@@ -433,9 +431,9 @@ impl Ledger {
         }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
-        // Occurrence keys are hashes, inserted in random order: a page cache
-        // that holds a big scan's working set (8 MiB, fixed) saves rewriting
-        // the same pages over and over. Memory stays bounded.
+        // Occurrence keys are hashes, inserted in random order, so a big scan
+        // touches pages all over the store: a fixed 8 MiB page cache (instead
+        // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
         conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
         for suffix in ["-wal", "-shm"] {
@@ -707,7 +705,10 @@ impl Ledger {
             let path = path.clone();
             move |source| LedgerError::Store { path, action, source }
         };
-        tracing::debug!(observations = scan.observations.len(), "ledger commit begin");
+        // Observations passed here are staged like the scan's own: one way in
+        // to the counts.
+        self.stage(scan.observations)?;
+        tracing::debug!("ledger commit begin");
         let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
         let floors: std::collections::HashMap<String, i64> = {
             let mut stmt = tx.prepare("SELECT kind, at FROM count_floor").map_err(e("cannot read the count floor"))?;
@@ -716,10 +717,6 @@ impl Ledger {
         };
         let mut report = CommitReport::default();
         let mut issues: HashMap<String, IssueDelta> = HashMap::new();
-        for o in scan.observations {
-            count_one(&tx, &floors, &mut report, &mut issues, Incoming::from_observation(o))
-                .map_err(e("cannot count"))?;
-        }
         if self.staging {
             let mut stmt = tx
                 .prepare(
@@ -730,24 +727,7 @@ impl Ledger {
                 .map_err(e("cannot read staged observations"))?;
             let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
             while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
-                let incoming = Incoming {
-                    kind: r.get(0).map_err(e("cannot read staged observations"))?,
-                    sig: r.get(1).map_err(e("cannot read staged observations"))?,
-                    occ: r.get(2).map_err(e("cannot read staged observations"))?,
-                    title: r.get(3).map_err(e("cannot read staged observations"))?,
-                    origin: r.get(4).map_err(e("cannot read staged observations"))?,
-                    severity: Severity::parse(&r.get::<_, String>(5).map_err(e("cannot read staged observations"))?)
-                        .unwrap_or(Severity::Low),
-                    tool: r.get(6).map_err(e("cannot read staged observations"))?,
-                    bot_id: r.get(7).map_err(e("cannot read staged observations"))?,
-                    thread_id: r.get(8).map_err(e("cannot read staged observations"))?,
-                    turn_id: r.get(9).map_err(e("cannot read staged observations"))?,
-                    at: r.get(10).map_err(e("cannot read staged observations"))?,
-                    evidence_source: r.get(11).map_err(e("cannot read staged observations"))?,
-                    evidence_id: r.get(12).map_err(e("cannot read staged observations"))?,
-                    wasted_turns: r.get(13).map_err(e("cannot read staged observations"))?,
-                    grouping_version: r.get(14).map_err(e("cannot read staged observations"))?,
-                };
+                let incoming = Incoming::from_row(r).map_err(e("cannot read staged observations"))?;
                 count_one(&tx, &floors, &mut report, &mut issues, incoming).map_err(e("cannot count"))?;
             }
             drop(rows);
