@@ -48,15 +48,8 @@ fn the_long_running_mode_scans_on_its_interval_and_stops_cleanly_on_sigterm() {
 
     let stdout = std::fs::File::create(s.path("stdout.jsonl")).unwrap();
     let stderr = std::fs::File::create(s.path("stderr.log")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .args(["run", "--json", "--interval", "1", "--detectors"])
-        .arg(&detectors)
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--out")
-        .arg(&out)
-        .arg("--cache-dir")
-        .arg(shared_cache())
+    let mut child = run_command(&detectors, &data, &out)
+        .args(["--json", "--interval", "1"])
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
@@ -137,10 +130,7 @@ fn a_detector_waiting_for_its_cadence_loses_no_records() {
     std::fs::write(&log, event("e1", 1_000)).unwrap();
     datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", TOOL, "no layer 1 in /a")).unwrap();
     // Only the fixture reads events here (turn_stop and cost would pull it in every scan).
-    let detectors = s.path("detectors");
-    std::fs::create_dir_all(&detectors).unwrap();
-    std::fs::copy(fixture("cadenced"), detectors.join("cadenced.wasm")).unwrap();
-    std::fs::copy(shipped_detectors().join("tool_error.wasm"), detectors.join("tool_error.wasm")).unwrap();
+    let detectors = s.detectors_in("detectors", &["tool_error"], &["cadenced"]);
     let out = s.path("out");
     let at = |t: i64| {
         let o = run(&detectors, &data, &out, &["--scan-time", &t.to_string()]);

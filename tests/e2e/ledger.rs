@@ -62,15 +62,8 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
     let mut rng = Rng::new(2026);
     let (mut killed_in_commit, mut killed_elsewhere, mut completed) = (0, 0, 0);
     for round in 0..14u32 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-            .args(["run", "--once", "--json", "--detectors"])
-            .arg(&detectors)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--out")
-            .arg(&out)
-            .arg("--cache-dir")
-            .arg(shared_cache())
+        let mut child = run_command(&detectors, &data, &out)
+            .args(["--once", "--json"])
             .env("SENTINEL_LOG", "sentinel_host=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -89,12 +89,11 @@ impl Scratch {
     }
 }
 
-/// Runs `sentinel-host run --once --json` and returns the process output.
-pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .arg("run")
-        .arg("--once")
-        .arg("--json")
+/// `sentinel-host run --detectors … --data-dir … --out … --cache-dir <shared>`,
+/// ready for more arguments (`--once`, `--interval`, ...).
+pub fn run_command(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    c.arg("run")
         .arg("--detectors")
         .arg(detectors)
         .arg("--data-dir")
@@ -102,13 +101,15 @@ pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Out
         .arg("--out")
         .arg(out)
         .arg("--cache-dir")
-        .arg(shared_cache())
-        .args(extra)
-        .output()
-        .expect("sentinel-host runs")
+        .arg(shared_cache());
+    c
 }
 
-/// Runs `sentinel-host replay` of `cases` against `detector`, with the shared cache.
+/// Runs `sentinel-host run --once --json` and returns the process output.
+pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Output {
+    run_command(detectors, data_dir, out).args(["--once", "--json"]).args(extra).output().expect("sentinel-host runs")
+}
+
 /// `detectors inspect --json` over `detectors` for this data dir and output
 /// folder; it must exit 0.
 pub fn inspect(detectors: &Path, data_dir: &Path, out: &Path) -> Vec<Value> {
@@ -125,6 +126,7 @@ pub fn inspect(detectors: &Path, data_dir: &Path, out: &Path) -> Vec<Value> {
     serde_json::from_slice(&o.stdout).expect("inspect --json prints JSON")
 }
 
+/// Runs `sentinel-host replay` of `cases` against `detector`, with the shared cache.
 pub fn replay(detector: &Path, cases: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
         .args(["replay", "--detector"])
