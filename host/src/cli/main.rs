@@ -442,7 +442,6 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
     let end = sentinel_host::daemon::run_every(&opts, interval, |result| {
         if let Some(l) = &line {
             l.clear();
-            l.start();
         }
         scans += 1;
         match result {

@@ -16,7 +16,8 @@ const EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 struct State {
-    started: Instant,
+    /// When the scan in flight told its first progress; `None` between scans.
+    started: Option<Instant>,
     last: Option<Instant>,
     shown: bool,
 }
@@ -26,7 +27,7 @@ pub struct Line(Mutex<State>);
 
 impl Line {
     pub fn new() -> Arc<Self> {
-        Arc::new(Line(Mutex::new(State { started: Instant::now(), last: None, shown: false })))
+        Arc::new(Line(Mutex::new(State { started: None, last: None, shown: false })))
     }
 
     /// The observer to hand to the scan.
@@ -35,19 +36,13 @@ impl Line {
         ProgressFn(Arc::new(move |p: &Progress| me.draw(p)))
     }
 
-    /// A scan starts.
-    pub fn start(&self) {
-        if let Ok(mut s) = self.0.lock() {
-            s.started = Instant::now();
-            s.last = None;
-        }
-    }
-
-    /// A scan ended: the line is erased.
+    /// A scan ended: the line is erased, and the next scan's first progress
+    /// starts its quiet time again.
     pub fn clear(&self) {
-        if let Ok(mut s) = self.0.lock()
-            && s.shown
-        {
+        let Ok(mut s) = self.0.lock() else { return };
+        s.started = None;
+        s.last = None;
+        if s.shown {
             s.shown = false;
             let _ = write!(std::io::stderr(), "\r\x1b[2K");
         }
@@ -56,7 +51,8 @@ impl Line {
     fn draw(&self, p: &Progress) {
         let Ok(mut s) = self.0.lock() else { return };
         let now = Instant::now();
-        if now.duration_since(s.started) < QUIET_FOR || s.last.is_some_and(|l| now.duration_since(l) < EVERY) {
+        let started = *s.started.get_or_insert(now);
+        if now.duration_since(started) < QUIET_FOR || s.last.is_some_and(|l| now.duration_since(l) < EVERY) {
             return;
         }
         s.last = Some(now);
