@@ -343,7 +343,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
             }
             dir
         }
-        None => out.join("cache"),
+        None => out_dir::cache_dir(&out),
     };
     let runtime = Runtime::new(opts.limits.clone())?.with_cache(cache_dir);
     let mut summaries = Vec::new();
@@ -864,19 +864,8 @@ pub fn inspect_detectors(
     out: Option<&Path>,
 ) -> Result<Vec<DetectorInfo>, ScanError> {
     let out = resolve_data_dir(data_dir).ok().and_then(|d| out_dir::choose(out, &d).ok());
-    let mut runtime = Runtime::new(Limits::default())?;
-    // The compiled code scans left in the output folder, when there is any:
-    // listing then costs no compilation.
-    if let Some(cache) = out.as_ref().map(|o| o.join("cache")).filter(|c| c.is_dir()) {
-        runtime = runtime.with_cache(cache);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(detectors_dir)
-        .map_err(|source| RuntimeError::DetectorsDir { path: detectors_dir.to_owned(), source })?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-        .collect();
-    files.sort();
+    let runtime = runtime_for_checks(out.as_deref())?;
+    let files = crate::runtime::detector_files(detectors_dir)?;
     let healths: Vec<Health> = match out {
         Some(out) if out.join(crate::ledger::STORE_FILE).is_file() => Ledger::open(&out)?.health()?,
         _ => Vec::new(),
@@ -890,6 +879,17 @@ pub fn inspect_detectors(
             DetectorInfo { inspection, health }
         })
         .collect())
+}
+
+/// A runtime for checking detectors outside a scan (`detectors inspect`,
+/// `check-install`): it reuses the compiled code scans left in the output
+/// folder, when there is any, and never creates a cache of its own.
+pub(crate) fn runtime_for_checks(out: Option<&Path>) -> Result<Runtime, RuntimeError> {
+    let runtime = Runtime::new(Limits::default())?;
+    Ok(match out.map(out_dir::cache_dir).filter(|c| c.is_dir()) {
+        Some(cache) => runtime.with_cache(cache),
+        None => runtime,
+    })
 }
 
 /// What `sentinel-host reset` did.

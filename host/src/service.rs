@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ledger::out_dir::{self, OutDirError};
 use crate::runtime::{Limits, Runtime, RuntimeError};
+use crate::scan::ScanError;
 
 /// How often the schedule runs a scan, in seconds (the scanner spec's 120 s).
 pub const INTERVAL_SECONDS: u32 = 120;
@@ -127,10 +128,9 @@ pub enum ServiceError {
     OutDir(#[from] OutDirError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    #[error("data dir {path} is not a readable directory")]
-    DataDir { path: PathBuf },
-    #[error("no data dir given and no home directory to find ~/.openmausbot in")]
-    NoDataDir,
+    /// The data dir, resolved as a scan resolves it.
+    #[error(transparent)]
+    DataDir(#[from] ScanError),
     #[error("cannot find the running sentinel-host binary")]
     CurrentExe(#[source] std::io::Error),
     #[error("detectors folder {path} holds no *.wasm detector")]
@@ -139,8 +139,6 @@ pub enum ServiceError {
     DetectorRefused { path: PathBuf, reason: String },
     #[error("path {path} cannot be written into a schedule: {why}")]
     BadPath { path: PathBuf, why: &'static str },
-    #[error("no home directory: {0} is not set")]
-    NoHome(&'static str),
     #[error("cannot write {path}")]
     Write {
         path: PathBuf,
@@ -373,7 +371,7 @@ pub fn sh_quote(p: &Path) -> String {
 /// `~/.config/systemd/user`), `~/Library/LaunchAgents`. Windows keeps tasks
 /// in its own store; its task runs the script in the output folder.
 pub fn installed_dir(platform: Platform) -> Option<PathBuf> {
-    let home = || std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home = out_dir::home;
     match platform {
         Platform::Linux => match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
             Some(c) => Some(PathBuf::from(c).join("systemd/user")),
@@ -519,29 +517,6 @@ pub fn fragile_binary(binary: &Path) -> Option<String> {
     })
 }
 
-fn resolve_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, ServiceError> {
-    let dir = match data_dir {
-        Some(d) => d.to_owned(),
-        None => out_dir::default_data_dir().ok_or(ServiceError::NoDataDir)?,
-    };
-    match std::fs::metadata(&dir) {
-        Ok(m) if m.is_dir() => Ok(out_dir::resolve(&dir)),
-        _ => Err(ServiceError::DataDir { path: dir }),
-    }
-}
-
-/// The `*.wasm` files directly in `dir`, sorted.
-fn detector_files(dir: &Path) -> Result<Vec<PathBuf>, RuntimeError> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|source| RuntimeError::DetectorsDir { path: dir.to_owned(), source })?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
 fn check_path(p: &Path) -> Result<(), ServiceError> {
     let Some(s) = p.to_str() else {
         return Err(ServiceError::BadPath { path: p.to_owned(), why: "it is not valid UTF-8" });
@@ -557,7 +532,7 @@ fn check_path(p: &Path) -> Result<(), ServiceError> {
 /// it. Every detector must load now, so a fresh install always passes
 /// [`check_install`]. Nothing is written anywhere else.
 pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
-    let data_dir = resolve_data_dir(opts.data_dir.as_deref())?;
+    let data_dir = crate::scan::resolve_data_dir(opts.data_dir.as_deref())?;
     let out = out_dir::choose(opts.out.as_deref(), &data_dir)?;
     let binary = match &opts.binary {
         Some(b) => b.clone(),
@@ -565,7 +540,7 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     };
     let binary = out_dir::resolve(&binary);
     let detectors_dir = out_dir::resolve(opts.detectors_dir.as_deref().unwrap_or(Path::new("detectors")));
-    let detectors = detector_files(&detectors_dir)?;
+    let detectors = crate::runtime::detector_files(&detectors_dir)?;
     if detectors.is_empty() {
         return Err(ServiceError::NoDetectors { path: detectors_dir });
     }
@@ -574,12 +549,11 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
         check_path(p)?;
     }
     out_dir::create_private_dir(&out).map_err(|source| OutDirError::Create { path: out.clone(), source })?;
-    // Compiled into the cache the scheduled scans use, so the first one starts warm.
-    let runtime = Runtime::new(Limits::default())?.with_cache(out.join("cache"));
-    for d in &detectors {
-        if let Some(reason) = runtime.inspect(d).error {
-            return Err(ServiceError::DetectorRefused { path: d.clone(), reason });
-        }
+    // Loaded exactly as a scan loads them (duplicate names refused too), and
+    // compiled into the cache the scheduled scans use, so the first starts warm.
+    let runtime = Runtime::new(Limits::default())?.with_cache(out_dir::cache_dir(&out));
+    if let Some(e) = runtime.load_dir(&schedule.detectors_dir)?.into_iter().find_map(Result::err) {
+        return Err(ServiceError::DetectorRefused { path: e.path().to_owned(), reason: crate::scan::error_chain(&e) });
     }
     let mut files = Vec::new();
     for (name, text) in render(opts.platform, &schedule) {
@@ -610,20 +584,10 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     })
 }
 
-/// Writes a file `0600` through a temporary file and a rename.
+/// Writes a file `0600`, atomically.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ServiceError> {
-    use std::io::Write;
-    let err = |source| ServiceError::Write { path: path.to_owned(), source };
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp",
-        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-    ));
-    {
-        let mut f = crate::ledger::private_file(&tmp).map_err(err)?;
-        f.write_all(bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
-    }
-    std::fs::rename(&tmp, path).map_err(err)
+    crate::ledger::write_private_atomic(path, bytes)
+        .map_err(|source| ServiceError::Write { path: path.to_owned(), source })
 }
 
 // ---------------------------------------------------------------------------
@@ -703,7 +667,7 @@ pub fn check_install(
     if found.is_none() {
         let data = match data_dir {
             Some(d) => d.to_owned(),
-            None => out_dir::default_data_dir().ok_or(ServiceError::NoDataDir)?,
+            None => out_dir::default_data_dir().ok_or(ScanError::NoDataDir)?,
         };
         let folder = out_dir::choose(out, &out_dir::resolve(&data))?;
         let p = folder.join(name);
@@ -754,13 +718,17 @@ pub fn check_install(
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .filter(|m: &Manifest| m.schedule.detectors_dir == schedule.detectors_dir);
-    let present = match detector_files(&schedule.detectors_dir) {
-        Ok(files) => files,
+    // Loaded exactly as the scheduled scan will load them.
+    let runtime = crate::scan::runtime_for_checks(Some(&schedule.out))?;
+    let loaded = match runtime.load_dir(&schedule.detectors_dir) {
+        Ok(loaded) => loaded,
         Err(_) => {
             check.problems.push(format!("detectors folder {} is gone", schedule.detectors_dir.display()));
             Vec::new()
         }
     };
+    let present: Vec<PathBuf> =
+        loaded.iter().map(|l| l.as_ref().map_or_else(|e| e.path().to_owned(), |d| d.path.clone())).collect();
     if let Some(m) = &manifest {
         for d in m.detectors.iter().filter(|d| !present.contains(d)) {
             check.problems.push(format!("detector {} is gone", d.display()));
@@ -775,19 +743,17 @@ pub fn check_install(
     if present.is_empty() && schedule.detectors_dir.is_dir() {
         check.problems.push(format!("detectors folder {} holds no *.wasm detector", schedule.detectors_dir.display()));
     }
-    if !present.is_empty() {
-        let runtime = Runtime::new(Limits::default())?;
-        let runtime = match schedule.out.join("cache") {
-            cache if cache.is_dir() => runtime.with_cache(cache),
-            _ => runtime,
-        };
-        for d in present {
-            match runtime.inspect(&d).error {
-                None => check.detectors.push(DetectorCheck { path: d, status: "ok", error: None }),
-                Some(e) => {
-                    check.problems.push(format!("detector {} no longer loads: {e}", d.display()));
-                    check.detectors.push(DetectorCheck { path: d, status: "refused", error: Some(e) });
-                }
+    for l in loaded {
+        match l {
+            Ok(d) => check.detectors.push(DetectorCheck { path: d.path, status: "ok", error: None }),
+            Err(e) => {
+                let error = crate::scan::error_chain(&e);
+                check.problems.push(format!("detector {} no longer loads: {error}", e.path().display()));
+                check.detectors.push(DetectorCheck {
+                    path: e.path().to_owned(),
+                    status: "refused",
+                    error: Some(error),
+                });
             }
         }
     }

@@ -581,10 +581,9 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     match err.downcast_ref::<ServiceError>() {
-        Some(ServiceError::OutDir(OutDirError::InsideGitRepo { .. })) => return exit::OUT_IN_GIT_REPO,
-        Some(ServiceError::OutDir(OutDirError::InsideDataDir { .. })) => return exit::OUT_IN_DATA_DIR,
-        Some(ServiceError::OutDir(_) | ServiceError::Write { .. }) => return exit::OUTPUT_IO,
-        Some(ServiceError::DataDir { .. } | ServiceError::NoDataDir) => return exit::DATA_DIR,
+        Some(ServiceError::OutDir(e)) => return out_dir_code(e),
+        Some(ServiceError::DataDir(e)) => return scan_code(e),
+        Some(ServiceError::Write { .. }) => return exit::OUTPUT_IO,
         Some(
             ServiceError::Runtime(RuntimeError::DetectorsDir { .. })
             | ServiceError::NoDetectors { .. }
@@ -599,14 +598,23 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     {
         return exit::CONFIG;
     }
-    match err.downcast_ref::<ScanError>() {
-        Some(ScanError::OutDir(OutDirError::InsideGitRepo { .. })) => exit::OUT_IN_GIT_REPO,
-        Some(ScanError::OutDir(OutDirError::InsideDataDir { .. })) => exit::OUT_IN_DATA_DIR,
-        Some(ScanError::OutDir(_)) | Some(ScanError::Ledger(_)) => exit::OUTPUT_IO,
-        Some(ScanError::DataDir { .. } | ScanError::NoDataDir) => exit::DATA_DIR,
-        Some(ScanError::Runtime(RuntimeError::DetectorsDir { .. })) | Some(ScanError::ConfigType { .. }) => {
-            exit::CONFIG
-        }
+    err.downcast_ref::<ScanError>().map_or(exit::INTERNAL, scan_code)
+}
+
+fn out_dir_code(e: &OutDirError) -> u8 {
+    match e {
+        OutDirError::InsideGitRepo { .. } => exit::OUT_IN_GIT_REPO,
+        OutDirError::InsideDataDir { .. } => exit::OUT_IN_DATA_DIR,
+        _ => exit::OUTPUT_IO,
+    }
+}
+
+fn scan_code(e: &ScanError) -> u8 {
+    match e {
+        ScanError::OutDir(e) => out_dir_code(e),
+        ScanError::Ledger(_) => exit::OUTPUT_IO,
+        ScanError::DataDir { .. } | ScanError::NoDataDir => exit::DATA_DIR,
+        ScanError::Runtime(RuntimeError::DetectorsDir { .. }) | ScanError::ConfigType { .. } => exit::CONFIG,
         _ => exit::INTERNAL,
     }
 }

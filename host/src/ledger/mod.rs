@@ -876,25 +876,35 @@ impl Ledger {
     pub fn export(&self) -> Result<(), LedgerError> {
         let issues = self.issues()?;
         let target = self.issues_path();
-        let tmp = self.dir.join(format!(".{ISSUES_FILE}.tmp"));
         let io = |source| LedgerError::Export { path: target.clone(), source };
         let mut buf = Vec::with_capacity(issues.len() * 400);
         for issue in &issues {
             serde_json::to_writer(&mut buf, issue).map_err(|e| io(std::io::Error::other(e)))?;
             buf.push(b'\n');
         }
-        {
-            let mut f = private_file(&tmp).map_err(io)?;
-            f.write_all(&buf).map_err(io)?;
-            f.sync_all().map_err(io)?;
-        }
-        std::fs::rename(&tmp, &target).map_err(io)?;
-        #[cfg(unix)]
-        if let Ok(d) = std::fs::File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        write_private_atomic(&target, &buf).map_err(io)
     }
+}
+
+/// Replaces `path` with `bytes`, atomically and `0600`: a temporary file
+/// beside it (named for this process), fsync, rename, fsync of the folder. A
+/// reader sees the old file or the new one, never a part.
+pub(crate) fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    {
+        let mut f = private_file(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    #[cfg(unix)]
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// A new file, `0600` from the start.

@@ -36,8 +36,15 @@ pub fn default_data_dir() -> Option<PathBuf> {
     home().map(|h| h.join(".openmausbot"))
 }
 
-fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE")).map(PathBuf::from)
+/// Where compiled components are kept by default: `cache/` in the output folder.
+pub fn cache_dir(out: &Path) -> PathBuf {
+    out.join("cache")
+}
+
+/// The user's home folder (`HOME`, else `USERPROFILE`).
+pub fn home() -> Option<PathBuf> {
+    let set = |k| std::env::var_os(k).filter(|v| !v.is_empty());
+    set("HOME").or_else(|| set("USERPROFILE")).map(PathBuf::from)
 }
 
 /// The per-OS base folder, before any `data-<hash>` subfolder.

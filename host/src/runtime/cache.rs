@@ -10,7 +10,6 @@
 //! be loaded is discarded and replaced. The cache never touches the data dir.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -101,12 +100,6 @@ impl ComponentCache {
     fn store(&self, component: &Component, entry: &Path) -> std::io::Result<()> {
         let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         crate::ledger::out_dir::create_private_dir(&self.dir)?;
-        let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
-        {
-            let mut f = crate::ledger::private_file(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, entry)
+        crate::ledger::write_private_atomic(entry, &bytes)
     }
 }

@@ -19,6 +19,20 @@ use super::session::{CallFailure, Phase, classify_failure, convert_config_value}
 use super::{Runtime, RuntimeError};
 use crate::observation::{ConfigKey, Descriptor, Subscription};
 
+/// The detector files of a folder: every `*.wasm` file directly in it, in
+/// name order (the order they load and run in).
+pub fn detector_files(dir: &Path) -> Result<Vec<PathBuf>, RuntimeError> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|source| RuntimeError::DetectorsDir { path: dir.to_owned(), source })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// A detector ready to scan: its component pre-instantiated against the
 /// host's linker, and what it said about itself.
 pub struct LoadedDetector {
@@ -143,14 +157,7 @@ impl Runtime {
     /// Loads every `*.wasm` file directly inside `dir`, in name order. One bad
     /// file never stops the others: each gets its own result.
     pub fn load_dir(&self, dir: &Path) -> Result<Vec<Result<LoadedDetector, LoadError>>, RuntimeError> {
-        let entries =
-            std::fs::read_dir(dir).map_err(|source| RuntimeError::DetectorsDir { path: dir.to_owned(), source })?;
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
-            .collect();
-        files.sort();
+        let files = detector_files(dir)?;
         let mut out: Vec<Result<LoadedDetector, LoadError>> = Vec::with_capacity(files.len());
         for path in files {
             let loaded = self.load(&path).and_then(|d| {
