@@ -80,9 +80,8 @@ struct ServiceInstallArgs {
     detectors: Option<PathBuf>,
     #[command(flatten)]
     location: Location,
-    /// Which scheduler to write for [default: this machine's].
-    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
-    platform: Option<Platform>,
+    #[command(flatten)]
+    platform: PlatformArg,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     json: bool,
@@ -90,8 +89,8 @@ struct ServiceInstallArgs {
 
 #[derive(Args, Debug)]
 struct ServiceUninstallArgs {
-    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
-    platform: Option<Platform>,
+    #[command(flatten)]
+    platform: PlatformArg,
 }
 
 #[derive(Args, Debug)]
@@ -99,11 +98,24 @@ struct CheckInstallArgs {
     /// Where `service install` wrote the schedule, when the scheduler's folder has no copy.
     #[command(flatten)]
     location: Location,
-    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
-    platform: Option<Platform>,
+    #[command(flatten)]
+    platform: PlatformArg,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct PlatformArg {
+    /// Which scheduler [default: this machine's].
+    #[arg(long, value_name = "linux|macos|windows", value_parser = parse_platform)]
+    platform: Option<Platform>,
+}
+
+impl PlatformArg {
+    fn get(&self) -> Platform {
+        self.platform.unwrap_or_else(Platform::current)
+    }
 }
 
 fn parse_platform(s: &str) -> Result<Platform, String> {
@@ -491,7 +503,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
 }
 
 fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
-    let platform = args.platform.unwrap_or_else(Platform::current);
+    let platform = args.platform.get();
     let outcome = service::install(&service::InstallOptions {
         platform,
         detectors_dir: args.detectors.clone(),
@@ -531,7 +543,7 @@ fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
 }
 
 fn service_uninstall(args: &ServiceUninstallArgs) -> anyhow::Result<u8> {
-    let platform = args.platform.unwrap_or_else(Platform::current);
+    let platform = args.platform.get();
     println!("to remove the sentinel schedule, run:");
     for c in service::uninstall_commands(platform, service::installed_dir(platform).as_deref()) {
         println!("  {c}");
@@ -540,7 +552,7 @@ fn service_uninstall(args: &ServiceUninstallArgs) -> anyhow::Result<u8> {
 }
 
 fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
-    let platform = args.platform.unwrap_or_else(Platform::current);
+    let platform = args.platform.get();
     let outcome = service::check_install(platform, args.location.data_dir.as_deref(), args.location.out.as_deref())
         .context("cannot check the schedule")?;
     let code = match &outcome {
