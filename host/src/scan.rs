@@ -481,19 +481,18 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         if !candidate[index] {
             continue;
         }
-        let cadence_ms = d.descriptor.cadence_seconds.map(|c| i64::from(c) * 1000);
-        if !runs[index] {
-            let next = last_runs[index].unwrap_or(scan_time).saturating_add(cadence_ms.unwrap_or(0));
-            next_wake = Some(next_wake.map_or(next, |w: i64| w.min(next)));
-            let summary = &mut summaries[loaded_summary[index]];
-            summary.status = "not-due";
-            summary.next_due = Some(next);
-            continue;
-        }
-        if let Some(ms) = cadence_ms {
-            let next = scan_time.saturating_add(ms);
+        let cadence = d.descriptor.cadence_seconds;
+        // Running now moves its next turn to a cadence from now.
+        let last_run = if runs[index] { Some(scan_time) } else { last_runs[index] };
+        if let Some(next) = next_due(cadence, last_run) {
             next_wake = Some(next_wake.map_or(next, |w: i64| w.min(next)));
             summaries[loaded_summary[index]].next_due = Some(next);
+        }
+        if !runs[index] {
+            summaries[loaded_summary[index]].status = "not-due";
+            continue;
+        }
+        if cadence.is_some() {
             cadence_meta.push((cadence_key(&d.descriptor.name), Some(scan_time.to_string())));
         }
         summaries[loaded_summary[index]].probation = on_probation[index];
@@ -754,13 +753,16 @@ fn cadence_key(detector: &str) -> String {
     format!("cadence.{detector}")
 }
 
+/// When a detector with a cadence is next due: a cadence after its last run.
+/// `None` when it has no cadence or has never run here (due every scan).
+pub fn next_due(cadence_seconds: Option<u32>, last_run: Option<i64>) -> Option<i64> {
+    Some(last_run?.saturating_add(i64::from(cadence_seconds?) * 1000))
+}
+
 /// Whether a detector is due: it has no cadence, has never run here, or its
 /// cadence has passed since its last run.
 pub fn is_due(cadence_seconds: Option<u32>, last_run: Option<i64>, scan_time: i64) -> bool {
-    match (cadence_seconds, last_run) {
-        (Some(c), Some(last)) => scan_time >= last.saturating_add(i64::from(c) * 1000),
-        _ => true,
-    }
+    next_due(cadence_seconds, last_run).is_none_or(|next| scan_time >= next)
 }
 
 /// Which detectors run this scan. Those due run; so does every other that
@@ -781,7 +783,7 @@ pub fn plan_runs(subscriptions: &[BTreeSet<&str>], due: &[bool], reference: &BTr
             .collect();
         let mut changed = false;
         for (i, subs) in subscriptions.iter().enumerate() {
-            if !runs[i] && !subs.is_empty() && subs.iter().any(|s| read.contains(s)) {
+            if !runs[i] && subs.iter().any(|s| read.contains(s)) {
                 runs[i] = true;
                 changed = true;
             }
