@@ -84,8 +84,40 @@ mod tests {
         o
     }
 
+    /// A stop flag set by the progress observer when the scan reaches `phase`.
+    fn stop_at(o: &mut ScanOptions, phase: &'static str) {
+        std::fs::write(o.data_dir.as_ref().unwrap().join("bots.json"), r#"{"bots": [{"id": "b1", "name": "Ada"}]}"#)
+            .unwrap();
+        let stop = Arc::clone(o.stop.as_ref().unwrap());
+        o.progress = Some(crate::scan::ProgressFn(Arc::new(move |p: &crate::scan::Progress| {
+            if p.phase == phase {
+                stop.store(true, Ordering::SeqCst);
+            }
+        })));
+    }
+
     #[test]
-    fn a_stop_during_a_scan_commits_nothing() {
+    fn a_stop_while_sources_are_read_commits_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut o = opts(tmp.path());
+        stop_at(&mut o, "reading");
+        assert!(matches!(run_scan(&o), Err(ScanError::Interrupted)));
+        let ledger = Ledger::open(&tmp.path().join("out")).unwrap();
+        assert_eq!(ledger.meta("last_scan").unwrap(), None, "no scan was committed");
+    }
+
+    #[test]
+    fn a_stop_once_the_commit_began_lets_it_finish() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut o = opts(tmp.path());
+        stop_at(&mut o, "committing");
+        let report = run_scan(&o).expect("the scan in its commit completes");
+        let ledger = Ledger::open(&tmp.path().join("out")).unwrap();
+        assert_eq!(ledger.meta("last_scan").unwrap(), Some(report.scan_time.to_string()));
+    }
+
+    #[test]
+    fn a_stop_before_a_scan_commits_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let o = opts(tmp.path());
         o.stop.as_ref().unwrap().store(true, Ordering::SeqCst);
