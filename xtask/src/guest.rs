@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use sha2::{Digest, Sha256};
 
 pub mod toolchain;
 
@@ -280,8 +279,7 @@ pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Re
         let tmp = dest.join(format!(".{name}.wasm.tmp"));
         std::fs::copy(&src, &tmp).with_context(|| format!("cannot copy {} to {}", src.display(), tmp.display()))?;
         std::fs::rename(&tmp, &path)?;
-        let bytes = std::fs::read(&path)?;
-        match runtime.load(&path) {
+        let loaded = match runtime.load(&path) {
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
                 return Err(anyhow::Error::new(e).context(format!("detector {name} would be refused by the host")));
@@ -294,15 +292,10 @@ pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Re
                     loaded.descriptor.name
                 );
             }
-            Ok(_) => {}
-        }
-        out.push(Built {
-            name,
-            lang: src_dir.lang,
-            path,
-            size: bytes.len() as u64,
-            sha256: sentinel_host::hex(&Sha256::digest(&bytes)),
-        });
+            Ok(loaded) => loaded,
+        };
+        // The load read and hashed the file already.
+        out.push(Built { name, lang: src_dir.lang, path, size: loaded.size, sha256: loaded.sha256 });
     }
     Ok(out)
 }
