@@ -132,24 +132,27 @@ mod tests {
         assert_eq!(text, "[workspace]\nmembers = [\"host\", \"sdk\", \"detectors/x\"]\nexclude = []\n");
     }
 
-    /// The shipped Python and JavaScript detectors carry the batch reader of
-    /// the templates, unchanged, so a fix to one reaches every copy.
+    /// The shipped Python and JavaScript detectors and the templates read
+    /// batches with the SDK's one module, never a copy of it, so a fix to it
+    /// reaches every detector.
     #[test]
-    fn the_shipped_detectors_share_the_templates_batch_reader() {
+    fn every_python_and_js_detector_reads_batches_with_the_sdks_module() {
         let root = crate::guest::repo_root();
-        let section = |text: &str, start: &str, end: &str| -> String {
-            let a = text.find(start).expect("start marker");
-            let b = text.find(end).expect("end marker");
-            text[a..b].to_owned()
+        let import = |lang| match lang {
+            Lang::Python => "from sentinel_batch import ",
+            _ => "from './sentinel-batch.js';",
         };
+        let mut texts = vec![(Lang::Python, "template".to_owned(), PYTHON_APP.to_owned())];
+        texts.push((Lang::Js, "template".to_owned(), JS_DETECTOR.to_owned()));
         for d in crate::guest::detectors_under(&root.join("detectors")).unwrap() {
-            let (template, start, end) = match d.lang {
-                Lang::Python => (PYTHON_APP, "import math", "# --- the detector ---"),
-                Lang::Js => (JS_DETECTOR, "// --- reading", "// --- the detector ---"),
-                Lang::Rust => continue,
-            };
-            let text = std::fs::read_to_string(d.dir.join(d.lang.marker())).unwrap();
-            assert_eq!(section(&text, start, end), section(template, start, end), "{}", d.name);
+            if d.lang != Lang::Rust {
+                texts.push((d.lang, d.name.clone(), std::fs::read_to_string(d.dir.join(d.lang.marker())).unwrap()));
+            }
+        }
+        assert!(texts.len() > 2, "shipped Python or JavaScript detectors are checked too");
+        for (lang, name, text) in texts {
+            assert!(text.contains(import(lang)), "{name} imports the SDK's batch reader");
+            assert!(!text.contains("class Batch"), "{name} carries no copy of the batch reader");
         }
     }
 }

@@ -153,9 +153,20 @@ pub fn ensure(root: &Path, lang: Lang, target_dir: &Path) -> Result<PathBuf> {
     Ok(tool)
 }
 
-/// The files of a detector that go into its component: every `.py` or `.js`
-/// file of its folder (not its cases).
-fn sources(src: &DetectorSource) -> Result<Vec<PathBuf>> {
+/// The SDK module every detector of `lang` is built with, beside its own
+/// files: the reader of the host's packed batches.
+fn shared(root: &Path, lang: Lang) -> PathBuf {
+    match lang {
+        Lang::Python => root.join("sdk/python/sentinel_batch.py"),
+        Lang::Js => root.join("sdk/js/sentinel-batch.js"),
+        Lang::Rust => unreachable!("Rust detectors are built by cargo"),
+    }
+}
+
+/// The files that go into a detector's component, as (file name, bytes):
+/// every `.py` or `.js` file of its folder (not its cases), then the SDK's
+/// module. Read once, for the build's key and for staging.
+fn sources(root: &Path, src: &DetectorSource) -> Result<Vec<(String, Vec<u8>)>> {
     let ext = if src.lang == Lang::Python { "py" } else { "js" };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&src.dir)
         .with_context(|| format!("cannot list {}", src.dir.display()))?
@@ -164,7 +175,21 @@ fn sources(src: &DetectorSource) -> Result<Vec<PathBuf>> {
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == ext))
         .collect();
     files.sort();
-    Ok(files)
+    let sdk = shared(root, src.lang);
+    let sdk_name = sdk.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut out = Vec::with_capacity(files.len() + 1);
+    for f in files {
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name == sdk_name {
+            bail!(
+                "{} has a file of its own named {sdk_name}, the name of the SDK's module: rename it",
+                src.dir.display()
+            );
+        }
+        out.push((name, read(&f)?));
+    }
+    out.push((sdk_name, read(&sdk)?));
+    Ok(out)
 }
 
 /// Builds the Python or JavaScript detector `src` (or reuses the component
@@ -181,9 +206,10 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
             h.update(read(&f)?);
         }
     }
-    for f in sources(src)? {
-        h.update(f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
-        h.update(read(&f)?);
+    let files = sources(root, src)?;
+    for (name, bytes) in &files {
+        h.update(name);
+        h.update(bytes);
     }
     let key = sentinel_host::hex(&h.finalize()[..8]);
     let out_dir = target_dir.join("guest-other");
@@ -194,18 +220,21 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
     }
     eprintln!("building {} ({}) with {}", src.name, src.lang.as_str(), tool.display());
     let tmp = out_dir.join(format!(".{}-{key}.wasm.tmp", src.name));
+    // Both tools build from a staged copy: the detector's files and the SDK's
+    // module side by side (componentize-py also leaves `__pycache__` beside
+    // the modules it imports, and componentize-js resolves relative imports
+    // from the working directory), so the sources stay untouched and every
+    // build sees the same tree.
+    let staged = out_dir.join("src").join(&src.name);
+    let _ = std::fs::remove_dir_all(&staged);
+    std::fs::create_dir_all(&staged).with_context(|| format!("cannot create {}", staged.display()))?;
+    for (name, bytes) in &files {
+        let to = staged.join(name);
+        std::fs::write(&to, bytes).with_context(|| format!("cannot write {}", to.display()))?;
+    }
     let mut cmd = Command::new(&tool);
     match src.lang {
         Lang::Python => {
-            // componentize-py leaves `__pycache__` beside the modules it
-            // imports: it builds from a copy, so the sources stay untouched.
-            let staged = out_dir.join("src").join(&src.name);
-            let _ = std::fs::remove_dir_all(&staged);
-            std::fs::create_dir_all(&staged).with_context(|| format!("cannot create {}", staged.display()))?;
-            for f in sources(src)? {
-                let to = staged.join(f.file_name().unwrap_or_default());
-                std::fs::copy(&f, &to).with_context(|| format!("cannot copy {} to {}", f.display(), to.display()))?;
-            }
             cmd.arg("-d")
                 .arg(&wit)
                 .args(["-w", "detector-world", "componentize", "app", "-p"])
@@ -215,7 +244,8 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
         }
         Lang::Js => {
             // HTTP and the fetch event are left out: the host refuses `wasi:http`.
-            cmd.arg(src.dir.join(Lang::Js.marker()))
+            cmd.current_dir(&staged)
+                .arg(staged.join(Lang::Js.marker()))
                 .arg("--wit")
                 .arg(&wit)
                 .args(["--world-name", "detector-world", "-d", "http", "-d", "fetch-event", "-o"])

@@ -1,0 +1,135 @@
+"""The host's packed batches, read in Python: the SDK side of the WIT
+`batch` record (wit/detector.wit) for detectors built with componentize-py.
+
+`cargo xtask build-detectors` builds this module into every Python detector
+(it stages it beside the detector's own files), so a detector imports it:
+
+    from sentinel_batch import BadInput, Batch, observation
+
+It follows the Rust SDK's rules: a null or mistyped cell reads as None, an
+int or boolean column also reads as a float, the layout is checked once.
+"""
+
+import math
+from decimal import Decimal
+
+from componentize_py_types import Err
+
+from wit_world.imports import types as t
+
+# --- reading the host's batches (see the `batch` record in wit/detector.wit) ---
+
+TEXT, INT, FLOAT, BOOLEAN = t.ColumnType.TEXT, t.ColumnType.INT, t.ColumnType.FLOAT, t.ColumnType.BOOLEAN
+
+# The version of the rules that build the signature (like the Rust SDK's
+# `normalize::VERSION`): bump it when the grouping changes.
+GROUPING_VERSION = 1
+
+
+class BadInput(Exception):
+    pass
+
+
+class Batch:
+    """Typed, checked access to one packed, columnar batch.
+
+    A cell reads as None when it is null or when the column has another type;
+    an int or boolean column also reads as a float, as in the Rust SDK.
+    """
+
+    def __init__(self, raw):
+        self.source, self.kind, self.rows = raw.source, raw.kind, raw.rows
+        self._raw = raw
+        self._slots = {}
+        self._types = {}
+        counts = {TEXT: 0, INT: 0, FLOAT: 0}
+        for c, col in enumerate(raw.columns):
+            group = INT if col.ty in (INT, BOOLEAN) else col.ty
+            self._slots.setdefault(col.name, (c, group, counts[group]))
+            self._types.setdefault(col.name, col.ty)
+            counts[group] += 1
+        rows = raw.rows
+        bad = f"batch {raw.source}/{raw.kind}: "
+        if (len(raw.text_ends) != counts[TEXT] * rows or len(raw.ints) != counts[INT] * rows
+                or len(raw.floats) != counts[FLOAT] * rows):
+            raise BadInput(bad + "cell arrays do not match columns x rows")
+        if len(raw.nulls) < (len(raw.columns) * rows + 7) // 8:
+            raise BadInput(bad + "null bitmap too short")
+        ends = raw.text_ends
+        if any(ends[i] > ends[i + 1] for i in range(len(ends) - 1)) or (ends and ends[-1] > len(raw.text)):
+            raise BadInput(bad + "text offsets out of order or out of range")
+        try:
+            raw.text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(bad + "text is not UTF-8") from None
+
+    def is_(self, source, kind):
+        return self.source == source and self.kind == kind
+
+    def _null(self, c, row):
+        bit = c * self.rows + row
+        nulls = self._raw.nulls
+        return bit // 8 >= len(nulls) or nulls[bit // 8] & (1 << (bit % 8)) != 0
+
+    def _cell(self, name, row, group):
+        slot = self._slots.get(name)
+        if slot is None or slot[1] != group or row >= self.rows or self._null(slot[0], row):
+            return None
+        return slot[2] * self.rows + row
+
+    def text(self, name, row):
+        i = self._cell(name, row, TEXT)
+        if i is None:
+            return None
+        ends = self._raw.text_ends
+        start = ends[i - 1] if i > 0 else 0
+        try:
+            return self._raw.text[start:ends[i]].decode("utf-8")
+        except UnicodeDecodeError:  # not on a character boundary
+            return None
+
+    def int(self, name, row):
+        i = self._cell(name, row, INT)
+        return None if i is None else self._raw.ints[i]
+
+    def float(self, name, row):
+        slot = self._slots.get(name)
+        if slot is not None and slot[1] == INT:
+            v = self.int(name, row)
+            return None if v is None else float(v)
+        i = self._cell(name, row, FLOAT)
+        return None if i is None else self._raw.floats[i]
+
+    def boolean(self, name, row):
+        if self._types.get(name) != BOOLEAN:
+            return None
+        v = self.int(name, row)
+        return None if v is None else v != 0
+
+
+def config_float(context, key):
+    """A number from the scan context (an integer is widened), else bad-config."""
+    for name, value in context.config:
+        if name == key:
+            if isinstance(value, t.ConfigValue_Float):
+                return value.value
+            if isinstance(value, t.ConfigValue_Integer):
+                return float(value.value)
+            break
+    raise Err(t.DetectorError_BadConfig(f"`{key}` must be a number"))
+
+
+def rust_display(x):
+    """A float as Rust's `{}` prints it (shortest digits, never an exponent)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    s = format(Decimal(repr(x)), "f")
+    return s[:-2] if s.endswith(".0") else s
+
+
+def observation(kind, signature, title, at, occurrence, evidence, *, origin=t.Origin.HARNESS,
+                severity=t.Severity.MEDIUM, tool=None, bot=None, thread=None, turn=None, wasted_turns=0):
+    return t.Observation(kind, signature, GROUPING_VERSION, title, origin, severity, tool, bot, thread, turn,
+                         at, occurrence, t.EvidenceRef(evidence[0], evidence[1]), wasted_turns)
