@@ -20,10 +20,17 @@ fn data(s: &Scratch) -> std::path::PathBuf {
     dir
 }
 
-const FLAGS: &[&str] = &["--cost", "3.25", "--queue-wait", "150"];
+/// The thresholds every scan and replay here uses, as flags and as config.
+const COST_USD: f64 = 3.25;
+const QUEUE_WAIT_S: u64 = 150;
+
+fn flags() -> [String; 4] {
+    ["--cost".into(), COST_USD.to_string(), "--queue-wait".into(), QUEUE_WAIT_S.to_string()]
+}
 
 fn scan_with(detectors: &std::path::Path, data: &std::path::Path, out: &std::path::Path) -> serde_json::Value {
-    let o = run(detectors, data, out, FLAGS);
+    let flags = flags();
+    let o = run(detectors, data, out, &flags.each_ref().map(String::as_str));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -109,8 +116,8 @@ fn observations(
         .iter()
         .map(|k| {
             let v = match k.name.as_str() {
-                "cost" => ConfigValue::Float(3.25),
-                "queue_wait" => ConfigValue::DurationMs(150_000),
+                "cost" => ConfigValue::Float(COST_USD),
+                "queue_wait" => ConfigValue::DurationMs(QUEUE_WAIT_S * 1000),
                 _ => k.default.clone(),
             };
             (k.name.clone(), v)

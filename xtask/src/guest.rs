@@ -309,3 +309,23 @@ pub fn build_fixtures(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let built = build(&guests.join("Cargo.toml"), &packages, &root.join("target").join("guest-fixtures"))?;
     Ok(packages.into_iter().map(|p| p.name).zip(built).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_folders_building_one_name_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (folder, file) in [("a-b", "app.py"), ("a_b", "detector.js")] {
+            std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+            std::fs::write(dir.path().join(folder).join(file), "").unwrap();
+        }
+        let e = detectors_under(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("both build a_b.wasm"), "{e}");
+        // One folder each: fine.
+        std::fs::remove_dir_all(dir.path().join("a_b")).unwrap();
+        let found = detectors_under(dir.path()).unwrap();
+        assert_eq!((found.len(), found[0].name.as_str(), found[0].lang), (1, "a_b", Lang::Python));
+    }
+}
