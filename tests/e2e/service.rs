@@ -74,8 +74,9 @@ fn tree(dir: &Path) -> Vec<String> {
     out
 }
 
-fn install(h: &Home, binary: &Path, platform: &str, detectors: &Path, data: &Path, out: &Path) -> Output {
-    let o = h.run(
+/// `service install` as given; see [`install`] for one that must succeed.
+fn try_install(h: &Home, binary: &Path, platform: &str, detectors: &Path, data: &Path, out: &Path) -> Output {
+    h.run(
         binary,
         &[
             "service",
@@ -89,7 +90,11 @@ fn install(h: &Home, binary: &Path, platform: &str, detectors: &Path, data: &Pat
             "--out",
             out.to_str().unwrap(),
         ],
-    );
+    )
+}
+
+fn install(h: &Home, binary: &Path, platform: &str, detectors: &Path, data: &Path, out: &Path) -> Output {
+    let o = try_install(h, binary, platform, detectors, data, out);
     assert_eq!(o.status.code(), Some(0), "service install failed\n{}", text(&o));
     o
 }
@@ -257,7 +262,7 @@ fn check_install_passes_a_fresh_install_and_finds_a_moved_binary_and_a_removed_d
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.starts_with("ok:"), "{stdout}");
     assert_eq!(json["installed"], false, "only the copy in sentinel's folder exists: {json:#}");
-    assert_eq!(json["detectors"].as_array().unwrap().len(), 5);
+    assert_eq!(json["detectors"].as_array().unwrap().len(), listing(&detectors).len());
 
     // The printed commands copy the unit into the scheduler's folder: that copy is read.
     let units = h.config.join("systemd/user");
@@ -286,11 +291,7 @@ fn check_install_passes_a_fresh_install_and_finds_a_moved_binary_and_a_removed_d
     std::fs::remove_file(&gone).unwrap();
     let (code, stdout, json) = check(&h, &out);
     assert_eq!(code, Some(9), "{stdout}");
-    assert!(
-        stdout.contains(&format!("detector {} is gone", gone.canonicalize().unwrap_or(gone.clone()).display()))
-            || stdout.contains("cost.wasm is gone"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("cost.wasm is gone"), "{stdout}");
     let missing: Vec<&Value> =
         json["detectors"].as_array().unwrap().iter().filter(|d| d["status"] == "missing").collect();
     assert_eq!(missing.len(), 1, "{json:#}");
@@ -319,23 +320,11 @@ fn install_refuses_a_detector_that_does_not_load_and_an_out_inside_the_data_dir(
     std::fs::create_dir_all(&data).unwrap();
     let detectors = s.detectors_with(&[]);
     std::fs::write(detectors.join("broken.wasm"), b"nope").unwrap();
-    let args = |out: &Path| {
-        vec![
-            "service".to_owned(),
-            "install".into(),
-            "--detectors".into(),
-            detectors.to_str().unwrap().into(),
-            "--data-dir".into(),
-            data.to_str().unwrap().into(),
-            "--out".into(),
-            out.to_str().unwrap().into(),
-        ]
-    };
-    let o = h.command(&bin()).args(args(&s.path("out"))).output().unwrap();
+    let o = try_install(&h, &bin(), "linux", &detectors, &data, &s.path("out"));
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("broken.wasm"), "{}", text(&o));
     std::fs::remove_file(detectors.join("broken.wasm")).unwrap();
-    let o = h.command(&bin()).args(args(&data.join("out"))).output().unwrap();
+    let o = try_install(&h, &bin(), "linux", &detectors, &data, &data.join("out"));
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert!(listing(&data).is_empty(), "nothing written into the data dir");
 }
