@@ -78,6 +78,18 @@ pub struct SizeResult {
     pub detectors: Vec<DetectorResult>,
 }
 
+impl SizeResult {
+    pub fn scan_over_raw_read(&self) -> f64 {
+        self.full_scan_ms / self.raw_read_ms
+    }
+    pub fn fast_path_over_scan(&self) -> f64 {
+        self.fast_path_ms / self.full_scan_ms
+    }
+    pub fn scan_ms_per_record(&self) -> f64 {
+        self.full_scan_ms / self.records as f64
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Target {
@@ -133,8 +145,8 @@ impl Report {
         m.insert("startup.warm_over_cold".into(), self.startup.warm_ms / self.startup.cold_ms);
         for s in &self.sizes {
             let n = s.records;
-            m.insert(format!("{n}.scan_over_raw_read"), s.full_scan_ms / s.raw_read_ms);
-            m.insert(format!("{n}.fast_path_over_scan"), s.fast_path_ms / s.full_scan_ms);
+            m.insert(format!("{n}.scan_over_raw_read"), s.scan_over_raw_read());
+            m.insert(format!("{n}.fast_path_over_scan"), s.fast_path_over_scan());
             for d in &s.detectors {
                 if let Some(r) = d.ratio {
                     m.insert(format!("{n}.{}.component_over_native", d.name), r);
@@ -144,8 +156,7 @@ impl Report {
         if let (Some(first), Some(last)) = (self.sizes.first(), self.sizes.last())
             && self.sizes.len() > 1
         {
-            let per = |s: &SizeResult| s.full_scan_ms / s.records as f64;
-            m.insert("growth.scan_time_per_record".into(), per(last) / per(first));
+            m.insert("growth.scan_time_per_record".into(), last.scan_ms_per_record() / first.scan_ms_per_record());
         }
         if self.sizes.len() > 1 {
             let (a, b) = (&self.sizes[self.sizes.len() - 2], &self.sizes[self.sizes.len() - 1]);
@@ -174,15 +185,11 @@ impl Report {
                 format!("{} at {n} records", worst.name),
             );
         }
-        push("scan vs raw read", largest.full_scan_ms / largest.raw_read_ms, 1.5, format!("at {n} records"));
-        if let Some(s) = self
-            .sizes
-            .iter()
-            .max_by(|a, b| (a.fast_path_ms / a.full_scan_ms).total_cmp(&(b.fast_path_ms / b.full_scan_ms)))
-        {
+        push("scan vs raw read", largest.scan_over_raw_read(), 1.5, format!("at {n} records"));
+        if let Some(s) = self.sizes.iter().max_by(|a, b| a.fast_path_over_scan().total_cmp(&b.fast_path_over_scan())) {
             push(
                 "fast path vs full scan (worst size)",
-                s.fast_path_ms / s.full_scan_ms,
+                s.fast_path_over_scan(),
                 0.05,
                 format!("at {} records", s.records),
             );
@@ -220,10 +227,9 @@ impl Report {
                 format!("{} vs {} records", b.records, a.records),
             );
             let first = &self.sizes[0];
-            let per = |s: &SizeResult| s.full_scan_ms / s.records as f64;
             push(
                 "scan time per record, largest vs smallest (linear = 1)",
-                per(largest) / per(first),
+                largest.scan_ms_per_record() / first.scan_ms_per_record(),
                 1.25,
                 format!("{} vs {} records", largest.records, first.records),
             );
@@ -271,9 +277,9 @@ impl Report {
                 z.delivered,
                 z.raw_read_ms,
                 z.full_scan_ms,
-                z.full_scan_ms / z.raw_read_ms,
+                z.scan_over_raw_read(),
                 z.fast_path_ms,
-                z.fast_path_ms / z.full_scan_ms,
+                z.fast_path_over_scan(),
                 z.binary_scan_ms,
                 z.peak_rss_kib as f64 / 1024.0,
                 z.observations
