@@ -43,7 +43,24 @@ pub enum State {
     },
 }
 
+/// Where a detector stands, without the numbers: what summaries show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Standing {
+    Ok,
+    Probation,
+    Quarantined,
+}
+
 impl State {
+    pub fn standing(&self) -> Standing {
+        match self {
+            State::Ok => Standing::Ok,
+            State::Quarantined { .. } => Standing::Quarantined,
+            State::Probation { .. } => Standing::Probation,
+        }
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
             State::Ok => "ok",
@@ -140,9 +157,28 @@ pub fn after(mut h: Health, outcome: &Outcome, now: i64, policy: &Policy) -> Hea
     h
 }
 
+/// The operator benches a detector by hand: quarantined for the policy's
+/// time from `now`, as if it had failed twice (its failure counts stay as
+/// they are: nothing failed).
+pub fn quarantine_by_hand(mut h: Health, now: i64, policy: &Policy) -> Health {
+    h.state = State::Quarantined { until: now.saturating_add(policy.quarantine_ms) };
+    h
+}
+
+/// The operator lets a detector back: on probation (its fires marked) for
+/// the policy's clean scans, never straight to ok; a detector that is not
+/// quarantined is left as it is.
+pub fn release(mut h: Health, policy: &Policy) -> Health {
+    if let State::Quarantined { .. } = h.state {
+        h.state = State::Probation { clean_left: policy.probation_scans.max(1) };
+        h.failures_in_a_row = 0;
+    }
+    h
+}
+
 /// The title of a fire made on probation.
 pub fn probation_title(title: &str) -> String {
-    crate::runtime::clean_title(&format!("[PROBATION] {title}"))
+    crate::observation::clean_title(&format!("[PROBATION] {title}"))
 }
 
 #[cfg(test)]
@@ -169,6 +205,16 @@ mod tests {
         h = after(h, &Outcome::Clean, 27 * HOUR, &p);
         assert_eq!(h.state, State::Ok, "three clean scans restore it");
         assert_eq!(h.failures_total, 2);
+    }
+
+    #[test]
+    fn a_release_by_hand_is_probation_and_a_quarantine_by_hand_keeps_the_counts() {
+        let p = Policy::default();
+        let h = quarantine_by_hand(Health::new("d"), 10, &p);
+        assert_eq!((h.state, h.failures_total), (State::Quarantined { until: 10 + p.quarantine_ms }, 0));
+        let h = release(h, &p);
+        assert_eq!(h.state, State::Probation { clean_left: 3 });
+        assert_eq!(release(Health::new("d"), &p).state, State::Ok, "releasing a healthy detector changes nothing");
     }
 
     #[test]

@@ -10,15 +10,19 @@
 //! schedules that run it. The library never prints: the `sentinel-host`
 //! binary renders what it returns.
 
+pub mod catalog;
 pub mod config;
 pub mod daemon;
+pub mod errors;
 pub mod health;
 pub mod ledger;
 pub mod observation;
+pub mod private_fs;
 pub mod record;
 pub mod replay;
 pub mod runtime;
 pub mod scan;
+pub mod sentinel;
 pub mod service;
 pub mod sources;
 

@@ -6,6 +6,14 @@
 
 use serde::Serialize;
 
+/// The longest title kept, in characters.
+pub const TITLE_CHARS: usize = 160;
+
+/// One line, no control characters, at most [`TITLE_CHARS`] characters.
+pub fn clean_title(raw: &str) -> String {
+    raw.chars().map(|c| if c.is_control() { ' ' } else { c }).take(TITLE_CHARS).collect::<String>().trim().to_owned()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
@@ -129,4 +137,16 @@ pub struct Descriptor {
     pub subscriptions: Vec<Subscription>,
     pub config: Vec<ConfigKey>,
     pub cadence_seconds: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_one_line_and_capped_at_160_characters() {
+        let t = clean_title(&format!("first\nsecond {}", "é".repeat(300)));
+        assert!(!t.contains('\n'));
+        assert_eq!(t.chars().count(), TITLE_CHARS);
+    }
 }

@@ -548,12 +548,15 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     for p in [&schedule.binary, &schedule.detectors_dir, &schedule.data_dir, &schedule.out] {
         check_path(p)?;
     }
-    out_dir::create_private_dir(&out).map_err(|source| OutDirError::Create { path: out.clone(), source })?;
+    crate::private_fs::create_dir(&out).map_err(|source| OutDirError::Create { path: out.clone(), source })?;
     // Loaded exactly as a scan loads them (duplicate names refused too), and
     // compiled into the cache the scheduled scans use, so the first starts warm.
     let runtime = Runtime::new(Limits::default())?.with_cache(out_dir::cache_dir(&out));
     if let Some(e) = runtime.load_dir(&schedule.detectors_dir)?.into_iter().find_map(Result::err) {
-        return Err(ServiceError::DetectorRefused { path: e.path().to_owned(), reason: crate::scan::error_chain(&e) });
+        return Err(ServiceError::DetectorRefused {
+            path: e.path().to_owned(),
+            reason: crate::errors::error_chain(&e),
+        });
     }
     let mut files = Vec::new();
     for (name, text) in render(opts.platform, &schedule) {
@@ -586,8 +589,7 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
 
 /// Writes a file `0600`, atomically.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ServiceError> {
-    crate::ledger::write_private_atomic(path, bytes)
-        .map_err(|source| ServiceError::Write { path: path.to_owned(), source })
+    crate::private_fs::write_atomic(path, bytes).map_err(|source| ServiceError::Write { path: path.to_owned(), source })
 }
 
 // ---------------------------------------------------------------------------
@@ -747,7 +749,7 @@ pub fn check_install(
         match l {
             Ok(d) => check.detectors.push(DetectorCheck { path: d.path, status: "ok", error: None }),
             Err(e) => {
-                let error = crate::scan::error_chain(&e);
+                let error = crate::errors::error_chain(&e);
                 check.problems.push(format!("detector {} no longer loads: {error}", e.path().display()));
                 check.detectors.push(DetectorCheck {
                     path: e.path().to_owned(),

@@ -16,8 +16,10 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use sentinel_host::config::{Config, ConfigError, parse_duration};
 use sentinel_host::ledger::out_dir::OutDirError;
+use sentinel_host::ledger::{LedgerError, LockError};
 use sentinel_host::observation::ConfigValue;
 use sentinel_host::runtime::{Limits, RuntimeError};
+use sentinel_host::scan::LoadKind;
 use sentinel_host::service::{self, CheckOutcome, Platform, ServiceError};
 use sentinel_host::{ScanError, ScanOptions, run_scan};
 
@@ -34,6 +36,7 @@ mod exit {
     pub const REPLAY_FAILED: u8 = 8;
     pub const STALE_INSTALL: u8 = 9;
     pub const NOT_INSTALLED: u8 = 10;
+    pub const OUT_IN_USE: u8 = 11;
 }
 
 #[derive(Parser, Debug)]
@@ -448,10 +451,12 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
     }
     opts.stop = Some(stop);
     let interval = Duration::from_secs(args.interval);
+    let mut sentinel = sentinel_host::sentinel::Sentinel::open(opts)
+        .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
     let mut scans = 0u64;
     let mut fatal: Option<anyhow::Error> = None;
-    let end = sentinel_host::daemon::run_every(&opts, interval, |result| {
+    let end = sentinel_host::daemon::run_every(&mut sentinel, interval, None, |result| {
         if let Some(l) = &line {
             l.clear();
         }
@@ -466,6 +471,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
                     total_issues = report.issues.total_issues,
                     failed_detectors = report.failed_detectors(),
                     elapsed_ms = report.elapsed_ms,
+                    loaded = report.detectors.iter().filter(|d| d.load == Some(LoadKind::Loaded)).count(),
                     "scan done"
                 );
                 if let Err(e) = print_report(&report, args.json) {
@@ -482,7 +488,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
             }
             // Later, the data dir may be away for a moment: try again next time.
             Err(e) => {
-                tracing::error!(scan = scans, error = %sentinel_host::scan::error_chain(&e), "scan failed; trying again at the next interval");
+                tracing::error!(scan = scans, error = %sentinel_host::errors::error_chain(&e), "scan failed; trying again at the next interval");
                 true
             }
         }
@@ -624,9 +630,10 @@ fn out_dir_code(e: &OutDirError) -> u8 {
 fn scan_code(e: &ScanError) -> u8 {
     match e {
         ScanError::OutDir(e) => out_dir_code(e),
+        ScanError::Ledger(LedgerError::Lock(LockError::Held { .. })) => exit::OUT_IN_USE,
         ScanError::Ledger(_) => exit::OUTPUT_IO,
         ScanError::DataDir { .. } | ScanError::NoDataDir => exit::DATA_DIR,
-        ScanError::Runtime(RuntimeError::DetectorsDir { .. }) | ScanError::ConfigType { .. } => exit::CONFIG,
+        ScanError::Runtime(RuntimeError::DetectorsDir { .. }) => exit::CONFIG,
         _ => exit::INTERNAL,
     }
 }

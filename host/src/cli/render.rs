@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use sentinel_host::ScanReport;
+use sentinel_host::scan::{DetectorStatus, SourceStatus};
 
 pub fn human(r: &ScanReport) -> String {
     let mut s = String::new();
@@ -24,31 +25,38 @@ pub fn human(r: &ScanReport) -> String {
         .sources
         .iter()
         .map(|src| match src.status {
-            "ok" if src.skipped > 0 => format!("{} {} records ({} skipped)", src.name, src.records, src.skipped),
-            "ok" => format!("{} {} records", src.name, src.records),
-            "missing" => format!("{} missing", src.name),
-            "not-read" => format!("{} not read (its readers wait for their cadence)", src.name),
-            _ => format!("{} FAILED", src.name),
+            SourceStatus::Ok if src.skipped > 0 => {
+                format!("{} {} records ({} skipped)", src.name, src.records, src.skipped)
+            }
+            SourceStatus::Ok => format!("{} {} records", src.name, src.records),
+            SourceStatus::Missing => format!("{} missing", src.name),
+            SourceStatus::NotRead => format!("{} not read (its readers wait)", src.name),
+            SourceStatus::Failed => format!("{} FAILED", src.name),
         })
         .collect();
     let _ = writeln!(s, "  sources: {}", sources.join(", "));
     for src in r.sources.iter().filter(|s| s.error.is_some()) {
         let _ = writeln!(s, "    {}: {}", src.name, src.error.as_deref().unwrap_or_default());
     }
-    let count = |status: &str| r.detectors.iter().filter(|d| d.status == status).count();
-    let waiting = count("not-due");
+    let count = |status: DetectorStatus| r.detectors.iter().filter(|d| d.status == status).count();
+    let waiting = count(DetectorStatus::NotDue);
+    let disabled = count(DetectorStatus::Disabled);
     let _ = writeln!(
         s,
-        "  detectors: {} ok, {} failed, {} refused{}",
-        count("ok"),
-        count("failed"),
-        count("refused"),
-        if waiting > 0 { format!(", {waiting} waiting for their cadence") } else { String::new() }
+        "  detectors: {} ok, {} failed, {} refused{}{}",
+        count(DetectorStatus::Ok),
+        count(DetectorStatus::Failed),
+        count(DetectorStatus::Refused),
+        if waiting > 0 { format!(", {waiting} waiting for their cadence") } else { String::new() },
+        if disabled > 0 { format!(", {disabled} disabled") } else { String::new() }
     );
     for d in &r.detectors {
         match &d.failure {
-            None if d.status == "not-due" => {
+            None if d.status == DetectorStatus::NotDue => {
                 let _ = writeln!(s, "    not due  {}: next due at {} ms", d.name, d.next_due.unwrap_or_default());
+            }
+            None if d.status == DetectorStatus::Disabled => {
+                let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
             }
             None => {
                 let _ = writeln!(
@@ -64,7 +72,9 @@ pub fn human(r: &ScanReport) -> String {
             }
             Some(f) => {
                 let phase = f.phase.as_deref().map(|p| format!(" in {p}")).unwrap_or_default();
-                let _ = writeln!(s, "    {:<8} {}: {}{}: {}", d.status, d.name, f.kind, phase, f.message);
+                let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
+                let status = status.unwrap_or_default();
+                let _ = writeln!(s, "    {status:<8} {}: {}{}: {}", d.name, f.kind, phase, f.message);
                 if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
                     let _ = writeln!(s, "             stderr: {line}");
                 }

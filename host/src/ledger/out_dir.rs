@@ -116,7 +116,7 @@ pub fn enclosing_git_repo(path: &Path) -> Option<PathBuf> {
 /// Chooses and checks the output folder, and creates it `0700`.
 pub fn prepare(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirError> {
     let chosen = choose(out, data_dir)?;
-    create_private_dir(&chosen).map_err(|source| OutDirError::Create { path: chosen.clone(), source })?;
+    crate::private_fs::create_dir(&chosen).map_err(|source| OutDirError::Create { path: chosen.clone(), source })?;
     Ok(chosen)
 }
 
@@ -138,20 +138,6 @@ pub fn choose(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirErro
         return Err(OutDirError::InsideGitRepo { out: chosen, repo });
     }
     Ok(chosen)
-}
-
-/// Creates `path` (and its parents) `0700`.
-pub(crate) fn create_private_dir(path: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(path)
-    }
 }
 
 #[cfg(test)]

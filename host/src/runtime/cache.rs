@@ -99,7 +99,7 @@ impl ComponentCache {
 
     fn store(&self, component: &Component, entry: &Path) -> std::io::Result<()> {
         let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        crate::ledger::out_dir::create_private_dir(&self.dir)?;
-        crate::ledger::write_private_atomic(entry, &bytes)
+        crate::private_fs::create_dir(&self.dir)?;
+        crate::private_fs::write_atomic(entry, &bytes)
     }
 }

@@ -209,7 +209,7 @@ impl Runtime {
         });
         match checked {
             Ok(d) => i.descriptor = Some(d.descriptor),
-            Err(e) => i.error = Some(crate::scan::error_chain(&e)),
+            Err(e) => i.error = Some(crate::errors::error_chain(&e)),
         }
         i
     }

@@ -27,9 +27,7 @@ use wasmtime::{Config, Engine};
 pub use cache::CacheUse;
 pub use loader::{Inspection, LoadError, LoadedDetector, detector_files};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
-pub use session::{
-    CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome, clean_title,
-};
+pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
 
 use bindings::DetectorWorld;
 use sandbox::StoreData;

@@ -16,11 +16,10 @@ use wasmtime::{Store, Trap, WasmBacktrace};
 use super::bindings::{DetectorWorld, types};
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
-use crate::observation::{ConfigValue, Observation, Origin, Severity};
+use crate::observation::{ConfigValue, Observation, Origin, Severity, clean_title};
 use crate::record::{Batch, ColumnType};
 
 /// Titles are capped at this many characters (privacy rule of the scanner spec).
-pub const TITLE_CHARS: usize = 160;
 
 /// Which call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -443,11 +442,6 @@ impl DetectorScan<'_> {
     }
 }
 
-/// One line, no control characters, at most [`TITLE_CHARS`] characters.
-pub fn clean_title(raw: &str) -> String {
-    raw.chars().map(|c| if c.is_control() { ' ' } else { c }).take(TITLE_CHARS).collect::<String>().trim().to_owned()
-}
-
 fn detector_error(name: &str, phase: Phase, e: types::DetectorError) -> CallFailure {
     let message = match &e {
         types::DetectorError::BadConfig(m) => format!("bad config: {m}"),
@@ -481,17 +475,5 @@ fn to_wit_config(v: ConfigValue) -> types::ConfigValue {
         ConfigValue::Float(f) => types::ConfigValue::Float(f),
         ConfigValue::Text(s) => types::ConfigValue::Text(s),
         ConfigValue::DurationMs(d) => types::ConfigValue::DurationMs(d),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn titles_are_one_line_and_capped_at_160_characters() {
-        let t = clean_title(&format!("first\nsecond {}", "é".repeat(300)));
-        assert!(!t.contains('\n'));
-        assert_eq!(t.chars().count(), TITLE_CHARS);
     }
 }

@@ -1,0 +1,351 @@
+//! Counting: one scan's staged observations become counts, in the one
+//! transaction that also moves the detectors' positions, state and health.
+//!
+//! It owns the commit: each occurrence counted once (by a hash of its kind and
+//! key), never below its kind's floor after a reset, a turn wasted once per
+//! issue, the issues summed in memory per issue and written once. It never
+//! stores a grouping key or an occurrence key as given: only their hashes.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::staging::Incoming;
+use super::{Health, Ledger, LedgerError};
+use crate::observation::{Observation, Severity};
+
+/// What one commit changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitReport {
+    /// Occurrences counted for the first time.
+    pub counted: u64,
+    /// Occurrences already counted by an earlier scan.
+    pub repeated: u64,
+    /// Occurrences not counted because a state reset kept newer ones.
+    pub below_floor: u64,
+    pub new_issues: u64,
+    pub updated_issues: u64,
+    pub total_issues: u64,
+}
+
+/// Everything one scan commits.
+#[derive(Debug, Default)]
+pub struct ScanCommit<'a> {
+    pub observations: &'a [Observation],
+    /// Where each source is read from by a detector that has no position of
+    /// its own yet (a newly added one): the end of its latest read.
+    pub cursors: BTreeMap<String, String>,
+    /// Each detector's position in each source, `(detector, source)`: moved
+    /// only for a detector whose scan completed, so one that failed or did not
+    /// run reads the same records again when it next runs.
+    pub positions: BTreeMap<(String, String), Option<String>>,
+    pub states: BTreeMap<String, Option<Vec<u8>>>,
+    /// Each detector's health after this scan, committed with the rest.
+    pub health: Vec<Health>,
+    pub scan_time: i64,
+    /// Bookkeeping the scan keeps between runs (the fast-path stamp): a
+    /// `None` value deletes the key.
+    pub meta: Vec<(String, Option<String>)>,
+}
+
+pub(super) fn sha_hex(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h.update([0u8]);
+        }
+        h.update(p.as_bytes());
+    }
+    crate::hex(&h.finalize())
+}
+
+/// The issue signature: `kind:` and 16 hex digits of a hash of the kind,
+/// the grouping rules' version and the detector's grouping key. The key
+/// itself is never stored. Version 1 hashes as if there were no version, so
+/// signatures stay stable until the rules first change.
+pub fn issue_sig(kind: &str, grouping_version: u32, signature: &str) -> String {
+    let hash = if grouping_version <= 1 {
+        sha_hex(&[kind, signature])
+    } else {
+        sha_hex(&[kind, &grouping_version.to_string(), signature])
+    };
+    format!("{kind}:{}", &hash[..16])
+}
+
+/// The key an occurrence is counted once under: its kind and the detector's
+/// occurrence key, whichever detector reported it. Two detectors reporting
+/// the same occurrence of the same kind (a detector and its port to another
+/// language, say) describe one event, so it is counted once. Up to schema
+/// version 1 the detector's name was part of the key.
+pub(super) fn occurrence_key(o: &Observation) -> String {
+    sha_hex(&[&o.kind, &o.occurrence])[..32].to_owned()
+}
+
+/// What one scan changes of one issue, summed in memory (one entry per
+/// issue, not per observation) and written once at the end of the commit.
+struct IssueDelta {
+    /// For a new issue, its first observation (kind, origin, tool, rules);
+    /// `None` for an issue already in the store, which the delta is added to.
+    first: Option<Incoming>,
+    count: i64,
+    wasted: i64,
+    first_at: i64,
+    last_at: i64,
+    severity: Severity,
+    /// The newest observation's evidence (ties: the later one), when it is
+    /// at least as new as the stored evidence.
+    evidence: Option<Incoming>,
+    evidence_at: i64,
+}
+
+impl IssueDelta {
+    fn apply(&mut self, o: Incoming, wasted: i64) {
+        self.count += 1;
+        self.wasted += wasted;
+        self.first_at = self.first_at.min(o.at);
+        self.last_at = self.last_at.max(o.at);
+        self.severity = self.severity.max(o.severity);
+        if o.at >= self.evidence_at {
+            self.evidence_at = o.at;
+            self.evidence = Some(o);
+        }
+    }
+
+    fn write(&self, tx: &rusqlite::Transaction<'_>, sig: &str) -> rusqlite::Result<()> {
+        let ev = self.evidence.as_ref();
+        match &self.first {
+            Some(first) => {
+                let ev = ev.unwrap_or(first);
+                tx.prepare_cached(
+                    "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
+                                        last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
+                                        grouping_version)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                )?
+                .execute(params![
+                    sig,
+                    first.kind,
+                    ev.title,
+                    first.origin,
+                    self.severity.as_str(),
+                    first.tool,
+                    ev.bot_id,
+                    ev.thread_id,
+                    ev.turn_id,
+                    self.first_at,
+                    self.last_at,
+                    self.count,
+                    self.wasted,
+                    ev.evidence_source,
+                    ev.evidence_id,
+                    self.evidence_at,
+                    first.grouping_version
+                ])?;
+            }
+            None => {
+                tx.prepare_cached(
+                    "UPDATE issues SET count = count + ?2, wasted_turns = wasted_turns + ?3,
+                            first_at = MIN(first_at, ?4), last_at = MAX(last_at, ?5), severity = ?6
+                     WHERE sig = ?1",
+                )?
+                .execute(params![
+                    sig,
+                    self.count,
+                    self.wasted,
+                    self.first_at,
+                    self.last_at,
+                    self.severity.as_str()
+                ])?;
+                if let Some(ev) = ev {
+                    tx.prepare_cached(
+                        "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
+                                evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
+                         WHERE sig = ?1",
+                    )?
+                    .execute(params![
+                        sig,
+                        ev.title,
+                        ev.bot_id,
+                        ev.thread_id,
+                        ev.turn_id,
+                        ev.evidence_source,
+                        ev.evidence_id,
+                        ev.at
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts one observation: once per occurrence key, not below its kind's
+/// floor, a turn wasted once per issue; the issue's change is summed into
+/// `issues`.
+fn count_one(
+    tx: &rusqlite::Transaction<'_>,
+    floors: &HashMap<String, i64>,
+    report: &mut CommitReport,
+    issues: &mut HashMap<String, IssueDelta>,
+    o: Incoming,
+) -> rusqlite::Result<()> {
+    if tx.prepare_cached("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)")?.execute([&o.occ])? == 0 {
+        report.repeated += 1;
+        return Ok(());
+    }
+    if floors.get(&o.kind).is_some_and(|&floor| o.at <= floor) {
+        // Older than what a reset kept: it may have been counted before.
+        report.below_floor += 1;
+        return Ok(());
+    }
+    report.counted += 1;
+    let wasted = match (&o.turn_id, o.wasted_turns) {
+        (_, 0) => 0,
+        (Some(turn), w) => {
+            let first = tx
+                .prepare_cached("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)")?
+                .execute(params![o.sig, turn])?;
+            if first == 1 { i64::from(w) } else { 0 }
+        }
+        (None, w) => i64::from(w),
+    };
+    if let Some(d) = issues.get_mut(&o.sig) {
+        report.updated_issues += 1;
+        d.apply(o, wasted);
+        return Ok(());
+    }
+    let stored: Option<(i64, String)> = tx
+        .prepare_cached("SELECT evidence_at, severity FROM issues WHERE sig = ?1")?
+        .query_row([&o.sig], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let sig = o.sig.clone();
+    let delta = match stored {
+        None => {
+            report.new_issues += 1;
+            let w = wasted;
+            let at = o.at;
+            IssueDelta {
+                count: 1,
+                wasted: w,
+                first_at: at,
+                last_at: at,
+                severity: o.severity,
+                evidence_at: at,
+                evidence: None,
+                first: Some(o),
+            }
+        }
+        Some((evidence_at, severity)) => {
+            report.updated_issues += 1;
+            let mut d = IssueDelta {
+                first: None,
+                count: 0,
+                wasted: 0,
+                first_at: i64::MAX,
+                last_at: i64::MIN,
+                severity: Severity::parse(&severity).unwrap_or(Severity::Low),
+                evidence: None,
+                evidence_at,
+            };
+            d.apply(o, wasted);
+            d
+        }
+    };
+    issues.insert(sig, delta);
+    Ok(())
+}
+
+impl Ledger {
+    /// Commits one scan in one transaction, then exports `issues.jsonl`.
+    pub fn commit(&mut self, scan: ScanCommit<'_>) -> Result<CommitReport, LedgerError> {
+        let path = self.db_path.clone();
+        let e = |action: &'static str| {
+            let path = path.clone();
+            move |source| LedgerError::Store { path, action, source }
+        };
+        // Observations passed here are staged like the scan's own: one way in
+        // to the counts.
+        self.stage(scan.observations)?;
+        tracing::debug!("ledger commit begin");
+        let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
+        let floors: std::collections::HashMap<String, i64> = {
+            let mut stmt = tx.prepare("SELECT kind, at FROM count_floor").map_err(e("cannot read the count floor"))?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(e("cannot read the count floor"))?;
+            rows.collect::<Result<_, _>>().map_err(e("cannot read the count floor"))?
+        };
+        let mut report = CommitReport::default();
+        let mut issues: HashMap<String, IssueDelta> = HashMap::new();
+        if self.staging {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
+                            evidence_source, evidence_id, wasted_turns, grouping_version
+                     FROM temp.staged ORDER BY seq",
+                )
+                .map_err(e("cannot read staged observations"))?;
+            let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
+            while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
+                let incoming = Incoming::from_row(r).map_err(e("cannot read staged observations"))?;
+                count_one(&tx, &floors, &mut report, &mut issues, incoming).map_err(e("cannot count"))?;
+            }
+            drop(rows);
+            drop(stmt);
+            tx.execute("DELETE FROM temp.staged", []).map_err(e("cannot clear staged observations"))?;
+        }
+        for (sig, d) in &issues {
+            d.write(&tx, sig).map_err(e("cannot write an issue"))?;
+        }
+        for (source, value) in &scan.cursors {
+            tx.execute(
+                "INSERT INTO cursors(source, value) VALUES(?1, ?2) ON CONFLICT(source) DO UPDATE SET value = excluded.value",
+                params![source, value],
+            )
+            .map_err(e("cannot store a cursor"))?;
+        }
+        for ((detector, source), value) in &scan.positions {
+            tx.prepare_cached(
+                "INSERT INTO positions(detector, source, value) VALUES(?1, ?2, ?3)
+                 ON CONFLICT(detector, source) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute(params![detector, source, value]))
+            .map_err(e("cannot store a position"))?;
+        }
+        for (key, value) in &scan.meta {
+            match value {
+                Some(v) => tx.execute(
+                    "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    params![key, v],
+                ),
+                None => tx.execute("DELETE FROM meta WHERE key = ?1", [key]),
+            }
+            .map_err(e("cannot store scan bookkeeping"))?;
+        }
+        // Cleared once issues.jsonl is written: a crash in between is seen
+        // by the next run, which writes it again.
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES('export_pending', '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
+            [],
+        )
+        .map_err(e("cannot mark the export"))?;
+        for (detector, state) in &scan.states {
+            tx.execute(
+                "INSERT INTO detector_state(detector, state) VALUES(?1, ?2)
+                 ON CONFLICT(detector) DO UPDATE SET state = excluded.state",
+                params![detector, state],
+            )
+            .map_err(e("cannot store a detector state"))?;
+        }
+        for h in &scan.health {
+            super::store::write_health(&tx, h).map_err(e("cannot store detector health"))?;
+        }
+        tx.commit().map_err(e("cannot commit the scan"))?;
+        tracing::debug!(counted = report.counted, "ledger commit done");
+        report.total_issues = self.total_issues()?;
+        self.export()?;
+        self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
+        Ok(report)
+    }
+}

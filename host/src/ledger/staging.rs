@@ -1,0 +1,132 @@
+//! Staging: the observations of the scan in flight, kept out of memory until
+//! its commit.
+//!
+//! It owns the temporary table a scan's observations wait in (a private
+//! temporary file of the ledger's connection, never the store) and dropping a
+//! failed detector's part of it. Nothing staged is counted until
+//! [`Ledger::commit`](super::Ledger::commit); the staging dies with the
+//! connection, so a crash leaves nothing of it.
+
+use rusqlite::params;
+
+use super::counting::{issue_sig, occurrence_key};
+use super::{Ledger, LedgerError};
+use crate::observation::{Observation, Severity};
+
+/// The staging table: observations of the scan in flight, as the ledger
+/// will count them (hashes instead of grouping keys and occurrences), kept
+/// out of memory until the commit. A temporary table: it lives in a private
+/// temporary file, never in the store, and dies with the connection.
+const STAGING: &str = "
+PRAGMA temp_store = FILE;
+CREATE TEMP TABLE IF NOT EXISTS staged(
+    seq INTEGER PRIMARY KEY, detector TEXT NOT NULL, kind TEXT NOT NULL, sig TEXT NOT NULL, occ TEXT NOT NULL,
+    title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
+    bot_id TEXT, thread_id TEXT, turn_id TEXT, at INTEGER NOT NULL,
+    evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, wasted_turns INTEGER NOT NULL,
+    grouping_version INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS temp.staged_detector ON staged(detector);
+DELETE FROM temp.staged;
+";
+
+/// One observation on its way into the counts.
+pub(super) struct Incoming {
+    pub(super) kind: String,
+    pub(super) sig: String,
+    pub(super) occ: String,
+    pub(super) title: String,
+    pub(super) origin: String,
+    pub(super) severity: Severity,
+    pub(super) tool: Option<String>,
+    pub(super) bot_id: Option<String>,
+    pub(super) thread_id: Option<String>,
+    pub(super) turn_id: Option<String>,
+    pub(super) at: i64,
+    pub(super) evidence_source: String,
+    pub(super) evidence_id: String,
+    pub(super) wasted_turns: u32,
+    pub(super) grouping_version: u32,
+}
+
+impl Incoming {
+    /// A row of `temp.staged`, selected in [`Ledger::commit`]'s column order.
+    pub(super) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Incoming {
+            kind: r.get(0)?,
+            sig: r.get(1)?,
+            occ: r.get(2)?,
+            title: r.get(3)?,
+            origin: r.get(4)?,
+            severity: Severity::parse(&r.get::<_, String>(5)?).unwrap_or(Severity::Low),
+            tool: r.get(6)?,
+            bot_id: r.get(7)?,
+            thread_id: r.get(8)?,
+            turn_id: r.get(9)?,
+            at: r.get(10)?,
+            evidence_source: r.get(11)?,
+            evidence_id: r.get(12)?,
+            wasted_turns: r.get(13)?,
+            grouping_version: r.get(14)?,
+        })
+    }
+}
+
+impl Ledger {
+    /// Stages observations of the scan in flight for its commit, so they
+    /// need not be held in memory. Nothing is counted until
+    /// [`Ledger::commit`]; the staging dies with the connection.
+    pub fn stage(&mut self, observations: &[Observation]) -> Result<(), LedgerError> {
+        if observations.is_empty() {
+            return Ok(());
+        }
+        let path = self.db_path.clone();
+        let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot stage observations", source };
+        if !self.staging {
+            self.conn.execute_batch(STAGING).map_err(&e)?;
+            self.staging = true;
+        }
+        let tx = self.conn.transaction().map_err(&e)?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO temp.staged(detector, kind, sig, occ, title, origin, severity, tool, bot_id, thread_id,
+                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                )
+                .map_err(&e)?;
+            for o in observations {
+                stmt.execute(params![
+                    o.detector,
+                    o.kind,
+                    issue_sig(&o.kind, o.grouping_version, &o.signature),
+                    occurrence_key(o),
+                    o.title,
+                    o.origin.as_str(),
+                    o.severity.as_str(),
+                    o.tool,
+                    o.bot_id,
+                    o.thread_id,
+                    o.turn_id,
+                    o.at,
+                    o.evidence_source,
+                    o.evidence_id,
+                    o.wasted_turns,
+                    o.grouping_version
+                ])
+                .map_err(&e)?;
+            }
+        }
+        tx.commit().map_err(&e)
+    }
+    /// Drops what `detector` staged this scan: it failed, and a failed
+    /// detector's partial report is not counted.
+    pub fn unstage(&mut self, detector: &str) -> Result<(), LedgerError> {
+        if !self.staging {
+            return Ok(());
+        }
+        self.conn
+            .execute("DELETE FROM temp.staged WHERE detector = ?1", [detector])
+            .map_err(self.err("cannot unstage"))?;
+        Ok(())
+    }
+}

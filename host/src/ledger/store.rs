@@ -1,0 +1,413 @@
+//! The store: opening, migrating and reading `ledger.db`, and the operator's
+//! commands that change it outside a scan.
+//!
+//! It owns the schema and its versions (an older store is carried over or its
+//! state started again, a newer or foreign one refused, never overwritten),
+//! the reads a scan needs (positions, state, health, bookkeeping) and the
+//! admin writes (quarantine, release, enable, disable, wake), each in a
+//! transaction of its own. It never counts (that is [`super::counting`]).
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::export::IssueLine;
+use super::{
+    APPLICATION_ID, Health, ISSUES_FILE, Ledger, LedgerError, ResetReport, SCHEMA_VERSION, STORE_FILE, WriterLock,
+};
+use crate::health::State;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors(source TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS occurrences(key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS issues(
+    sig TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL,
+    origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
+    bot_id TEXT, thread_id TEXT, turn_id TEXT,
+    first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, count INTEGER NOT NULL,
+    wasted_turns INTEGER NOT NULL,
+    evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL,
+    grouping_version INTEGER NOT NULL DEFAULT 1);
+CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
+    PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
+CREATE TABLE IF NOT EXISTS count_floor(kind TEXT PRIMARY KEY, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS positions(detector TEXT NOT NULL, source TEXT NOT NULL, value TEXT,
+    PRIMARY KEY(detector, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS detector_admin(detector TEXT PRIMARY KEY, disabled INTEGER NOT NULL DEFAULT 0,
+    wake INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS detector_health(
+    detector TEXT PRIMARY KEY, state TEXT NOT NULL, quarantined_until INTEGER, probation_left INTEGER,
+    failures_in_a_row INTEGER NOT NULL, failures_total INTEGER NOT NULL, last_failure TEXT,
+    last_scan_at INTEGER NOT NULL);
+";
+
+/// Refuses a file that is not SQLite at all, before SQLite touches it.
+pub(super) fn check_header(path: &Path) -> Result<(), LedgerError> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    let ok = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header)).is_ok();
+    if ok && &header == b"SQLite format 3\0" { Ok(()) } else { Err(LedgerError::Corrupt { path: path.to_owned() }) }
+}
+
+/// What the operator set for one detector, outside its health.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admin {
+    /// Not run until enabled again; its positions stay where they are.
+    pub disabled: bool,
+    /// Run at the next scan whatever its cadence says (a force-wake).
+    pub wake: bool,
+}
+
+impl Ledger {
+    /// Opens (or creates) the ledger in `dir`, which must already exist.
+    ///
+    /// A store of an older schema version has its state dropped and started
+    /// again (see [`Ledger::reset_state`]); a missing store with an
+    /// `issues.jsonl` beside it is rebuilt from that file the same way. A
+    /// file that is not a sentinel ledger is refused, never overwritten. The
+    /// ledger holds the output folder's [`WriterLock`] until it is dropped:
+    /// while another process holds it, this fails with [`LockError::Held`].
+    pub fn open(dir: &Path) -> Result<Self, LedgerError> {
+        // The lock first: a second writer is refused before it reads anything.
+        let lock = WriterLock::acquire(dir)?;
+        let db_path = dir.join(STORE_FILE);
+        let err = |action| {
+            let path = db_path.clone();
+            move |source| LedgerError::Store { path, action, source }
+        };
+        let existed = std::fs::metadata(&db_path).map(|m| m.len() > 0).unwrap_or(false);
+        if existed {
+            check_header(&db_path)?;
+        }
+        let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
+        crate::private_fs::restrict(&db_path);
+        if existed {
+            let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
+            if app != APPLICATION_ID {
+                return Err(LedgerError::Foreign { path: db_path });
+            }
+        } else {
+            conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(err("cannot initialise"))?;
+        }
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
+        // Occurrence keys are hashes, inserted in random order, so a big scan
+        // touches pages all over the store: a fixed 8 MiB page cache (instead
+        // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
+        conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
+        conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
+        for suffix in ["-wal", "-shm"] {
+            crate::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
+        }
+        let version: Option<i64> = conn
+            .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+            .optional()
+            .map_err(err("cannot read the schema version"))?;
+        let mut ledger =
+            Ledger { dir: dir.to_owned(), db_path: db_path.clone(), conn, reset: None, staging: false, _lock: lock };
+        match version {
+            Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),
+            Some(v) if v == SCHEMA_VERSION => {}
+            // Version 3 only added tables (created above): carried over as is.
+            Some(2) => ledger.write_version()?,
+            Some(v) => {
+                ledger
+                    .reset_state(&format!("the ledger had schema version {v}, this release writes {SCHEMA_VERSION}"))?;
+            }
+            None if existed => {
+                ledger.reset_state("the ledger had no schema version")?;
+            }
+            None => {
+                let imported = ledger.import_issues()?;
+                match imported {
+                    Some(n) => {
+                        ledger.reset_state(&format!(
+                            "{STORE_FILE} was missing: {n} issues imported from {ISSUES_FILE}"
+                        ))?;
+                    }
+                    None => ledger.write_version()?,
+                }
+            }
+        }
+        Ok(ledger)
+    }
+
+    /// Why this open started the state again, if it did.
+    pub fn reset_reason(&self) -> Option<&str> {
+        self.reset.as_deref()
+    }
+
+    fn write_version(&self) -> Result<(), LedgerError> {
+        self.conn
+            .execute(
+                "INSERT INTO meta(key, value) VALUES('schema_version', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [SCHEMA_VERSION.to_string()],
+            )
+            .map_err(self.err("cannot write the schema version"))?;
+        Ok(())
+    }
+
+    /// Drops the state and starts again, keeping the issues: source cursors
+    /// reset, occurrence keys and detector state cleared. So that nothing is
+    /// counted twice, from now on an occurrence is counted only when it is
+    /// newer than the newest one already recorded for its kind. This loses
+    /// at most a result that landed late, and never counts anything twice.
+    pub fn reset_state(&mut self, reason: &str) -> Result<ResetReport, LedgerError> {
+        let path = self.db_path.clone();
+        let e = |action: &'static str| {
+            let path = path.clone();
+            move |source| LedgerError::Store { path, action, source }
+        };
+        let tx = self.conn.transaction().map_err(e("cannot begin the reset"))?;
+        tx.execute_batch(
+            "DROP TABLE IF EXISTS cursors; DROP TABLE IF EXISTS positions; DROP TABLE IF EXISTS occurrences;
+             DROP TABLE IF EXISTS detector_state;
+             DELETE FROM meta WHERE key IN ('fast_stamp', 'next_wake');",
+        )
+        .map_err(e("cannot drop the old state"))?;
+        tx.execute_batch(SCHEMA).map_err(e("cannot create the schema"))?;
+        tx.execute(
+            "INSERT INTO count_floor(kind, at) SELECT kind, MAX(last_at) FROM issues GROUP BY kind
+             ON CONFLICT(kind) DO UPDATE SET at = MAX(at, excluded.at)",
+            [],
+        )
+        .map_err(e("cannot set the count floor"))?;
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES('schema_version', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION.to_string()],
+        )
+        .map_err(e("cannot write the schema version"))?;
+        tx.commit().map_err(e("cannot commit the reset"))?;
+        let issues_kept =
+            self.conn.query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0)).map_err(e("cannot count"))?
+                as u64;
+        tracing::info!(reason, issues_kept, "ledger state started again");
+        self.reset = Some(reason.to_owned());
+        Ok(ResetReport { issues_kept })
+    }
+
+    /// Seeds the issues table from an `issues.jsonl` left without its store.
+    /// Returns how many issues were imported, or `None` when there is no file.
+    fn import_issues(&mut self) -> Result<Option<u64>, LedgerError> {
+        let path = self.issues_path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(LedgerError::Export { path, source }),
+        };
+        let db = self.db_path.clone();
+        let tx = self.conn.transaction().map_err(|source| LedgerError::Store {
+            path: db.clone(),
+            action: "cannot import issues",
+            source,
+        })?;
+        let mut n = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(i) = serde_json::from_str::<IssueLine>(line) else {
+                tracing::warn!(file = %path.display(), "skipping an unreadable line of issues.jsonl");
+                continue;
+            };
+            tx.execute(
+                "INSERT OR IGNORE INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
+                        first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
+                        grouping_version)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11, ?16)",
+                params![
+                    i.sig,
+                    i.kind,
+                    i.title,
+                    i.origin,
+                    i.severity,
+                    i.tool,
+                    i.bot_id,
+                    i.thread_id,
+                    i.turn_id,
+                    i.first_at,
+                    i.last_at,
+                    i.count,
+                    i.wasted_turns,
+                    i.evidence_ref.source,
+                    i.evidence_ref.id,
+                    i.grouping_version
+                ],
+            )
+            .map_err(|source| LedgerError::Store {
+                path: db.clone(),
+                action: "cannot import an issue",
+                source,
+            })?;
+            n += 1;
+        }
+        tx.commit().map_err(|source| LedgerError::Store {
+            path: db.clone(),
+            action: "cannot import issues",
+            source,
+        })?;
+        Ok(Some(n))
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
+        read_meta(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
+    }
+
+    pub fn total_issues(&self) -> Result<u64, LedgerError> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0))
+            .map_err(self.err("cannot count issues"))? as u64)
+    }
+
+    pub fn cursor(&self, source: &str) -> Result<Option<String>, LedgerError> {
+        self.conn
+            .query_row("SELECT value FROM cursors WHERE source = ?1", [source], |r| r.get(0))
+            .optional()
+            .map_err(self.err("cannot read a cursor"))
+    }
+
+    pub fn state(&self, detector: &str) -> Result<Option<Vec<u8>>, LedgerError> {
+        Ok(self
+            .conn
+            .query_row("SELECT state FROM detector_state WHERE detector = ?1", [detector], |r| {
+                r.get::<_, Option<Vec<u8>>>(0)
+            })
+            .optional()
+            .map_err(self.err("cannot read a detector state"))?
+            .flatten())
+    }
+
+    /// Where `detector` is in `source` (`None`: at the start): its own
+    /// position, or, for a detector that has none yet (one added to an
+    /// output folder that already has a history), where the source's latest
+    /// read ended, as before positions were kept per detector.
+    pub fn position(&self, detector: &str, source: &str) -> Result<Option<String>, LedgerError> {
+        let own: Option<Option<String>> = self
+            .conn
+            .prepare_cached("SELECT value FROM positions WHERE detector = ?1 AND source = ?2")
+            .and_then(|mut s| s.query_row([detector, source], |r| r.get(0)).optional())
+            .map_err(self.err("cannot read a position"))?;
+        match own {
+            Some(p) => Ok(p),
+            None => self.cursor(source),
+        }
+    }
+
+    /// The next scan reads again even when no file changed (an operator's
+    /// command changed what it would do).
+    fn forget_fast_stamp(&self) -> Result<(), LedgerError> {
+        self.conn
+            .execute("DELETE FROM meta WHERE key = 'fast_stamp'", [])
+            .map_err(self.err("cannot store scan bookkeeping"))?;
+        Ok(())
+    }
+
+    /// Every detector's health, by name.
+    pub fn health(&self) -> Result<Vec<Health>, LedgerError> {
+        read_health(&self.conn).map_err(self.err("cannot read detector health"))
+    }
+
+    /// What the operator set for `detector`.
+    pub fn admin(&self, detector: &str) -> Result<Admin, LedgerError> {
+        Ok(self
+            .conn
+            .query_row("SELECT disabled, wake FROM detector_admin WHERE detector = ?1", [detector], |r| {
+                Ok(Admin { disabled: r.get(0)?, wake: r.get(1)? })
+            })
+            .optional()
+            .map_err(self.err("cannot read the operator's settings"))?
+            .unwrap_or_default())
+    }
+
+    /// Stores what the operator set for `detector`, in a transaction of its own.
+    pub fn set_admin(&mut self, detector: &str, admin: &Admin) -> Result<(), LedgerError> {
+        self.conn
+            .execute(
+                "INSERT INTO detector_admin(detector, disabled, wake) VALUES(?1, ?2, ?3)
+                 ON CONFLICT(detector) DO UPDATE SET disabled = excluded.disabled, wake = excluded.wake",
+                params![detector, admin.disabled, admin.wake],
+            )
+            .map_err(self.err("cannot store the operator's settings"))?;
+        self.forget_fast_stamp()?;
+        Ok(())
+    }
+
+    /// Replaces `detector`'s health with what `change` makes of it, in a
+    /// transaction of its own (a quarantine or a release by hand).
+    pub fn change_health(
+        &mut self,
+        detector: &str,
+        change: impl FnOnce(Health) -> Health,
+    ) -> Result<Health, LedgerError> {
+        let path = self.db_path.clone();
+        let e =
+            move |source| LedgerError::Store { path: path.clone(), action: "cannot change detector health", source };
+        let tx = self.conn.transaction().map_err(&e)?;
+        let current = read_health(&tx).map_err(&e)?.into_iter().find(|h| h.detector == detector);
+        let after = change(current.unwrap_or_else(|| Health::new(detector)));
+        write_health(&tx, &after).map_err(&e)?;
+        tx.execute("DELETE FROM meta WHERE key = 'fast_stamp'", []).map_err(&e)?;
+        tx.commit().map_err(&e)?;
+        Ok(after)
+    }
+}
+
+/// Every detector's health, by name.
+pub(super) fn read_health(conn: &Connection) -> rusqlite::Result<Vec<Health>> {
+    let mut stmt = conn.prepare(
+        "SELECT detector, state, quarantined_until, probation_left, failures_in_a_row, failures_total,
+                        last_failure, last_scan_at
+                 FROM detector_health ORDER BY detector",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let state = match r.get::<_, String>(1)?.as_str() {
+            "quarantined" => State::Quarantined { until: r.get::<_, Option<i64>>(2)?.unwrap_or(0) },
+            "probation" => State::Probation { clean_left: r.get::<_, Option<u32>>(3)?.unwrap_or(1) },
+            _ => State::Ok,
+        };
+        Ok(Health {
+            detector: r.get(0)?,
+            state,
+            failures_in_a_row: r.get(4)?,
+            failures_total: r.get(5)?,
+            last_failure: r.get(6)?,
+            last_scan_at: r.get(7)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Stores one detector's health.
+pub(super) fn write_health(tx: &Connection, h: &Health) -> rusqlite::Result<()> {
+    let (until, left) = match h.state {
+        State::Quarantined { until } => (Some(until), None),
+        State::Probation { clean_left } => (None, Some(clean_left)),
+        State::Ok => (None, None),
+    };
+    tx.prepare_cached(
+        "INSERT INTO detector_health(detector, state, quarantined_until, probation_left, failures_in_a_row,
+                                    failures_total, last_failure, last_scan_at)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(detector) DO UPDATE SET state = excluded.state,
+            quarantined_until = excluded.quarantined_until, probation_left = excluded.probation_left,
+            failures_in_a_row = excluded.failures_in_a_row, failures_total = excluded.failures_total,
+            last_failure = excluded.last_failure, last_scan_at = excluded.last_scan_at",
+    )?
+    .execute(params![
+        h.detector,
+        h.state.label(),
+        until,
+        left,
+        h.failures_in_a_row,
+        h.failures_total,
+        h.last_failure,
+        h.last_scan_at
+    ])?;
+    Ok(())
+}
+
+/// A bookkeeping value, read by the writer and the view alike.
+pub(super) fn read_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()
+}

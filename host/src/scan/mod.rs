@@ -1,0 +1,444 @@
+//! One scan, as its data flows: plan → read → fan out → stage → settle →
+//! report.
+//!
+//! - [`plan`] decides who runs with what, and which reads feed them (one per
+//!   distinct position in a source);
+//! - [`read`] runs those reads on a thread of its own, into a bounded channel;
+//! - [`fanout`] pushes each batch to the detectors that read it and stages
+//!   what they report in the ledger at once;
+//! - [`settle`] asks for the decisions, works out health and where each
+//!   detector's reads leave it, for one commit;
+//! - [`report`] is what comes back to the caller.
+//!
+//! The scan owns none of the long-lived parts: the [`Sentinel`](crate::sentinel::Sentinel)
+//! holds the runtime, the loaded detectors and the ledger across scans and
+//! lends them to [`run`]. A detector that fails or is refused is reported and
+//! left out, and keeps its positions; a source that cannot be read is
+//! reported and every position in it is kept. The scan never prints.
+
+pub mod fanout;
+pub(crate) mod fast_path;
+pub mod plan;
+pub mod read;
+pub mod report;
+pub mod settle;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::config::Config;
+pub use crate::errors::error_chain;
+use crate::health::{Health, Policy};
+use crate::ledger::out_dir::{self, OutDirError};
+use crate::ledger::{CommitReport, Ledger, LedgerError, LedgerView, ScanCommit};
+use crate::observation::ConfigValue;
+use crate::runtime::{Limits, LoadedDetector, Runtime, RuntimeError};
+use crate::sources::Source;
+pub use plan::{coerce, is_due, next_due, plan_runs};
+pub use report::{
+    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, ScanReport, SourceStatus, SourceSummary, peak_rss_kib,
+};
+
+/// Everything a scan needs to know.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    pub detectors_dir: PathBuf,
+    /// The data dir; `None` means the default `~/.openmausbot`.
+    pub data_dir: Option<PathBuf>,
+    /// The output folder; `None` means the per-OS default.
+    pub out: Option<PathBuf>,
+    pub limits: Limits,
+    /// Config values for every detector that declares the key (for example
+    /// `queue_wait` from `--queue-wait`), then per-detector ones.
+    pub global_config: Vec<(String, ConfigValue)>,
+    pub detector_config: Vec<(String, String, ConfigValue)>,
+    /// Rows per batch.
+    pub batch_rows: usize,
+    /// The scan time in ms; `None` means now.
+    pub scan_time_ms: Option<i64>,
+    /// The config file's sources and detector values.
+    pub config: Config,
+    /// Scan even when nothing changed since the last scan.
+    pub no_fast_path: bool,
+    /// Where compiled components are kept; `None` means `cache/` in the
+    /// output folder.
+    pub cache_dir: Option<PathBuf>,
+    /// Quarantine and probation numbers.
+    pub health: Policy,
+    /// Set (by a signal handler) to stop the scan in flight: it then commits
+    /// nothing and returns [`ScanError::Interrupted`].
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Told how the scan is going, after every batch.
+    pub progress: Option<ProgressFn>,
+}
+
+/// How far a scan has got, for a progress display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// `loading`, `reading`, `deciding` or `committing`.
+    pub phase: &'static str,
+    /// The source being read.
+    pub source: String,
+    /// Records read so far, all sources together.
+    pub records: u64,
+    /// Detectors running, and loaded.
+    pub detectors_running: usize,
+    pub detectors_total: usize,
+}
+
+impl Progress {
+    pub(crate) fn at(phase: &'static str, records: u64, running: usize, total: usize) -> Self {
+        Progress { phase, source: String::new(), records, detectors_running: running, detectors_total: total }
+    }
+}
+
+/// A progress observer. The library only calls it; the binary renders.
+#[derive(Clone)]
+pub struct ProgressFn(pub Arc<dyn Fn(&Progress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn")
+    }
+}
+
+impl ScanOptions {
+    pub fn new(detectors_dir: impl Into<PathBuf>) -> Self {
+        ScanOptions {
+            detectors_dir: detectors_dir.into(),
+            data_dir: None,
+            out: None,
+            limits: Limits::default(),
+            global_config: Vec::new(),
+            detector_config: Vec::new(),
+            batch_rows: 256,
+            scan_time_ms: None,
+            config: Config::default(),
+            no_fast_path: false,
+            cache_dir: None,
+            health: Policy::default(),
+            stop: None,
+            progress: None,
+        }
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn tell(&self, p: impl FnOnce() -> Progress) {
+        if let Some(f) = &self.progress {
+            (f.0)(&p());
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("data dir {path} is not a readable directory")]
+    DataDir { path: PathBuf },
+    #[error("no data dir given and no home directory to find ~/.openmausbot in")]
+    NoDataDir,
+    #[error(transparent)]
+    OutDir(#[from] OutDirError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("scan stopped before it committed: nothing was written")]
+    Interrupted,
+}
+
+/// Resolves the data dir and checks it is a directory.
+pub fn resolve_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, ScanError> {
+    let dir = match data_dir {
+        Some(d) => d.to_owned(),
+        None => out_dir::default_data_dir().ok_or(ScanError::NoDataDir)?,
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(out_dir::resolve(&dir)),
+        _ => Err(ScanError::DataDir { path: dir }),
+    }
+}
+
+/// Runs one scan: a [`Sentinel`](crate::sentinel::Sentinel) for one scan.
+pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
+    crate::sentinel::Sentinel::open(opts.clone())?.scan()
+}
+
+/// The report of a scan that found nothing changed since `last`: no row
+/// read, no detector loaded or run.
+pub(crate) fn unchanged(
+    ledger: &Ledger,
+    data_dir: &Path,
+    out: &Path,
+    scan_time: i64,
+    started: Instant,
+    last: Option<i64>,
+) -> Result<ScanReport, ScanError> {
+    Ok(ScanReport {
+        unchanged_since: last.or(Some(0)),
+        data_dir: data_dir.to_owned(),
+        issues_file: ledger.issues_path(),
+        out_dir: out.to_owned(),
+        scan_time,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        state_reset: None,
+        sources: Vec::new(),
+        detectors: Vec::new(),
+        issues: CommitReport { total_issues: ledger.total_issues()?, ..CommitReport::default() },
+        peak_rss_kib: peak_rss_kib(),
+    })
+}
+
+/// What one scan borrows from the sentinel that runs it.
+pub(crate) struct Scan<'a> {
+    pub opts: &'a ScanOptions,
+    pub data_dir: &'a Path,
+    pub out: &'a Path,
+    pub ledger: &'a mut Ledger,
+    pub runtime: &'a Runtime,
+    pub scan_time: i64,
+    pub started: Instant,
+    pub state_reset: Option<String>,
+    pub sources: Vec<Box<dyn Source>>,
+    pub stamp: Option<String>,
+}
+
+impl Scan<'_> {
+    /// Runs the scan over `loaded` detectors and the summaries of the files
+    /// that did not load.
+    pub(crate) fn run(
+        self,
+        loaded: Vec<(&LoadedDetector, DetectorSummary)>,
+        refused: Vec<DetectorSummary>,
+    ) -> Result<ScanReport, ScanError> {
+        let Scan { opts, data_dir, out, ledger, runtime, scan_time, started, state_reset, sources, stamp } = self;
+        let total = loaded.len();
+        let mut plan = plan::plan(runtime, loaded, &sources, ledger, opts, scan_time)?;
+        let running = plan.slots.iter().filter(|s| s.scan.is_some()).count();
+        let (ends, mut source_summaries, records, next_wake) =
+            read_and_fan_out(&mut plan, &sources, ledger, opts, data_dir, scan_time, total, running)?;
+        if opts.stopped() {
+            return Err(ScanError::Interrupted);
+        }
+        opts.tell(|| Progress::at("deciding", records, running, total));
+        let states = settle::finish(&mut plan.slots, ledger)?;
+        let health = settle::health(&mut plan.slots, scan_time, &opts.health);
+        let (positions, cursors) = settle::positions(&plan.slots, &plan.units, &ends, &sources);
+        if opts.stopped() {
+            return Err(ScanError::Interrupted);
+        }
+        opts.tell(|| Progress::at("committing", records, 0, total));
+        let next_wake = [next_wake, plan.next_due].into_iter().flatten().min();
+        let mut meta = vec![
+            ("fast_stamp".into(), stamp),
+            ("next_wake".into(), next_wake.map(|w| w.to_string())),
+            ("last_scan".into(), Some(scan_time.to_string())),
+        ];
+        meta.append(&mut plan.meta);
+        let issues =
+            ledger.commit(ScanCommit { observations: &[], cursors, positions, states, health, scan_time, meta })?;
+        for slot in plan.slots.iter().filter(|s| s.woken) {
+            let admin = crate::ledger::Admin { wake: false, ..slot.admin.clone() };
+            ledger.set_admin(slot.name(), &admin)?;
+        }
+        for i in plan.not_read {
+            source_summaries.push(SourceSummary {
+                name: sources[i].name().to_owned(),
+                status: SourceStatus::NotRead,
+                records: 0,
+                skipped: 0,
+                reads: 0,
+                error: None,
+            });
+        }
+        let mut detectors: Vec<DetectorSummary> = plan.slots.into_iter().map(|s| s.summary).collect();
+        detectors.extend(refused);
+        detectors.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(ScanReport {
+            data_dir: data_dir.to_owned(),
+            issues_file: ledger.issues_path(),
+            out_dir: out.to_owned(),
+            scan_time,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            unchanged_since: None,
+            state_reset,
+            sources: source_summaries,
+            detectors,
+            issues,
+            peak_rss_kib: peak_rss_kib(),
+        })
+    }
+}
+
+type ReadOutcome = (settle::Ends, Vec<SourceSummary>, u64, Option<i64>);
+
+/// Reads the plan's reads on a thread of their own while this one fans the
+/// batches out; returns where each read ended, the sources' summaries, the
+/// records read and the moment queued work next crosses a threshold.
+#[allow(clippy::too_many_arguments)]
+fn read_and_fan_out(
+    plan: &mut plan::Plan<'_>,
+    sources: &[Box<dyn Source>],
+    ledger: &mut Ledger,
+    opts: &ScanOptions,
+    data_dir: &Path,
+    scan_time: i64,
+    total: usize,
+    running: usize,
+) -> Result<ReadOutcome, ScanError> {
+    let mut ends: settle::Ends = vec![None; plan.units.len()];
+    let mut summaries: Vec<SourceSummary> = Vec::new();
+    let mut records: u64 = 0;
+    let mut next_wake: Option<i64> = None;
+    let stopped = || opts.stopped();
+    let units = std::mem::take(&mut plan.units);
+    let result = std::thread::scope(|s| -> Result<(), ScanError> {
+        let reader = read::Reader {
+            units: &units,
+            sources,
+            data_dir,
+            scan_time,
+            batch_rows: opts.batch_rows,
+            stopped: &stopped,
+        };
+        for msg in reader.spawn(s) {
+            if opts.stopped() {
+                return Err(ScanError::Interrupted);
+            }
+            match msg {
+                read::Read::Batch(u, batch) => {
+                    records += fanout::push(&mut plan.slots, &units[u], batch, ledger)?;
+                    opts.tell(|| Progress {
+                        source: sources[units[u].source].name().to_owned(),
+                        ..Progress::at(
+                            "reading",
+                            records,
+                            plan.slots.iter().filter(|s| s.scan.is_some()).count(),
+                            total,
+                        )
+                    });
+                }
+                read::Read::Done(u, result) => {
+                    let unit = &units[u];
+                    let name = sources[unit.source].name();
+                    let summary = match summaries.iter_mut().find(|s| s.name == name) {
+                        Some(s) => s,
+                        None => {
+                            summaries.push(SourceSummary {
+                                name: name.to_owned(),
+                                status: SourceStatus::Ok,
+                                records: 0,
+                                skipped: 0,
+                                reads: 0,
+                                error: None,
+                            });
+                            summaries.last_mut().expect("just pushed")
+                        }
+                    };
+                    summary.reads += 1;
+                    match result {
+                        Ok(report) => {
+                            let waits = unit.members.iter().filter_map(|&m| plan.slots[m].queue_wait_ms);
+                            for ms in waits {
+                                for at in &report.open_since {
+                                    let crossing = at.saturating_add(ms as i64);
+                                    if crossing > scan_time {
+                                        next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
+                                    }
+                                }
+                            }
+                            summary.records += report.records;
+                            summary.skipped += report.skipped;
+                            if report.missing && summary.status == SourceStatus::Ok {
+                                summary.status = SourceStatus::Missing;
+                            }
+                            ends[u] = Some(report.cursor);
+                        }
+                        Err(e) => {
+                            summary.status = SourceStatus::Failed;
+                            summary.error = Some(error_chain(&e));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+    plan.units = units;
+    let _ = running;
+    result?;
+    Ok((ends, summaries, records, next_wake))
+}
+
+/// One detector file as an operator sees it: what it is, what it may do,
+/// and how it has fared.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectorInfo {
+    #[serde(flatten)]
+    pub inspection: crate::runtime::Inspection,
+    /// From the ledger of the output folder, when there is one.
+    pub health: Option<Health>,
+}
+
+/// Inspects every `*.wasm` in `detectors_dir`, with health from the ledger of
+/// the output folder for `data_dir` (nothing is created when it has none).
+pub fn inspect_detectors(
+    detectors_dir: &Path,
+    data_dir: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<Vec<DetectorInfo>, ScanError> {
+    let out = resolve_data_dir(data_dir).ok().and_then(|d| out_dir::choose(out, &d).ok());
+    let runtime = runtime_for_checks(out.as_deref())?;
+    let files = crate::runtime::detector_files(detectors_dir)?;
+    // A reader: never the writer's lock, never a migration, never blocks a scan.
+    let healths: Vec<Health> = match out.as_deref().map(LedgerView::open).transpose()?.flatten() {
+        Some(view) => view.health()?,
+        None => Vec::new(),
+    };
+    Ok(files
+        .iter()
+        .map(|f| {
+            let inspection = runtime.inspect(f);
+            let name = inspection.descriptor.as_ref().map(|d| d.name.clone());
+            let health = name.and_then(|n| healths.iter().find(|h| h.detector == n).cloned());
+            DetectorInfo { inspection, health }
+        })
+        .collect())
+}
+
+/// A runtime for checking detectors outside a scan (`detectors inspect`,
+/// `check-install`): it reuses the compiled code scans left in the output
+/// folder, when there is any, and never creates a cache of its own.
+pub(crate) fn runtime_for_checks(out: Option<&Path>) -> Result<Runtime, RuntimeError> {
+    let runtime = Runtime::new(Limits::default())?;
+    Ok(match out.map(out_dir::cache_dir).filter(|c| c.is_dir()) {
+        Some(cache) => runtime.with_cache(cache),
+        None => runtime,
+    })
+}
+
+/// What `sentinel-host reset` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetOutcome {
+    pub out_dir: PathBuf,
+    pub issues_kept: u64,
+}
+
+/// Starts the ledger's state again by hand, exactly as a release that changes
+/// the store's shape does: cursors, occurrence keys and detector state are
+/// cleared, issues are kept, and only newer occurrences are counted from now on.
+pub fn reset_state(data_dir: Option<&Path>, out: Option<&Path>) -> Result<ResetOutcome, ScanError> {
+    let data_dir = resolve_data_dir(data_dir)?;
+    let out = out_dir::prepare(out, &data_dir)?;
+    let mut ledger = Ledger::open(&out)?;
+    let report = ledger.reset_state("reset by hand")?;
+    Ok(ResetOutcome { out_dir: out, issues_kept: report.issues_kept })
+}

@@ -1,0 +1,241 @@
+//! What a scan reports: per source and per detector, with statuses as enums
+//! serialized to the strings the JSON summary has always shown.
+//!
+//! It owns the report's shape and the small rules of reading it (which
+//! detectors count as failed). It never decides a status: the plan, the fan
+//! out and the settling do, and write it here.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::health::Standing;
+use crate::ledger::CommitReport;
+use crate::runtime::{CallFailure, CallStats};
+
+/// How a detector fared in this scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DetectorStatus {
+    /// Ran and completed.
+    Ok,
+    /// Loaded, but a call failed (or its config did not fit it).
+    Failed,
+    /// Not loaded.
+    Refused,
+    /// Loaded, not run: quarantined.
+    Quarantined,
+    /// Loaded, not run: its cadence has not come round (it loses nothing).
+    NotDue,
+    /// Loaded, not run: the operator disabled it (it loses nothing).
+    Disabled,
+}
+
+/// How a source was read in this scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceStatus {
+    Ok,
+    /// The file it reads is not there.
+    Missing,
+    Failed,
+    /// Nobody who reads it runs this scan: every position in it stays.
+    NotRead,
+}
+
+/// Whether a detector's compiled component was loaded for this scan or kept
+/// from an earlier one (the long-running mode loads each file once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadKind {
+    Loaded,
+    Kept,
+}
+
+/// How a detector fared in this scan.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectorSummary {
+    /// The descriptor name, or the file stem when it never loaded.
+    pub name: String,
+    pub path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub status: DetectorStatus,
+    /// Loaded for this scan, or kept loaded from an earlier one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadKind>,
+    /// For a detector with a cadence: when it is next due (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_due: Option<i64>,
+    /// Its health after this scan.
+    pub health: Standing,
+    /// It ran on probation: its fires carried the `[PROBATION]` prefix.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub probation: bool,
+    /// Whether its compiled code came from the cache: `hit`, `miss`, `replaced`, `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<&'static str>,
+    pub observations: usize,
+    pub records: u64,
+    pub calls: u32,
+    pub fuel: u64,
+    /// The slowest call and the final decision call, in microseconds.
+    pub slowest_call_us: u64,
+    pub finish_us: u64,
+    /// Instantiation and `start`, and every call together, in microseconds:
+    /// `(callsUs - startUs - finishUs) / records` is the cost of a record.
+    pub start_us: u64,
+    pub calls_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureSummary>,
+    pub logs: Vec<String>,
+}
+
+impl DetectorSummary {
+    /// A detector that loaded, before the scan decides anything about it.
+    pub(crate) fn loaded(d: &crate::runtime::LoadedDetector, load: LoadKind) -> Self {
+        DetectorSummary {
+            name: d.descriptor.name.clone(),
+            path: d.path.clone(),
+            version: Some(d.descriptor.version.clone()),
+            status: DetectorStatus::Ok,
+            load: Some(load),
+            cache: Some(d.cache.label()),
+            ..Self::blank()
+        }
+    }
+
+    /// A file that did not load.
+    pub(crate) fn refused(path: PathBuf, name: String, message: String) -> Self {
+        DetectorSummary {
+            name,
+            path,
+            status: DetectorStatus::Refused,
+            failure: Some(FailureSummary::new("load", message)),
+            ..Self::blank()
+        }
+    }
+
+    fn blank() -> Self {
+        DetectorSummary {
+            name: String::new(),
+            path: PathBuf::new(),
+            version: None,
+            status: DetectorStatus::Ok,
+            load: None,
+            next_due: None,
+            health: Standing::Ok,
+            probation: false,
+            cache: None,
+            observations: 0,
+            records: 0,
+            calls: 0,
+            fuel: 0,
+            slowest_call_us: 0,
+            finish_us: 0,
+            start_us: 0,
+            calls_us: 0,
+            failure: None,
+            logs: Vec::new(),
+        }
+    }
+
+    pub(crate) fn fill_stats(&mut self, stats: &CallStats) {
+        self.records = stats.records;
+        self.calls = stats.calls;
+        self.fuel = stats.fuel;
+        self.slowest_call_us = stats.slowest.as_micros() as u64;
+        self.finish_us = stats.finish.as_micros() as u64;
+        self.start_us = stats.start.as_micros() as u64;
+        self.calls_us = stats.total.as_micros() as u64;
+    }
+
+    pub(crate) fn fail(&mut self, f: &CallFailure) {
+        self.status = DetectorStatus::Failed;
+        self.failure = Some(FailureSummary {
+            kind: f.kind.label(),
+            phase: Some(f.phase.to_string()),
+            message: f.message.clone(),
+            backtrace: f.backtrace.clone(),
+            stderr: f.stderr.clone(),
+        });
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureSummary {
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+impl FailureSummary {
+    pub(crate) fn new(kind: &'static str, message: String) -> Self {
+        FailureSummary { kind, phase: None, message, backtrace: None, stderr: None }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceSummary {
+    pub name: String,
+    pub status: SourceStatus,
+    pub records: u64,
+    pub skipped: u64,
+    /// Reads of this source this scan: one per distinct position among the
+    /// detectors that read it (more than one while a detector catches up).
+    pub reads: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a completed scan reports.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScanReport {
+    pub data_dir: PathBuf,
+    pub out_dir: PathBuf,
+    pub issues_file: PathBuf,
+    pub scan_time: i64,
+    pub elapsed_ms: u64,
+    /// Set when nothing changed since the scan at this time (ms), so no row
+    /// was read and no detector ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unchanged_since: Option<i64>,
+    /// Why the ledger's state was started again at this scan, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_reset: Option<String>,
+    pub sources: Vec<SourceSummary>,
+    pub detectors: Vec<DetectorSummary>,
+    pub issues: CommitReport,
+    /// The process's peak resident memory so far, in KiB (Linux: `VmHWM`);
+    /// absent where the system does not tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_kib: Option<u64>,
+}
+
+impl ScanReport {
+    /// Detectors that did not do their part: failed, refused or quarantined.
+    /// One waiting for its cadence or disabled by the operator lost nothing
+    /// and is not counted.
+    pub fn failed_detectors(&self) -> usize {
+        self.detectors
+            .iter()
+            .filter(|d| !matches!(d.status, DetectorStatus::Ok | DetectorStatus::NotDue | DetectorStatus::Disabled))
+            .count()
+    }
+}
+
+/// This process's peak resident set in KiB, from `/proc/self/status`
+/// (`VmHWM`, which starts again at exec, unlike `getrusage`'s figure).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+}

@@ -1,0 +1,105 @@
+//! Settling: the detectors' decisions, their health, and where each one's
+//! reads leave it, gathered into one commit.
+//!
+//! It owns the end of a scan before the commit: each running detector asked
+//! to `finish` (its last observations staged, its state kept), each loaded
+//! detector's health after this scan, and the positions: a detector that
+//! completed moves to where its reads ended; every other keeps the position
+//! it started from (pinned, when it had only the source's), so it reads the
+//! same records again when it next runs cleanly. It never reads a source.
+
+use std::collections::BTreeMap;
+
+use super::fanout::stage;
+use super::plan::{Slot, Unit};
+use crate::health::{self, Health, Outcome, Policy};
+use crate::ledger::{Ledger, LedgerError};
+use crate::sources::Source;
+
+/// Asks every detector still running for its decision; returns the states
+/// of those that completed.
+pub(crate) fn finish(
+    slots: &mut [Slot<'_>],
+    ledger: &mut Ledger,
+) -> Result<BTreeMap<String, Option<Vec<u8>>>, LedgerError> {
+    let mut states = BTreeMap::new();
+    for slot in slots.iter_mut() {
+        let Some(scan) = slot.scan.take() else { continue };
+        let before = scan.accepted();
+        match scan.finish() {
+            Ok(outcome) => {
+                slot.summary.fill_stats(&outcome.stats);
+                slot.summary.observations = before + outcome.observations.len();
+                slot.summary.logs = outcome.logs.iter().map(|l| format!("{}: {}", l.level, l.message)).collect();
+                if outcome.logs_dropped > 0 {
+                    slot.summary.logs.push(format!("({} more lines dropped: log budget spent)", outcome.logs_dropped));
+                }
+                states.insert(slot.name().to_owned(), outcome.state);
+                stage(ledger, outcome.observations, slot.probation)?;
+                slot.completed = true;
+            }
+            Err(f) => {
+                ledger.unstage(slot.name())?;
+                slot.summary.fail(&f);
+            }
+        }
+    }
+    Ok(states)
+}
+
+/// Every loaded detector's health after this scan (a detector that did not
+/// run keeps its own).
+pub(crate) fn health(slots: &mut [Slot<'_>], scan_time: i64, policy: &Policy) -> Vec<Health> {
+    use super::report::DetectorStatus as S;
+    slots
+        .iter_mut()
+        .map(|slot| {
+            let outcome = match (slot.summary.status, &slot.summary.failure) {
+                (S::Ok, _) => Outcome::Clean,
+                (S::Failed, Some(f)) => Outcome::Failed(
+                    f.phase.as_ref().map_or_else(|| f.kind.to_owned(), |p| format!("{} in {p}", f.kind)),
+                ),
+                _ => Outcome::DidNotRun,
+            };
+            let after = health::after(slot.health.clone(), &outcome, scan_time, policy);
+            slot.summary.health = after.state.standing();
+            after
+        })
+        .collect()
+}
+
+/// Where each read ended: its cursor, or `None` when it failed.
+pub(crate) type Ends = Vec<Option<Option<String>>>;
+
+/// Every detector's position in every source it reads after this scan, and
+/// each source's latest end (where a detector new to it starts).
+pub(crate) fn positions(
+    slots: &[Slot<'_>],
+    units: &[Unit],
+    ends: &Ends,
+    sources: &[Box<dyn Source>],
+) -> (BTreeMap<(String, String), Option<String>>, BTreeMap<String, String>) {
+    let mut reached: BTreeMap<(usize, &str), &Option<String>> = BTreeMap::new();
+    let mut cursors = BTreeMap::new();
+    for (unit, end) in units.iter().zip(ends) {
+        let Some(end) = end else { continue };
+        let source = sources[unit.source].name();
+        for &m in &unit.members {
+            reached.insert((m, source), end);
+        }
+        if let Some(c) = end {
+            cursors.insert(source.to_owned(), c.clone());
+        }
+    }
+    let mut positions = BTreeMap::new();
+    for (i, slot) in slots.iter().enumerate() {
+        for (source, start) in &slot.positions {
+            let end = match reached.get(&(i, source.as_str())) {
+                Some(end) if slot.completed => (*end).clone(),
+                _ => start.clone(),
+            };
+            positions.insert((slot.name().to_owned(), source.clone()), end);
+        }
+    }
+    (positions, cursors)
+}
