@@ -9,6 +9,7 @@ mod fast_path;
 mod health;
 mod hostile;
 mod ledger;
+mod long_lived;
 mod replay;
 mod rotation;
 mod service;
