@@ -70,6 +70,14 @@ pub struct SizeResult {
     pub full_scan_ms: f64,
     /// The same scan again over unchanged data.
     pub fast_path_ms: f64,
+    /// A tick with nothing new to read (fast path off) as `run --once` does
+    /// it: open, load every component from the warm cache, read, commit.
+    #[serde(default)]
+    pub oneshot_tick_ms: f64,
+    /// The same tick by a sentinel that keeps its components loaded (the
+    /// long-running mode).
+    #[serde(default)]
+    pub kept_tick_ms: f64,
     /// The release binary, one run, as a user runs it (0 when not run).
     pub binary_scan_ms: f64,
     /// Its own peak resident memory (0 when not run).
@@ -84,6 +92,10 @@ impl SizeResult {
     }
     pub fn fast_path_over_scan(&self) -> f64 {
         self.fast_path_ms / self.full_scan_ms
+    }
+    /// The start-up the long-running mode saves per tick, in ms.
+    pub fn saved_per_tick_ms(&self) -> f64 {
+        self.oneshot_tick_ms - self.kept_tick_ms
     }
     pub fn scan_ms_per_record(&self) -> f64 {
         self.full_scan_ms / self.records as f64
@@ -147,6 +159,9 @@ impl Report {
             let n = s.records;
             m.insert(format!("{n}.scan_over_raw_read"), s.scan_over_raw_read());
             m.insert(format!("{n}.fast_path_over_scan"), s.fast_path_over_scan());
+            if s.oneshot_tick_ms > 0.0 {
+                m.insert(format!("{n}.kept_tick_over_oneshot_tick"), s.kept_tick_ms / s.oneshot_tick_ms);
+            }
             for d in &s.detectors {
                 if let Some(r) = d.ratio {
                     m.insert(format!("{n}.{}.component_over_native", d.name), r);
@@ -285,6 +300,22 @@ impl Report {
                 z.observations
             );
         }
+        s += "\n### The long-running mode: a tick with components kept loaded\n\n";
+        s += "A tick that finds nothing new (fast path off), after a full scan: as `run --once` does it (open, \
+              load every component from the warm cache, read, commit) and by one sentinel that keeps its \
+              components loaded, as the long-running mode does.\n\n";
+        s += "| records | one-shot tick ms | kept tick ms | kept / one-shot | saved per tick ms |\n";
+        s += "|---:|---:|---:|---:|---:|\n";
+        for z in self.sizes.iter().filter(|z| z.oneshot_tick_ms > 0.0) {
+            s += &format!(
+                "| {} | {:.1} | {:.1} | {:.3} | {:.1} |\n",
+                z.records,
+                z.oneshot_tick_ms,
+                z.kept_tick_ms,
+                z.kept_tick_ms / z.oneshot_tick_ms,
+                z.saved_per_tick_ms()
+            );
+        }
         s += "\n### Detectors: component vs native, decision-call latency\n\n";
         s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
         s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -349,6 +380,8 @@ mod tests {
             raw_read_ms: scan / 2.0,
             full_scan_ms: scan,
             fast_path_ms: 1.0,
+            oneshot_tick_ms: 20.0,
+            kept_tick_ms: 2.0,
             binary_scan_ms: scan,
             peak_rss_kib: rss,
             observations: 0,

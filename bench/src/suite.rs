@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail, ensure};
 use sentinel_host::observation::{ConfigValue, Descriptor};
 use sentinel_host::record::Batch;
 use sentinel_host::runtime::{Limits, LoadedDetector, PreparedBatch, Runtime, ScanContext};
+use sentinel_host::sentinel::Sentinel;
 use sentinel_host::sources::ReadContext;
 use sentinel_host::{ScanOptions, run_scan};
 
@@ -234,6 +235,9 @@ fn size(
         ensure!(report.unchanged_since.is_some(), "the second scan of unchanged data did not take the fast path");
     }
 
+    progress(&format!("{label} records: a tick over read data, one-shot and by a sentinel that keeps its detectors"));
+    let (oneshot_tick_ms, kept_tick_ms) = ticks(scan_set, set, out.path(), warm_cache, opts.batch_rows, reps.max(5))?;
+
     progress(&format!("{label} records: detectors as components and natively"));
     let mut batches = Vec::new();
     read_sources(set, opts.batch_rows, &mut |b| batches.push(b))?;
@@ -258,11 +262,49 @@ fn size(
         raw_read_ms: ms(median(&raw)),
         full_scan_ms: ms(median(&full)),
         fast_path_ms: ms(median(&fast)),
+        oneshot_tick_ms,
+        kept_tick_ms,
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
         observations,
         detectors,
     })
+}
+
+/// A tick that finds nothing new (fast path off), after a full scan into
+/// `out`: as `run --once` does it (open, load every component from the warm
+/// cache, read, commit) and as the long-running mode does it (one sentinel,
+/// components kept loaded). The difference is the start-up saved per tick.
+fn ticks(
+    scan_set: &Path,
+    set: &DataSet,
+    out: &Path,
+    warm_cache: &Path,
+    batch_rows: usize,
+    reps: usize,
+) -> Result<(f64, f64)> {
+    let options = || scan_options(scan_set, set, out, warm_cache, batch_rows);
+    let mut oneshot = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let report = run_scan(&options())?;
+        oneshot.push(t.elapsed());
+        ensure!(report.failed_detectors() == 0, "a detector failed in a one-shot tick: {:?}", report.detectors);
+    }
+    let mut sentinel = Sentinel::open(options())?;
+    sentinel.scan()?;
+    let mut kept = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let report = sentinel.scan()?;
+        kept.push(t.elapsed());
+        ensure!(report.failed_detectors() == 0, "a detector failed in a kept tick: {:?}", report.detectors);
+    }
+    ensure!(
+        sentinel.loads() as usize == std::fs::read_dir(scan_set)?.count(),
+        "the kept sentinel loaded a component twice"
+    );
+    Ok((ms(median(&oneshot)), ms(median(&kept))))
 }
 
 fn detector(

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-/// The longest title kept, in characters.
+/// Titles are capped at this many characters (privacy rule of the scanner spec).
 pub const TITLE_CHARS: usize = 160;
 
 /// One line, no control characters, at most [`TITLE_CHARS`] characters.

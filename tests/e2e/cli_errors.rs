@@ -62,13 +62,18 @@ fn a_missing_detectors_dir_exits_3_naming_it() {
 }
 
 #[test]
-fn a_config_value_of_the_wrong_type_exits_3_naming_detector_and_key() {
+fn a_config_value_of_the_wrong_type_fails_that_detector_alone_as_bad_config_naming_the_key() {
     let s = Scratch::new();
     let data = data_dir(&s);
     let o = run(&s.detectors_with(&[]), &data, &s.path("out"), &["--set", "tool_error.harness_tools=12"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr_of(&o));
-    let err = stderr_of(&o);
-    assert!(err.contains("tool_error") && err.contains("harness_tools"), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tool_error = detector(&summary, "tool_error");
+    assert_eq!(tool_error["status"], "failed");
+    assert_eq!(tool_error["failure"]["kind"], "bad-config");
+    let message = tool_error["failure"]["message"].as_str().unwrap();
+    assert!(message.contains("tool_error") && message.contains("harness_tools"), "{message}");
+    assert_eq!(detector(&summary, "turn_stop")["status"], "ok", "the others run");
 }
 
 #[test]

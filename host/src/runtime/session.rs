@@ -19,8 +19,6 @@ use super::{Limits, LoadedDetector, Runtime};
 use crate::observation::{ConfigValue, Observation, Origin, Severity, clean_title};
 use crate::record::{Batch, ColumnType};
 
-/// Titles are capped at this many characters (privacy rule of the scanner spec).
-
 /// Which call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {

@@ -150,6 +150,9 @@ fn gate(slot: &mut Slot<'_>, scan_time: i64) -> bool {
     }
 }
 
+/// The failure kind of a detector whose config does not fit it.
+pub(crate) const BAD_CONFIG: &str = "bad-config";
+
 type Cadence = (Vec<bool>, Option<i64>, Vec<(String, Option<String>)>);
 
 /// Who runs: those due (or woken by the operator), and those that read a
@@ -218,7 +221,7 @@ fn start<'r>(
         Ok(c) => c,
         Err(message) => {
             slot.summary.status = DetectorStatus::Failed;
-            slot.summary.failure = Some(FailureSummary::new("bad-config", message));
+            slot.summary.failure = Some(FailureSummary::new(BAD_CONFIG, message));
             return Ok(());
         }
     };

@@ -48,7 +48,8 @@ pub(crate) fn finish(
 }
 
 /// Every loaded detector's health after this scan (a detector that did not
-/// run keeps its own).
+/// run keeps its own; so does one whose config did not fit it: that is the
+/// operator's mistake, not the detector's failure, and it is not counted).
 pub(crate) fn health(slots: &mut [Slot<'_>], scan_time: i64, policy: &Policy) -> Vec<Health> {
     use super::report::DetectorStatus as S;
     slots
@@ -56,6 +57,7 @@ pub(crate) fn health(slots: &mut [Slot<'_>], scan_time: i64, policy: &Policy) ->
         .map(|slot| {
             let outcome = match (slot.summary.status, &slot.summary.failure) {
                 (S::Ok, _) => Outcome::Clean,
+                (S::Failed, Some(f)) if f.kind == super::plan::BAD_CONFIG => Outcome::DidNotRun,
                 (S::Failed, Some(f)) => Outcome::Failed(
                     f.phase.as_ref().map_or_else(|| f.kind.to_owned(), |p| format!("{} in {p}", f.kind)),
                 ),
@@ -71,6 +73,9 @@ pub(crate) fn health(slots: &mut [Slot<'_>], scan_time: i64, policy: &Policy) ->
 /// Where each read ended: its cursor, or `None` when it failed.
 pub(crate) type Ends = Vec<Option<Option<String>>>;
 
+/// Each detector's position in each source it reads, `(detector, source)`.
+pub(crate) type Positions = BTreeMap<(String, String), Option<String>>;
+
 /// Every detector's position in every source it reads after this scan, and
 /// each source's latest end (where a detector new to it starts).
 pub(crate) fn positions(
@@ -78,7 +83,7 @@ pub(crate) fn positions(
     units: &[Unit],
     ends: &Ends,
     sources: &[Box<dyn Source>],
-) -> (BTreeMap<(String, String), Option<String>>, BTreeMap<String, String>) {
+) -> (Positions, BTreeMap<String, String>) {
     let mut reached: BTreeMap<(usize, &str), &Option<String>> = BTreeMap::new();
     let mut cursors = BTreeMap::new();
     for (unit, end) in units.iter().zip(ends) {
