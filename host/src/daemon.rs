@@ -106,7 +106,8 @@ mod tests {
 
     use super::*;
     use crate::ledger::LedgerView;
-    use crate::scan::{ScanOptions, run_scan};
+    use crate::scan::ScanOptions;
+    use crate::sentinel::run_scan;
     use crate::sentinel::{Applied, Command, Handle};
 
     fn opts(tmp: &std::path::Path) -> ScanOptions {

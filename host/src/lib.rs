@@ -4,9 +4,12 @@
 //! The data flows one way: [`sources`] read the data dir into packed
 //! [`record`] batches; the [`runtime`] pushes them into sandboxed detector
 //! components and checks what comes back as [`observation`]s; the [`ledger`]
-//! commits them as issues, with the sources' cursors, in one transaction and
-//! exports `issues.jsonl`; [`scan`] wires one pass of that together;
-//! [`daemon`] repeats it on an interval and [`service`] writes and checks the
+//! commits them as issues, with each detector's positions, in one
+//! transaction and exports `issues.jsonl`; [`scan`] wires one pass of that
+//! together (plan → read → fan out → stage → settle → report). The
+//! [`sentinel`] is the long-lived core that owns the runtime, the
+//! [`catalog`] of loaded detectors and the only ledger writer across scans;
+//! [`daemon`] drives it on an interval and [`service`] writes and checks the
 //! schedules that run it. The library never prints: the `sentinel-host`
 //! binary renders what it returns.
 
@@ -26,7 +29,8 @@ pub mod sentinel;
 pub mod service;
 pub mod sources;
 
-pub use scan::{ScanError, ScanOptions, ScanReport, run_scan};
+pub use scan::{ScanError, ScanOptions, ScanReport};
+pub use sentinel::run_scan;
 
 /// Lowercase hex of a byte string.
 pub fn hex(bytes: &[u8]) -> String {

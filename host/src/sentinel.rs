@@ -122,6 +122,11 @@ impl Handle {
     }
 }
 
+/// Runs one scan: a [`Sentinel`] for one scan (what `run --once` does).
+pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
+    Sentinel::open(opts.clone())?.scan()
+}
+
 /// The long-lived core of one output folder.
 pub struct Sentinel {
     opts: ScanOptions,

@@ -165,11 +165,6 @@ pub fn resolve_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, ScanError> {
     }
 }
 
-/// Runs one scan: a [`Sentinel`](crate::sentinel::Sentinel) for one scan.
-pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
-    crate::sentinel::Sentinel::open(opts.clone())?.scan()
-}
-
 /// The report of a scan that found nothing changed since `last`: no row
 /// read, no detector loaded or run.
 pub(crate) fn unchanged(
