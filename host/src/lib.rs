@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod config;
 pub mod daemon;
 pub mod errors;
+pub mod firelog;
 pub mod health;
 pub mod ledger;
 pub mod observation;

@@ -264,10 +264,10 @@ impl Sentinel {
                 Applied::Reloaded { loaded: r.loaded, dropped: r.dropped }
             }
             Command::Quarantine(name) => Applied::Health {
-                health: self.ledger.change_health(name, |h| health::quarantine_by_hand(h, now, &policy))?,
+                health: self.ledger.change_health(name, now, |h| health::quarantine_by_hand(h, now, &policy))?,
             },
             Command::Release(name) => {
-                Applied::Health { health: self.ledger.change_health(name, |h| health::release(h, &policy))? }
+                Applied::Health { health: self.ledger.change_health(name, now, |h| health::release(h, &policy))? }
             }
             Command::Enable(name) => admin(&mut self.ledger, name, &|a| a.disabled = false)?,
             Command::Disable(name) => admin(&mut self.ledger, name, &|a| a.disabled = true)?,

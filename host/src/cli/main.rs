@@ -37,6 +37,7 @@ mod exit {
     pub const STALE_INSTALL: u8 = 9;
     pub const NOT_INSTALLED: u8 = 10;
     pub const OUT_IN_USE: u8 = 11;
+    pub const CHAIN_BROKEN: u8 = 12;
 }
 
 #[derive(Parser, Debug)]
@@ -65,6 +66,23 @@ enum Command {
     /// Check that the installed schedule still runs: its binary and detectors
     /// exist and the detectors load.
     CheckInstall(CheckInstallArgs),
+    /// Check the fire log: every segment, the hash chain and the signed head
+    /// (exit 12 when it does not verify).
+    Verify(VerifyArgs),
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// Which output folder (resolved as `run` resolves it).
+    #[command(flatten)]
+    location: Location,
+    /// The public key to check the head with (a `fires.pub.json` you kept)
+    /// [default: the one exported beside the log].
+    #[arg(long, value_name = "FILE")]
+    public_key: Option<PathBuf>,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -280,6 +298,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Reset(args) => reset(&args),
+        Command::Verify(args) => verify(&args),
         Command::Replay(args) => replay(&args),
         Command::Detectors(cmd) => detectors(&cmd),
         Command::Service(ServiceCommand::Install(args)) => service_install(&args),
@@ -365,6 +384,20 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(if failed == 0 { exit::OK } else { exit::REPLAY_FAILED })
+}
+
+fn verify(args: &VerifyArgs) -> anyhow::Result<u8> {
+    let data_dir = sentinel_host::scan::resolve_data_dir(args.location.data_dir.as_deref())
+        .context("cannot find the output folder")?;
+    let out = sentinel_host::ledger::out_dir::choose(args.location.out.as_deref(), &data_dir)
+        .context("cannot find the output folder")?;
+    let v = sentinel_host::firelog::verify_out_dir(&out, args.public_key.as_deref());
+    if args.json {
+        println!("{}", serde_json::to_string(&v).context("cannot render the outcome as JSON")?);
+    } else {
+        print!("{}", render::verification(&v));
+    }
+    Ok(if v.ok { exit::OK } else { exit::CHAIN_BROKEN })
 }
 
 fn reset(args: &ResetArgs) -> anyhow::Result<u8> {

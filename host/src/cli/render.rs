@@ -156,3 +156,31 @@ pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> Str
     }
     s
 }
+
+/// What `verify` found, in a few lines.
+pub fn verification(v: &sentinel_host::firelog::Verification) -> String {
+    let mut s = String::new();
+    match &v.finding {
+        None => {
+            let _ = writeln!(
+                s,
+                "ok: {} fires in {} segments, chained, head signed by {}{}",
+                v.entries,
+                v.segments,
+                v.kid.as_deref().unwrap_or("?"),
+                if v.ledger_checked { ", matching the ledger" } else { "" }
+            );
+        }
+        Some(f) => {
+            let place: Vec<String> =
+                [f.file.clone(), f.line.map(|l| format!("line {l}")), f.seq.map(|q| format!("entry {q}"))]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            let _ = writeln!(s, "BROKEN: {}: {}", place.join(", "), f.problem);
+            let _ = writeln!(s, "  checked {} entries in {} segments before it", v.entries, v.segments);
+        }
+    }
+    let _ = writeln!(s, "  log {}; key from {}", v.dir.display(), v.key_from);
+    s
+}

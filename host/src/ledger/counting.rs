@@ -6,22 +6,26 @@
 //! issue, the issues summed in memory per issue and written once. It never
 //! stores a grouping key or an occurrence key as given: only their hashes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::fires::Appender;
 use super::staging::Incoming;
 use super::{Health, Ledger, LedgerError};
+use crate::firelog::{FireEntry, FireType};
 use crate::observation::{Observation, Severity};
 
 /// What one commit changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitReport {
-    /// Occurrences counted for the first time.
+    /// Occurrences counted for the first time: each is a fire.
     pub counted: u64,
+    /// Entries appended to the fire log: the fires, and quarantines.
+    pub fires: u64,
     /// Occurrences already counted by an earlier scan.
     pub repeated: u64,
     /// Occurrences not counted because a state reset kept newer ones.
@@ -46,6 +50,10 @@ pub struct ScanCommit<'a> {
     /// Each detector's health after this scan, committed with the rest.
     pub health: Vec<Health>,
     pub scan_time: i64,
+    /// Each detector's version, for its fires.
+    pub versions: BTreeMap<String, String>,
+    /// Detectors that ran on probation: their fires are marked so.
+    pub probation: BTreeSet<String>,
     /// Bookkeeping the scan keeps between runs (the fast-path stamp): a
     /// `None` value deletes the key.
     pub meta: Vec<(String, Option<String>)>,
@@ -191,6 +199,7 @@ fn count_one(
     report: &mut CommitReport,
     issues: &mut HashMap<String, IssueDelta>,
     o: Incoming,
+    fire: &mut dyn FnMut(&Incoming) -> rusqlite::Result<()>,
 ) -> rusqlite::Result<()> {
     if tx.prepare_cached("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)")?.execute([&o.occ])? == 0 {
         report.repeated += 1;
@@ -202,6 +211,7 @@ fn count_one(
         return Ok(());
     }
     report.counted += 1;
+    fire(&o)?;
     let wasted = match (&o.turn_id, o.wasted_turns) {
         (_, 0) => 0,
         (Some(turn), w) => {
@@ -278,18 +288,21 @@ impl Ledger {
         };
         let mut report = CommitReport::default();
         let mut issues: HashMap<String, IssueDelta> = HashMap::new();
+        let mut appender = Appender::open(&tx).map_err(e("cannot read the fire log"))?;
+        let fires_before = appender.count();
         if self.staging {
             let mut stmt = tx
                 .prepare(
                     "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
-                            evidence_source, evidence_id, wasted_turns, grouping_version
+                            evidence_source, evidence_id, wasted_turns, grouping_version, detector
                      FROM temp.staged ORDER BY seq",
                 )
                 .map_err(e("cannot read staged observations"))?;
             let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
+            let mut fire = |o: &Incoming| appender.append(&tx, occurrence_fire(o, &scan));
             while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
                 let incoming = Incoming::from_row(r).map_err(e("cannot read staged observations"))?;
-                count_one(&tx, &floors, &mut report, &mut issues, incoming).map_err(e("cannot count"))?;
+                count_one(&tx, &floors, &mut report, &mut issues, incoming, &mut fire).map_err(e("cannot count"))?;
             }
             drop(rows);
             drop(stmt);
@@ -339,13 +352,98 @@ impl Ledger {
             .map_err(e("cannot store a detector state"))?;
         }
         for h in &scan.health {
+            let before = super::store::read_one_health(&tx, &h.detector).map_err(e("cannot read detector health"))?;
+            if let Some(entry) = quarantine_fire(before.as_ref(), h, &scan) {
+                appender.append(&tx, entry).map_err(e("cannot append to the fire log"))?;
+            }
             super::store::write_health(&tx, h).map_err(e("cannot store detector health"))?;
         }
+        report.fires = appender.count() - fires_before;
+        self.fire_append_time = appender.spent;
         tx.commit().map_err(e("cannot commit the scan"))?;
         tracing::debug!(counted = report.counted, "ledger commit done");
         report.total_issues = self.total_issues()?;
         self.export()?;
+        self.export_fires(scan.scan_time)?;
         self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
         Ok(report)
+    }
+}
+
+/// The fire of an occurrence counted for the first time.
+fn occurrence_fire(o: &Incoming, scan: &ScanCommit<'_>) -> FireEntry {
+    FireEntry {
+        seq: 0,
+        fire_type: FireType::Occurrence,
+        recorded_at: scan.scan_time,
+        at: o.at,
+        detector: o.detector.clone(),
+        detector_version: scan.versions.get(&o.detector).cloned(),
+        kind: Some(o.kind.clone()),
+        sig: Some(o.sig.clone()),
+        origin: Some(o.origin.clone()),
+        severity: Some(o.severity.as_str().to_owned()),
+        tool: o.tool.clone(),
+        bot_id: o.bot_id.clone(),
+        thread_id: o.thread_id.clone(),
+        turn_id: o.turn_id.clone(),
+        evidence_source: Some(o.evidence_source.clone()),
+        evidence_id: Some(o.evidence_id.clone()),
+        probation: scan.probation.contains(&o.detector),
+        reason: None,
+        prev: String::new(),
+        hash: String::new(),
+    }
+}
+
+/// A quarantine is a fact: the fire of a detector that this scan benched.
+fn quarantine_fire(before: Option<&Health>, after: &Health, scan: &ScanCommit<'_>) -> Option<FireEntry> {
+    let was = before.is_some_and(|b| matches!(b.state, crate::health::State::Quarantined { .. }));
+    let until = match after.state {
+        crate::health::State::Quarantined { until } if !was => until,
+        _ => return None,
+    };
+    Some(health_fire(
+        FireType::Quarantine,
+        after,
+        scan.scan_time,
+        scan.versions.get(&after.detector).cloned(),
+        format!(
+            "{} failures in a row (last: {}); quarantined until {until} ms",
+            after.failures_in_a_row,
+            after.last_failure.as_deref().unwrap_or("unknown")
+        ),
+    ))
+}
+
+/// The fire of a change to a detector's health.
+pub(super) fn health_fire(
+    fire_type: FireType,
+    h: &Health,
+    at: i64,
+    version: Option<String>,
+    reason: String,
+) -> FireEntry {
+    FireEntry {
+        seq: 0,
+        fire_type,
+        recorded_at: at,
+        at,
+        detector: h.detector.clone(),
+        detector_version: version,
+        kind: None,
+        sig: None,
+        origin: None,
+        severity: None,
+        tool: None,
+        bot_id: None,
+        thread_id: None,
+        turn_id: None,
+        evidence_source: None,
+        evidence_id: None,
+        probation: false,
+        reason: Some(reason),
+        prev: String::new(),
+        hash: String::new(),
     }
 }

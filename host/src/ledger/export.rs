@@ -17,9 +17,11 @@ impl Ledger {
     }
 
     /// Writes `issues.jsonl` again if the last commit did not get to it.
-    pub fn finish_pending_export(&self) -> Result<(), LedgerError> {
+    pub fn finish_pending_export(&mut self) -> Result<(), LedgerError> {
         if self.meta("export_pending")?.is_some() {
             self.export()?;
+            let at = self.meta("last_scan")?.and_then(|t| t.parse().ok()).unwrap_or(0);
+            self.export_fires(at)?;
             self.conn
                 .execute("DELETE FROM meta WHERE key = 'export_pending'", [])
                 .map_err(self.err("cannot mark the export"))?;

@@ -18,6 +18,7 @@
 
 pub mod counting;
 pub mod export;
+pub mod fires;
 pub mod lock;
 pub mod out_dir;
 pub mod staging;
@@ -74,6 +75,8 @@ pub enum LedgerError {
     },
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error(transparent)]
+    Key(Box<crate::firelog::KeyError>),
 }
 
 /// The ledger of one output folder: its only writer.
@@ -87,6 +90,9 @@ pub struct Ledger {
     staging: bool,
     /// Held for as long as this ledger lives: no other process writes here.
     _lock: WriterLock,
+    /// Time the last commit spent appending to, and exporting, the fire log.
+    fire_append_time: std::time::Duration,
+    fire_export_time: std::time::Duration,
 }
 
 /// What a reset kept.

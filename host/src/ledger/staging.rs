@@ -46,6 +46,7 @@ pub(super) struct Incoming {
     pub(super) evidence_id: String,
     pub(super) wasted_turns: u32,
     pub(super) grouping_version: u32,
+    pub(super) detector: String,
 }
 
 impl Incoming {
@@ -67,6 +68,7 @@ impl Incoming {
             evidence_id: r.get(12)?,
             wasted_turns: r.get(13)?,
             grouping_version: r.get(14)?,
+            detector: r.get(15)?,
         })
     }
 }

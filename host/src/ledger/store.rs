@@ -15,6 +15,7 @@ use super::export::IssueLine;
 use super::{
     APPLICATION_ID, Health, ISSUES_FILE, Ledger, LedgerError, ResetReport, SCHEMA_VERSION, STORE_FILE, WriterLock,
 };
+use crate::firelog::FireType;
 use crate::health::State;
 
 pub(super) const SCHEMA: &str = "
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB)
 CREATE TABLE IF NOT EXISTS count_floor(kind TEXT PRIMARY KEY, at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS positions(detector TEXT NOT NULL, source TEXT NOT NULL, value TEXT,
     PRIMARY KEY(detector, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS detector_admin(detector TEXT PRIMARY KEY, disabled INTEGER NOT NULL DEFAULT 0,
     wake INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS detector_health(
@@ -105,8 +107,16 @@ impl Ledger {
             .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
             .optional()
             .map_err(err("cannot read the schema version"))?;
-        let mut ledger =
-            Ledger { dir: dir.to_owned(), db_path: db_path.clone(), conn, reset: None, staging: false, _lock: lock };
+        let mut ledger = Ledger {
+            dir: dir.to_owned(),
+            db_path: db_path.clone(),
+            conn,
+            reset: None,
+            staging: false,
+            _lock: lock,
+            fire_append_time: std::time::Duration::ZERO,
+            fire_export_time: std::time::Duration::ZERO,
+        };
         match version {
             Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),
             Some(v) if v == SCHEMA_VERSION => {}
@@ -334,21 +344,37 @@ impl Ledger {
     }
 
     /// Replaces `detector`'s health with what `change` makes of it, in a
-    /// transaction of its own (a quarantine or a release by hand).
+    /// transaction of its own (a quarantine or a release by hand), with its
+    /// fire (a quarantine or a release) when the state changed.
     pub fn change_health(
         &mut self,
         detector: &str,
+        at: i64,
         change: impl FnOnce(Health) -> Health,
     ) -> Result<Health, LedgerError> {
         let path = self.db_path.clone();
         let e =
             move |source| LedgerError::Store { path: path.clone(), action: "cannot change detector health", source };
         let tx = self.conn.transaction().map_err(&e)?;
-        let current = read_health(&tx).map_err(&e)?.into_iter().find(|h| h.detector == detector);
-        let after = change(current.unwrap_or_else(|| Health::new(detector)));
+        let current = read_one_health(&tx, detector).map_err(&e)?.unwrap_or_else(|| Health::new(detector));
+        let after = change(current.clone());
+        let fire_type = match (current.state, after.state) {
+            (a, b) if a.standing() == b.standing() => None,
+            (_, State::Quarantined { .. }) => Some(FireType::Quarantine),
+            (State::Quarantined { .. }, _) => Some(FireType::Release),
+            _ => None,
+        };
+        if let Some(t) = fire_type {
+            let entry = super::counting::health_fire(t, &after, at, None, "by the operator".into());
+            let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;
+            appender.append(&tx, entry).map_err(&e)?;
+        }
         write_health(&tx, &after).map_err(&e)?;
         tx.execute("DELETE FROM meta WHERE key = 'fast_stamp'", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
+        if fire_type.is_some() {
+            self.export_fires(at)?;
+        }
         Ok(after)
     }
 }
@@ -376,6 +402,11 @@ pub(super) fn read_health(conn: &Connection) -> rusqlite::Result<Vec<Health>> {
         })
     })?;
     rows.collect()
+}
+
+/// One detector's health, if it has any yet.
+pub(super) fn read_one_health(conn: &Connection, detector: &str) -> rusqlite::Result<Option<Health>> {
+    Ok(read_health(conn)?.into_iter().find(|h| h.detector == detector))
 }
 
 /// Stores one detector's health.

@@ -54,6 +54,20 @@ impl LedgerView {
         read_health(&self.conn).map_err(self.err("cannot read detector health"))
     }
 
+    /// The fire-log head this ledger last signed (its anchor).
+    pub fn fire_head(&self) -> Result<Option<crate::firelog::Head>, LedgerError> {
+        Ok(self.meta("fires_head")?.and_then(|h| serde_json::from_str(&h).ok()))
+    }
+
+    /// The ledger's copy of one fire-log entry's hash.
+    pub fn fire_hash(&self, seq: u64) -> Result<Option<String>, LedgerError> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row("SELECT hash FROM fires WHERE seq = ?1", [seq as i64], |r| r.get(0))
+            .optional()
+            .map_err(self.err("cannot read the fire log"))
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
         read_meta(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
     }

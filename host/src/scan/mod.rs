@@ -236,8 +236,20 @@ impl Scan<'_> {
             ("last_scan".into(), Some(scan_time.to_string())),
         ];
         meta.append(&mut plan.meta);
-        let issues =
-            ledger.commit(ScanCommit { observations: &[], cursors, positions, states, health, scan_time, meta })?;
+        let versions =
+            plan.slots.iter().map(|s| (s.name().to_owned(), s.detector.descriptor.version.clone())).collect();
+        let probation = plan.slots.iter().filter(|s| s.probation).map(|s| s.name().to_owned()).collect();
+        let issues = ledger.commit(ScanCommit {
+            observations: &[],
+            cursors,
+            positions,
+            states,
+            health,
+            scan_time,
+            versions,
+            probation,
+            meta,
+        })?;
         for slot in plan.slots.iter().filter(|s| s.woken) {
             let admin = crate::ledger::Admin { wake: false, ..slot.admin.clone() };
             ledger.set_admin(slot.name(), &admin)?;
