@@ -110,6 +110,85 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
     );
     assert_eq!(issues.len(), 2, "{issues:#?}");
     assert!(killed_in_commit > 0, "some runs were killed inside the commit");
+    // The fire log: one fire per count, no fire without its count, and a
+    // signed head that matches the log, whatever the kills interrupted.
+    let v = verify(&out);
+    assert_eq!(v["ok"], true, "{v:#}");
+    let fires = fire_entries(&out);
+    let tool_error_fires = fires.iter().filter(|e| e["type"] == "occurrence" && e["kind"] == "tool_error").count();
+    assert_eq!(tool_error_fires, total, "one fire per counted occurrence");
+    let all_counts: u64 = crate::support::issues(&out).iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert_eq!(fires.iter().filter(|e| e["type"] == "occurrence").count() as u64, all_counts, "every kind");
+}
+
+/// `sentinel-host verify --json --out OUT` (exit 0 or 12) as JSON.
+pub fn verify(out: &std::path::Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .args(["verify", "--json", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    assert_eq!(o.status.code(), Some(if v["ok"] == true { 0 } else { 12 }), "{v:#}");
+    v
+}
+
+/// Every entry of the exported fire log, in order.
+pub fn fire_entries(out: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut names: Vec<String> = listing(out).into_iter().filter(|n| n.starts_with("fires-")).collect();
+    names.sort();
+    names
+        .iter()
+        .flat_map(|n| std::fs::read_to_string(out.join(n)).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect()
+}
+
+#[test]
+fn verify_passes_an_intact_log_names_a_tampered_entry_and_an_independent_verifier_agrees() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for (i, out) in ["no layer 1 in /a", "bash: x: command not found", "no layer 2 in /b"].iter().enumerate() {
+        let id = format!("m{i}");
+        datagen::insert_activity(&data, &Activity::failed(&id, 1_000 + i as i64, "t1", "Bash", out)).unwrap();
+    }
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let first = scan(&detectors, &data, &out);
+    assert_eq!(first["issues"]["fires"], 3, "{first:#}");
+    let v = verify(&out);
+    assert_eq!((v["ok"].as_bool(), v["entries"].as_u64()), (Some(true), Some(3)), "{v:#}");
+    assert!(v["kid"].as_str().unwrap().starts_with("sidecar-v1-"));
+    let python = |out: &std::path::Path| {
+        Command::new("python3").arg(root().join("docs/verify_fires.py")).arg(out).output().expect("python3 runs")
+    };
+    let p = python(&out);
+    assert_eq!(
+        p.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&p.stdout),
+        String::from_utf8_lossy(&p.stderr)
+    );
+    assert!(String::from_utf8_lossy(&p.stdout).contains("3 entries chained"));
+    // No raw output and no bot name's text in the log: references only.
+    let log = std::fs::read_to_string(out.join("fires-000001.ndjson")).unwrap();
+    assert!(!log.contains("command not found") && !log.contains("/a"), "{log}");
+
+    let seg = out.join("fires-000001.ndjson");
+    std::fs::write(&seg, log.replacen("\"m1\"", "\"m9\"", 1)).unwrap();
+    let v = verify(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(
+        (v["finding"]["file"].as_str(), v["finding"]["line"].as_u64()),
+        (Some("fires-000001.ndjson"), Some(2)),
+        "{v:#}"
+    );
+    assert_eq!(python(&out).status.code(), Some(1), "the independent verifier sees it too");
+    let human = Command::new(env!("CARGO_BIN_EXE_sentinel-host")).args(["verify", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(human.status.code(), Some(12));
+    assert!(String::from_utf8_lossy(&human.stdout).starts_with("BROKEN: fires-000001.ndjson, line 2, entry 2"));
 }
 
 #[test]

@@ -387,10 +387,16 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
 }
 
 fn verify(args: &VerifyArgs) -> anyhow::Result<u8> {
-    let data_dir = sentinel_host::scan::resolve_data_dir(args.location.data_dir.as_deref())
-        .context("cannot find the output folder")?;
-    let out = sentinel_host::ledger::out_dir::choose(args.location.out.as_deref(), &data_dir)
-        .context("cannot find the output folder")?;
+    // Verifying only reads: an --out is taken as given (it may be a copy of
+    // someone else's folder); without one, the folder `run` would use.
+    let out = match &args.location.out {
+        Some(out) => out.clone(),
+        None => {
+            let data_dir = sentinel_host::scan::resolve_data_dir(args.location.data_dir.as_deref())
+                .context("cannot find the output folder")?;
+            sentinel_host::ledger::out_dir::choose(None, &data_dir).context("cannot find the output folder")?
+        }
+    };
     let v = sentinel_host::firelog::verify_out_dir(&out, args.public_key.as_deref());
     if args.json {
         println!("{}", serde_json::to_string(&v).context("cannot render the outcome as JSON")?);
