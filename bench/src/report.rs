@@ -78,6 +78,14 @@ pub struct SizeResult {
     /// long-running mode).
     #[serde(default)]
     pub kept_tick_ms: f64,
+    /// Fires the full scan appended to the fire log, the bytes of its
+    /// segments, and the time the commit spent on it (appending, exporting).
+    #[serde(default)]
+    pub fires: u64,
+    #[serde(default)]
+    pub fire_bytes: u64,
+    #[serde(default)]
+    pub fire_log_ms: f64,
     /// The release binary, one run, as a user runs it (0 when not run).
     pub binary_scan_ms: f64,
     /// Its own peak resident memory (0 when not run).
@@ -316,6 +324,23 @@ impl Report {
                 z.saved_per_tick_ms()
             );
         }
+        s += "\n### The fire log\n\n";
+        s += "What the full scan's commit spent on the fire log (appending each fire in the transaction, \
+              exporting the changed segments and the signed head), and its size.\n\n";
+        s += "| records | fires | fire log ms | of full scan | bytes per fire | MB per million fires |\n";
+        s += "|---:|---:|---:|---:|---:|---:|\n";
+        for z in self.sizes.iter().filter(|z| z.fires > 0) {
+            let per = z.fire_bytes as f64 / z.fires as f64;
+            s += &format!(
+                "| {} | {} | {:.1} | {:.3} | {:.0} | {:.0} |\n",
+                z.records,
+                z.fires,
+                z.fire_log_ms,
+                z.fire_log_ms / z.full_scan_ms,
+                per,
+                per
+            );
+        }
         s += "\n### Detectors: component vs native, decision-call latency\n\n";
         s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
         s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -382,6 +407,9 @@ mod tests {
             fast_path_ms: 1.0,
             oneshot_tick_ms: 20.0,
             kept_tick_ms: 2.0,
+            fires: 0,
+            fire_bytes: 0,
+            fire_log_ms: 0.0,
             binary_scan_ms: scan,
             peak_rss_kib: rss,
             observations: 0,

@@ -210,6 +210,8 @@ fn size(
     let mut full = Vec::new();
     let mut records_read = 0;
     let mut observations = 0;
+    let mut fire_log = Vec::new();
+    let mut fires = 0;
     let mut last_out = None;
     for _ in 0..reps {
         let t = Instant::now();
@@ -221,9 +223,16 @@ fn size(
         full.push(t.elapsed());
         ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
         observations = report.detectors.iter().map(|d| d.observations as u64).sum();
+        fire_log.push(Duration::from_micros(report.fire_log_us));
+        fires = report.issues.fires;
         last_out = Some(out);
     }
     let out = last_out.context("no scan ran")?;
+    let fire_bytes: u64 = std::fs::read_dir(out.path())?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("fires-"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
     progress(&format!("{label} records: fast path"));
     let mut fast = Vec::new();
     for _ in 0..reps.max(5) {
@@ -264,6 +273,9 @@ fn size(
         fast_path_ms: ms(median(&fast)),
         oneshot_tick_ms,
         kept_tick_ms,
+        fires,
+        fire_bytes,
+        fire_log_ms: ms(median(&fire_log)),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
         observations,

@@ -186,6 +186,7 @@ pub(crate) fn unchanged(
         sources: Vec::new(),
         detectors: Vec::new(),
         issues: CommitReport { total_issues: ledger.total_issues()?, ..CommitReport::default() },
+        fire_log_us: 0,
         peak_rss_kib: peak_rss_kib(),
     })
 }
@@ -278,6 +279,7 @@ impl Scan<'_> {
             sources: source_summaries,
             detectors,
             issues,
+            fire_log_us: ledger.fire_log_time().as_micros() as u64,
             peak_rss_kib: peak_rss_kib(),
         })
     }

@@ -215,6 +215,8 @@ pub struct ScanReport {
     pub sources: Vec<SourceSummary>,
     pub detectors: Vec<DetectorSummary>,
     pub issues: CommitReport,
+    /// Time the commit spent on the fire log (appending and exporting), µs.
+    pub fire_log_us: u64,
     /// The process's peak resident memory so far, in KiB (Linux: `VmHWM`);
     /// absent where the system does not tell.
     #[serde(skip_serializing_if = "Option::is_none")]
