@@ -18,6 +18,7 @@ pub mod observation;
 pub mod record;
 pub mod replay;
 pub mod runtime;
+pub mod sanitize;
 pub mod scan;
 pub mod service;
 pub mod sources;

@@ -194,6 +194,9 @@ pub struct SourceSummary {
     pub skipped: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Entries the source passed over (a FIFO, a link), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a completed scan reports.
@@ -601,6 +604,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                         records: 0,
                         skipped: 0,
                         error: None,
+                        warnings: Vec::new(),
                     });
                     continue;
                 }
@@ -626,6 +630,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                         records: report.records,
                         skipped: report.skipped,
                         error: None,
+                        warnings: report.warnings,
                     });
                 }
                 Err(e) => source_summaries.push(SourceSummary {
@@ -634,6 +639,7 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
                     records: 0,
                     skipped: 0,
                     error: Some(error_chain(&e)),
+                    warnings: Vec::new(),
                 }),
             }
         }

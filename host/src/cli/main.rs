@@ -286,9 +286,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("sentinel-host: error: {err}");
+            // Errors can quote a detector or the data dir: sanitized.
+            eprintln!("sentinel-host: error: {}", sentinel_host::sanitize::one_line(&err.to_string()));
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", sentinel_host::sanitize::one_line(&cause.to_string()));
             }
             ExitCode::from(exit_code(&err))
         }
@@ -316,7 +317,7 @@ fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string(&infos).context("cannot render JSON")?);
+        println!("{}", render::json(&infos).context("cannot render JSON")?);
         return Ok(exit::OK);
     }
     print!("{}", render::detectors(&infos, full));
@@ -368,7 +369,7 @@ fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
     let outcome = sentinel_host::scan::reset_state(args.location.data_dir.as_deref(), args.location.out.as_deref())
         .context("cannot reset the ledger state")?;
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
     } else {
         println!(
             "sentinel: state reset in {}: cursors, occurrence keys and detector state cleared, {} issues kept;\n  the next scan counts only occurrences newer than the newest recorded of each kind",
@@ -426,7 +427,7 @@ fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Resul
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     if json {
-        writeln!(stdout, "{}", serde_json::to_string(report).context("cannot render the summary as JSON")?)?;
+        writeln!(stdout, "{}", render::json(report).context("cannot render the summary as JSON")?)?;
     } else {
         write!(stdout, "{}", render::human(report))?;
     }
@@ -513,7 +514,7 @@ fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
     })
     .context("cannot write the schedule")?;
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
         return Ok(exit::OK);
     }
     let s = &outcome.schedule;
@@ -561,7 +562,7 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
         CheckOutcome::Checked(_) => exit::OK,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
         return Ok(code);
     }
     match &outcome {
