@@ -31,7 +31,8 @@ pub fn is_dangerous(c: char) -> bool {
 }
 
 fn escape_with(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
-    if !s.chars().any(|c| is_dangerous(c) && !keep(c)) {
+    // The common case, printable ASCII, checked byte by byte.
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) || !s.chars().any(|c| is_dangerous(c) && !keep(c)) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);

@@ -132,9 +132,13 @@ fn a_hundred_thousand_observations_from_one_call_are_refused() {
     let summary = scan_with(&["flood"], &[]);
     let d = detector(&summary, "flood");
     let kind = d["failure"]["kind"].as_str().unwrap();
-    assert!(["invalid-output", "deadline", "fuel"].contains(&kind), "{d:#}");
-    if kind == "invalid-output" {
-        assert!(d["failure"]["message"].as_str().unwrap().contains("over the limit of 10000"));
+    // Or the wasmtime hostcall cap stops the copy of the result first (docs/sandbox.md).
+    assert!(["invalid-output", "deadline", "fuel", "host"].contains(&kind), "{d:#}");
+    let message = d["failure"]["message"].as_str().unwrap();
+    match kind {
+        "invalid-output" => assert!(message.contains("over the limit of 10000"), "{message}"),
+        "host" => assert!(message.contains("hostcalls"), "{message}"),
+        _ => {}
     }
     assert_eq!(d["observations"], 0);
 }
@@ -200,7 +204,8 @@ fn escape_sequences_from_a_detector_never_reach_the_terminal_raw() {
     datagen::generate(&data, &DataSpec::default()).unwrap();
     let detectors = s.detectors_with(&["escaper"]);
     for json in [true, false] {
-        let mut cmd = run_command(&detectors, &data, &s.path("out"));
+        // A fresh output folder each time: the second run must not take the unchanged-data path.
+        let mut cmd = run_command(&detectors, &data, &s.path(if json { "out-json" } else { "out-human" }));
         cmd.arg("--once");
         if json {
             cmd.arg("--json");
@@ -265,7 +270,7 @@ fn oversized_and_out_of_range_observation_fields_are_clamped() {
     for issue in bombs {
         for (k, v) in issue.as_object().unwrap() {
             if let Some(n) = v.as_i64().filter(|_| k.contains("Seen") || k.ends_with("At")) {
-                assert!(n <= before + 10 * 60_000, "{k} = {n} is not in the future");
+                assert!(n <= before + 2 * 86_400_000, "{k} = {n} is not far in the future");
             }
             if k.contains("asted") {
                 assert!(v.as_u64().unwrap() <= issue["count"].as_u64().unwrap(), "one wasted turn per occurrence");

@@ -105,9 +105,12 @@ pub fn run_command(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
     c
 }
 
-/// Runs `sentinel-host run --once --json` and returns the process output.
+/// Runs `sentinel-host run --once --json` and returns the process output;
+/// a run that does not end within five minutes fails the test.
 pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Output {
-    run_command(detectors, data_dir, out).args(["--once", "--json"]).args(extra).output().expect("sentinel-host runs")
+    let mut c = run_command(detectors, data_dir, out);
+    c.args(["--once", "--json"]).args(extra);
+    run_within(c, std::time::Duration::from_secs(300))
 }
 
 /// `detectors inspect --json` over `detectors` for this data dir and output
@@ -188,7 +191,7 @@ pub fn run_within(mut cmd: Command, limit: std::time::Duration) -> Output {
     use std::io::Read;
     use std::process::Stdio;
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sentinel-host runs");
-    let mut pipe_reader = |mut r: Box<dyn Read + Send>| {
+    let pipe_reader = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
             let _ = r.read_to_end(&mut buf);

@@ -483,7 +483,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
             }
             // Later, the data dir may be away for a moment: try again next time.
             Err(e) => {
-                tracing::error!(scan = scans, error = %sentinel_host::scan::error_chain(&e), "scan failed; trying again at the next interval");
+                tracing::error!(scan = scans, error = %sentinel_host::sanitize::one_line(&sentinel_host::scan::error_chain(&e)), "scan failed; trying again at the next interval");
                 true
             }
         }

@@ -13,8 +13,10 @@
 //! ([`crate::sanitize::one_line`]), then cut to [`ID_BYTES`]. The grouping
 //! keys (signature, occurrence) are hashed by the ledger and never shown, so
 //! they are only capped in length, and refused past it (a detector that
-//! builds 64 KiB keys is broken). `at` outside [`AT_PAST_MS`] before to
-//! [`AT_FUTURE_MS`] after the scan time is clamped into that window. Each
+//! builds 64 KiB keys is broken). `at` before the Unix epoch or more than
+//! [`AT_FUTURE_MS`] after the scan time is clamped into that window (the past
+//! is left open back to 1970: replays and first scans of old data are real;
+//! the future only allows for clocks that disagree). Each
 //! clamp is counted and reported as one host warning in the detector's log.
 
 use std::fmt::Write;
@@ -26,10 +28,10 @@ use crate::sanitize;
 pub const ID_BYTES: usize = 256;
 /// Bytes of a signature or an occurrence key accepted.
 pub const KEY_BYTES: usize = 4096;
-/// How far before the scan time `at` may be: 20 years.
-pub const AT_PAST_MS: i64 = 20 * 365 * 86_400_000;
-/// How far after the scan time `at` may be (clock skew): 5 minutes.
-pub const AT_FUTURE_MS: i64 = 5 * 60_000;
+/// The earliest `at`: the Unix epoch.
+pub const AT_EARLIEST_MS: i64 = 0;
+/// How far after the scan time `at` may be (clocks that disagree): one day.
+pub const AT_FUTURE_MS: i64 = 86_400_000;
 /// Turns one occurrence can waste: the turn it happened in.
 pub const WASTED_TURNS_MAX: u32 = 1;
 
@@ -109,7 +111,7 @@ pub fn key(what: &str, raw: &str, may_be_empty: bool) -> Result<(), String> {
 
 /// `at`, clamped into the window around the scan time.
 pub fn at(raw: i64, scan_time_ms: i64, clamps: &mut Clamps) -> i64 {
-    let (lo, hi) = (scan_time_ms.saturating_sub(AT_PAST_MS), scan_time_ms.saturating_add(AT_FUTURE_MS));
+    let (lo, hi) = (AT_EARLIEST_MS, scan_time_ms.saturating_add(AT_FUTURE_MS).max(AT_EARLIEST_MS));
     if (lo..=hi).contains(&raw) {
         return raw;
     }
@@ -159,8 +161,9 @@ mod tests {
         let now = 1_700_000_000_000;
         let mut c = Clamps::default();
         assert_eq!(at(now - 1000, now, &mut c), now - 1000);
+        assert_eq!(at(3, now, &mut c), 3, "old data is real data");
         assert_eq!(at(i64::MAX, now, &mut c), now + AT_FUTURE_MS);
-        assert_eq!(at(i64::MIN, now, &mut c), now - AT_PAST_MS);
+        assert_eq!(at(i64::MIN, now, &mut c), 0);
         assert_eq!(c.at, 2);
     }
 

@@ -110,13 +110,26 @@ const LOG_LINE_BYTES: usize = 1024;
 pub(crate) const LOG_LINE_OVERHEAD: usize = 64;
 /// Lines kept per scan at most, whatever their size.
 pub(crate) const LOG_LINES: usize = 1000;
-/// Bytes one guest-to-host call may transfer (wasmtime's hostcall fuel; its
-/// default is 128 MiB). The largest thing a detector sends the host in one
-/// call is a call's observations, which the observation caps bound anyway.
-pub(crate) const HOSTCALL_BYTES: usize = 16 << 20;
+/// Bytes one call may move between guest and host (wasmtime's hostcall
+/// fuel; its default is 128 MiB). The largest thing a detector sends the
+/// host in one call is a call's observations: 10 000 of them (the per-call
+/// cap) with long fields fit, 100 000 small ones already do not.
+pub(crate) const HOSTCALL_BYTES: usize = 64 << 20;
 /// Component-model handles live at once in one store (wasmtime's default is
 /// 100 000, the WASI resource table's 1 000 000).
 pub(crate) const COMPONENT_HANDLES: usize = 10_000;
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
 
 /// The log a detector writes to, bounded by bytes and lines per scan.
 #[derive(Debug, Default)]
@@ -130,16 +143,18 @@ impl LogSink {
     /// Keeps one line, sanitized ([`crate::sanitize::one_line`]) here, at
     /// the edge, so no consumer ever sees it raw.
     fn push(&mut self, level: LogLevel, message: String) {
-        let mut message = crate::sanitize::one_line(&message).into_owned();
-        if message.len() > LOG_LINE_BYTES {
-            let mut cut = LOG_LINE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
+        // Dropped before any work once the scan's lines or bytes are spent:
+        // a detector logging in a loop costs the host next to nothing.
+        // (Escaping only lengthens a line: if its raw cut does not fit, nor will it.)
+        let raw = cut(&message, LOG_LINE_BYTES);
+        if self.lines.len() >= LOG_LINES || raw.len() + LOG_LINE_OVERHEAD > self.budget {
+            self.dropped += 1;
+            return;
         }
+        let mut message = crate::sanitize::one_line(raw).into_owned();
+        message.truncate(cut(&message, LOG_LINE_BYTES).len());
         let cost = message.len() + LOG_LINE_OVERHEAD;
-        if cost > self.budget || self.lines.len() >= LOG_LINES {
+        if cost > self.budget {
             self.dropped += 1;
             return;
         }
