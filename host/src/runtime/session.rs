@@ -142,7 +142,7 @@ fn guest_text(raw: &str) -> String {
             end -= 1;
         }
         s.truncate(end);
-        s.push_str("…");
+        s.push('…');
     }
     s
 }
