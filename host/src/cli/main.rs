@@ -574,7 +574,9 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
         }
         CheckOutcome::Checked(c) => {
             if c.stale() {
-                println!("stale install: {}; rerun sentinel-host service install", c.problems.join("; "));
+                // The problems quote detector files and their load errors: sanitized.
+                let problems = sentinel_host::sanitize::one_line(&c.problems.join("; ")).into_owned();
+                println!("stale install: {problems}; rerun sentinel-host service install");
             } else {
                 println!(
                     "ok: {} runs {} with {} detectors that load",
