@@ -200,3 +200,33 @@ fn escape_sequences_in_the_data_never_reach_the_terminal_raw() {
     let warning = source(&summary, "events")["warnings"][0].as_str().unwrap().to_owned();
     assert!(warning.contains(name), "{warning:?}");
 }
+
+#[test]
+fn an_orphaned_wal_is_read_from_a_private_copy_that_does_not_outlive_the_scan() {
+    let c = case();
+    let db = c.data.join("messages.db");
+    let wal = c.data.join("messages.db-wal");
+    let crashed = c.s.path("crashed");
+    std::fs::create_dir_all(&crashed).unwrap();
+    {
+        // A writer that "crashes" with a row only in its -wal: its files are
+        // copied while it is open, and put back once it is gone, without -shm.
+        let w = Connection::open(&db).unwrap();
+        w.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        w.execute(
+            "INSERT INTO messages(id, thread_id, at, type, data) VALUES('late', 'th-w', 5, 'activity', ?1)",
+            [r#"{"tool":{"ok":false,"name":"bash","output":"late failure"}}"#],
+        )
+        .unwrap();
+        std::fs::copy(&db, crashed.join("m.db")).unwrap();
+        std::fs::copy(&wal, crashed.join("m.db-wal")).unwrap();
+    }
+    std::fs::copy(crashed.join("m.db"), &db).unwrap();
+    std::fs::copy(crashed.join("m.db-wal"), &wal).unwrap();
+    let _ = std::fs::remove_file(c.data.join("messages.db-shm"));
+    // Case::scan checks the private temporary folder is empty afterwards.
+    let (summary, _) = c.scan(false);
+    assert_eq!(source(&summary, "messages")["status"], "ok", "{summary:#}");
+    let total: i64 = issues_of(&c.s.path("out"), "tool_error").iter().map(|i| i["count"].as_i64().unwrap()).sum();
+    assert_eq!(total as usize, c.failures + 1, "the row only in the orphaned -wal is read");
+}

@@ -497,6 +497,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_port_shares_its_originals_kind_and_a_squatter_does_not() {
+        assert!(may_share_kind("cost", &["cost", "cost_py"]));
+        assert!(may_share_kind("cost", &["cost_py", "cost_js"]), "two ports of the kind");
+        assert!(may_share_kind("queue_wait", &["queue_wait_js", "queue_wait"]));
+        assert!(!may_share_kind("tool_error", &["tool_error", "aaa"]));
+        assert!(!may_share_kind("tool_error", &["tool_error", "tool_errorx"]), "a port needs the `_`");
+        assert!(!may_share_kind("x", &["cost", "cost_py", "other"]));
+    }
+
+    #[test]
+    fn versions_are_plain_text() {
+        assert!(is_version("0.1.0") && is_version("1.2.3-rc.1+build_7"));
+        assert!(!is_version("") && !is_version("1\u{1b}[2J") && !is_version("v 1") && !is_version(&"9".repeat(65)));
+        assert_eq!(shown("a\u{1b}[2J\u{202e}"), "a\\u{1b}[2J\\u{202e}");
+    }
+
+    #[test]
     fn headers_tell_modules_and_junk_from_components() {
         assert_eq!(what_it_is(b"hello world"), Some("no wasm header"));
         assert!(what_it_is(b"\0asm\x01\0\0\0").unwrap().starts_with("a core wasm module"));
