@@ -705,8 +705,11 @@ pub fn run_scan(opts: &ScanOptions) -> Result<ScanReport, ScanError> {
         detectors_running: 0,
         detectors_total: total_detectors,
     });
+    // A source that failed (a file caught mid-change, a query over its
+    // budget) must be read again next run even if no file changes.
+    let any_failed = source_summaries.iter().any(|s: &SourceSummary| s.error.is_some());
     let mut meta = vec![
-        ("fast_stamp".into(), stamp),
+        ("fast_stamp".into(), stamp.filter(|_| !any_failed)),
         ("next_wake".into(), next_wake.map(|w| w.to_string())),
         ("last_scan".into(), Some(scan_time.to_string())),
     ];

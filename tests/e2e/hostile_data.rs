@@ -114,6 +114,10 @@ fn a_fifo_in_place_of_bots_json_is_a_warning_not_a_hang() {
     assert_eq!(bots["status"], "failed");
     assert!(bots["error"].as_str().unwrap().contains("a FIFO"), "{bots:#}");
     c.tool_errors_intact();
+    // A failed source is read again by the next run, files changed or not:
+    // no unchanged-data shortcut past it.
+    let (again, _) = c.scan(false);
+    assert_eq!(source(&again, "bots")["status"], "failed", "{again:#}");
 }
 
 #[test]
