@@ -103,19 +103,20 @@ impl LimitsConfig {
         if let Some(v) = self.deadline_ms {
             base.deadline = Duration::from_millis(v);
         }
-        set(&mut base.memory_bytes, self.memory_mib.map(|m| m << 20));
+        // Saturating: a huge value means "no cap from the file", never a wrap to a tiny one.
+        set(&mut base.memory_bytes, self.memory_mib.map(|m| m.saturating_mul(1 << 20)));
         set(&mut base.table_elements, self.table_elements);
         set(&mut base.instances, self.instances);
         set(&mut base.tables, self.tables);
         set(&mut base.memories, self.memories);
-        set(&mut base.max_wasm_stack, self.wasm_stack_kib.map(|k| k << 10));
+        set(&mut base.max_wasm_stack, self.wasm_stack_kib.map(|k| k.saturating_mul(1 << 10)));
         set(&mut base.observations_per_call, self.observations_per_call);
         set(&mut base.observations_per_scan, self.observations_per_scan);
         set(&mut base.log_bytes_per_scan, self.log_bytes_per_scan);
         set(&mut base.stdio_bytes, self.stdio_bytes);
         set(&mut base.state_bytes, self.state_bytes);
         if let Some(v) = self.component_mib {
-            base.component_bytes = v << 20;
+            base.component_bytes = v.saturating_mul(1 << 20);
         }
         base
     }
@@ -374,13 +375,15 @@ pub fn parse_duration(s: &str) -> Option<u64> {
     let split = s.find(|c: char| !c.is_ascii_digit())?;
     let (num, unit) = s.split_at(split);
     let n: u64 = num.parse().ok()?;
-    Some(match unit.trim() {
-        "ms" => n,
-        "s" => n * 1_000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
+    let unit_ms: u64 = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
         _ => return None,
-    })
+    };
+    // Too large to be a duration in ms: not a duration.
+    n.checked_mul(unit_ms)
 }
 
 #[cfg(test)]
@@ -456,5 +459,84 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Some(250));
         assert_eq!(parse_duration("5m"), Some(300_000));
         assert_eq!(parse_duration("5 parsecs"), None);
+    }
+
+    #[test]
+    fn an_overflowing_duration_or_limit_is_refused_or_saturated_not_wrapped() {
+        assert_eq!(parse_duration("99999999999999999h"), None);
+        let c = Config::parse("[limits]\nmemory_mib = 9007199254740993\n", Path::new("t.toml")).unwrap();
+        assert_eq!(c.limits.apply(crate::runtime::Limits::default()).memory_bytes, usize::MAX);
+    }
+
+    /// Text that looks like a config file: known tables and keys, values of
+    /// every TOML type, and junk, in any order.
+    fn config_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let table = prop_oneof![
+            Just("[limits]"),
+            Just("[sources.messages]"),
+            Just("[sources.events]"),
+            Just("[[sources.sqlite]]"),
+            Just("[[sources.http]]"),
+            Just("[[sources.digest]]"),
+            Just("[detectors.cost]"),
+            Just("[sources"),
+        ];
+        let key = prop_oneof![
+            Just("memory_mib"),
+            Just("deadline_ms"),
+            Just("fuel_per_call"),
+            Just("wasm_stack_kib"),
+            Just("component_mib"),
+            Just("file"),
+            Just("name"),
+            Just("path"),
+            Just("query"),
+            Just("cursor"),
+            Just("url"),
+            Just("enabled"),
+            Just("cost"),
+            Just("interval"),
+            Just("timeout"),
+        ];
+        let value = prop_oneof![
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<f64>().prop_map(|f| format!("{f:?}")),
+            "[a-z0-9 .:/*%]{0,12}".prop_map(|s| format!("{s:?}")),
+            "[0-9]{1,22}(ms|s|m|h| parsecs)".prop_map(|s| format!("{s:?}")),
+            Just("true".to_owned()),
+            Just("{ id = \"int\" }".to_owned()),
+            Just("\"SELECT id FROM t WHERE id > :cursor\"".to_owned()),
+        ];
+        let line = prop_oneof![
+            table.prop_map(str::to_owned),
+            (key, value).prop_map(|(k, v)| format!("{k} = {v}")),
+            "[^\n]{0,20}",
+        ];
+        proptest::collection::vec(line, 0..16).prop_map(|lines| lines.join("\n"))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        /// Whatever the file holds, parsing ends in a config or an error
+        /// naming the file, and a parsed config builds its sources and limits.
+        #[test]
+        fn any_config_text_parses_or_is_refused_by_name(text in config_text()) {
+            match Config::parse(&text, Path::new("p.toml")) {
+                Ok(c) => {
+                    let _ = c.sources();
+                    let _ = c.limits.apply(crate::runtime::Limits::default());
+                    let _ = c.detector_values();
+                }
+                Err(e) => proptest::prop_assert!(e.to_string().contains("p.toml"), "{}", e),
+            }
+        }
+
+        #[test]
+        fn any_duration_text_parses_or_is_refused(s in "\\PC{0,24}") {
+            let _ = parse_duration(&s);
+        }
     }
 }

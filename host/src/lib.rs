@@ -25,6 +25,7 @@ pub mod private_fs;
 pub mod record;
 pub mod replay;
 pub mod runtime;
+pub mod sanitize;
 pub mod scan;
 pub mod sentinel;
 pub mod service;

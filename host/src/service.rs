@@ -219,7 +219,38 @@ pub fn systemd_split(line: &str) -> Option<Vec<String>> {
     Some(args)
 }
 
-/// The systemd user service: one scan, then exit.
+/// How long systemd lets one scan run before it stops it (`TimeoutStartSec`
+/// of the oneshot service): well past the binary's own whole-scan watchdog,
+/// so this is the bound of last resort, not the usual one.
+pub const SYSTEMD_TIMEOUT_SECONDS: u32 = 600;
+/// The memory cap of the whole scan process (`MemoryMax`): every detector's
+/// store is capped far below it; this bounds the host itself.
+pub const SYSTEMD_MEMORY_MAX: &str = "1G";
+
+/// One path quoted for a systemd path list (`ReadOnlyPaths=`): double
+/// quotes, C escapes for `\` and `"`, `%` doubled (specifiers are expanded
+/// there, environment variables are not). A leading `-` makes a missing path
+/// no error.
+pub fn systemd_path(path: &Path) -> String {
+    let raw = path.to_string_lossy();
+    let mut s = String::with_capacity(raw.len() + 3);
+    s.push_str("\"-");
+    for c in raw.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '%' => s.push_str("%%"),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// The systemd user service: one scan, then exit. Beyond running it, the unit
+/// makes the promises the operating system can keep: the data dir is mounted
+/// read-only for the scan (`ReadOnlyPaths`), the scan can gain no privilege
+/// (`NoNewPrivileges`), and a scan is stopped past a time and a memory cap.
 pub fn systemd_service(s: &Schedule) -> String {
     let exec: Vec<String> = s.command().iter().map(|a| systemd_quote(a)).collect();
     format!(
@@ -230,8 +261,13 @@ pub fn systemd_service(s: &Schedule) -> String {
          [Service]\n\
          Type=oneshot\n\
          ExecStart={}\n\
-         Nice=10\n",
-        exec.join(" ")
+         Nice=10\n\
+         TimeoutStartSec={SYSTEMD_TIMEOUT_SECONDS}\n\
+         NoNewPrivileges=yes\n\
+         MemoryMax={SYSTEMD_MEMORY_MAX}\n\
+         ReadOnlyPaths={}\n",
+        exec.join(" "),
+        systemd_path(&s.data_dir)
     )
 }
 
@@ -788,6 +824,22 @@ mod tests {
         let timer = systemd_timer();
         assert!(timer.contains("OnUnitActiveSec=120s") && timer.contains("Unit=openmausbot-sentinel.service"));
         assert!(timer.contains("WantedBy=timers.target"));
+    }
+
+    #[test]
+    fn the_systemd_unit_makes_the_data_dir_read_only_and_bounds_the_scan() {
+        let mut s = schedule();
+        s.data_dir = PathBuf::from("/home/a b/50% \"q\"/data");
+        let unit = systemd_service(&s);
+        let line = |key: &str| {
+            unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in {unit}")).to_owned()
+        };
+        assert_eq!(line("ReadOnlyPaths="), "\"-/home/a b/50%% \\\"q\\\"/data\"");
+        assert_eq!(line("NoNewPrivileges="), "yes");
+        assert_eq!(line("TimeoutStartSec="), SYSTEMD_TIMEOUT_SECONDS.to_string());
+        assert_eq!(line("MemoryMax="), SYSTEMD_MEMORY_MAX);
+        // The command still reads back from the unit.
+        assert_eq!(parse_command(Platform::Linux, &unit).unwrap(), s.command());
     }
 
     #[test]

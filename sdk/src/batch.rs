@@ -316,4 +316,74 @@ mod tests {
         };
         assert!(Batch::new(raw).is_err());
     }
+
+    /// A raw batch as a hostile or buggy host might send it: any column types,
+    /// any row count, and cell arrays of any length (often, but not always,
+    /// the right one), offsets in any order, bytes that may not be UTF-8.
+    fn raw_batch() -> impl proptest::strategy::Strategy<Value = types::Batch> {
+        use proptest::prelude::*;
+        let ty = prop_oneof![
+            Just(ColumnType::Text),
+            Just(ColumnType::Int),
+            Just(ColumnType::Float),
+            Just(ColumnType::Boolean)
+        ];
+        (proptest::collection::vec(ty, 0..5), 0u32..6, any::<bool>()).prop_flat_map(|(types, rows, exact)| {
+            let n = rows as usize;
+            let count = |pred: fn(&ColumnType) -> bool| types.iter().filter(|t| pred(t)).count() * n;
+            let t = count(|t| matches!(t, ColumnType::Text));
+            let i = count(|t| matches!(t, ColumnType::Int | ColumnType::Boolean));
+            let f = count(|t| matches!(t, ColumnType::Float));
+            let len = move |k: usize| if exact { k..k + 1 } else { 0..k + 3 };
+            let columns: Vec<types::Column> =
+                types.iter().enumerate().map(|(c, ty)| types::Column { name: format!("c{c}"), ty: *ty }).collect();
+            (
+                Just(columns),
+                Just(rows),
+                proptest::collection::vec(any::<u8>(), 0..24),
+                proptest::collection::vec(0u32..30, len(t)).prop_map(move |mut ends| {
+                    if exact {
+                        ends.sort();
+                    }
+                    ends
+                }),
+                proptest::collection::vec(any::<i64>(), len(i)),
+                proptest::collection::vec(any::<f64>(), len(f)),
+                proptest::collection::vec(any::<u8>(), 0..4),
+            )
+                .prop_map(|(columns, rows, text, text_ends, ints, floats, nulls)| types::Batch {
+                    source: "s".into(),
+                    kind: "k".into(),
+                    columns,
+                    rows,
+                    text,
+                    text_ends,
+                    ints,
+                    floats,
+                    nulls,
+                })
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+        /// The decoder refuses what is inconsistent, and a batch it accepts
+        /// answers every cell read, in range or not, without panicking.
+        #[test]
+        fn any_raw_batch_is_refused_or_reads_without_panicking(raw in raw_batch()) {
+            let columns = raw.columns.len();
+            if let Ok(b) = Batch::new(raw) {
+                for col in 0..columns + 2 {
+                    for row in 0..b.rows() + 2 {
+                        let _ = (b.is_null(col, row), b.text(col, row), b.int(col, row));
+                        let _ = (b.float(col, row), b.boolean(col, row));
+                    }
+                }
+                for r in b.iter() {
+                    let _ = (r.text("c0"), r.int("c1"), r.float("c2"), r.boolean("c3"));
+                }
+            }
+        }
+    }
 }

@@ -132,9 +132,13 @@ fn a_hundred_thousand_observations_from_one_call_are_refused() {
     let summary = scan_with(&["flood"], &[]);
     let d = detector(&summary, "flood");
     let kind = d["failure"]["kind"].as_str().unwrap();
-    assert!(["invalid-output", "deadline", "fuel"].contains(&kind), "{d:#}");
-    if kind == "invalid-output" {
-        assert!(d["failure"]["message"].as_str().unwrap().contains("over the limit of 10000"));
+    // Or the wasmtime hostcall cap stops the copy of the result first (docs/sandbox.md).
+    assert!(["invalid-output", "deadline", "fuel", "host"].contains(&kind), "{d:#}");
+    let message = d["failure"]["message"].as_str().unwrap();
+    match kind {
+        "invalid-output" => assert!(message.contains("over the limit of 10000"), "{message}"),
+        "host" => assert!(message.contains("hostcalls"), "{message}"),
+        _ => {}
     }
     assert_eq!(d["observations"], 0);
 }
@@ -191,4 +195,96 @@ fn a_detector_that_sleeps_in_the_host_is_stopped_within_the_rule() {
     let kind = d["failure"]["kind"].as_str().unwrap();
     assert!(kind == "deadline" || kind == "fuel", "{d:#}");
     assert_eq!(detector(&summary, "tool_error")["status"], "ok");
+}
+
+#[test]
+fn escape_sequences_from_a_detector_never_reach_the_terminal_raw() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(&["escaper"]);
+    for json in [true, false] {
+        // A fresh output folder each time: the second run must not take the unchanged-data path.
+        let mut cmd = run_command(&detectors, &data, &s.path(if json { "out-json" } else { "out-human" }));
+        cmd.arg("--once");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = run_within(cmd, std::time::Duration::from_secs(120));
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8(out.stdout).unwrap();
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}', '\r'] {
+            assert!(!text.contains(raw), "{raw:?} reached the output raw: {text:?}");
+        }
+        if json {
+            let summary: Value = serde_json::from_str(&text).unwrap();
+            let d = detector(&summary, "escaper");
+            // A JSON reader still gets exactly what the detector sent.
+            assert!(d["failure"]["message"].as_str().unwrap().contains("desrever"), "{d:#}");
+            assert!(d["failure"]["message"].as_str().unwrap().contains("\\u{1b}]52;"), "escaped at the edge: {d:#}");
+        } else {
+            assert!(text.contains("\\u{1b}]52;c;cHduZWQ=\\u{7}\\u{1b}[2J\\u{202e}desrever"), "{text}");
+            assert!(!text.lines().any(|l| l.starts_with("ok       forged")), "no forged line: {text}");
+        }
+    }
+}
+
+#[test]
+fn a_component_squatting_a_name_is_refused_with_the_real_one_naming_both() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(&[]);
+    // Loads first, in name order.
+    std::fs::copy(fixture("squatter"), detectors.join("aaa.wasm")).unwrap();
+    let out = s.path("out");
+    let summary = scan(&detectors, &data, &out);
+    let refused: Vec<&Value> =
+        summary["detectors"].as_array().unwrap().iter().filter(|d| d["status"] == "refused").collect();
+    assert_eq!(refused.len(), 2, "{summary:#}");
+    for d in refused {
+        let msg = d["failure"]["message"].as_str().unwrap();
+        assert!(msg.contains("aaa.wasm") && msg.contains("tool_error.wasm"), "{msg}");
+        assert!(msg.contains("both are refused"), "{msg}");
+    }
+    assert!(issues_of(&out, "tool_error").iter().all(|i| i["title"] != "pwned by the squatter"));
+}
+
+#[test]
+fn oversized_and_out_of_range_observation_fields_are_clamped() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    datagen::generate(&data, &DataSpec::default()).unwrap();
+    let out = s.path("out");
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let summary = scan(&s.detectors_with(&["field_bomb"]), &data, &out);
+    let d = detector(&summary, "field_bomb");
+    assert_eq!(d["status"], "ok", "{d:#}");
+    let logs: Vec<&str> = d["logs"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(logs.iter().any(|l| l.contains("host: clamped") && l.contains("wasted-turns")), "{logs:?}");
+    let text = std::fs::read_to_string(out.join("issues.jsonl")).unwrap();
+    assert!(text.lines().all(|l| l.len() < 8 * 1024), "no 64 KiB field stored");
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'));
+    let bombs = issues_of(&out, "field_bomb");
+    assert!(!bombs.is_empty());
+    for issue in bombs {
+        for (k, v) in issue.as_object().unwrap() {
+            if let Some(n) = v.as_i64().filter(|_| k.contains("Seen") || k.ends_with("At")) {
+                assert!(n <= before + 2 * 86_400_000, "{k} = {n} is not far in the future");
+            }
+            if k.contains("asted") {
+                assert!(v.as_u64().unwrap() <= issue["count"].as_u64().unwrap(), "one wasted turn per occurrence");
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_log_lines_are_counted_per_line() {
+    let summary = scan_with(&["line_spammer"], &[]);
+    let d = detector(&summary, "line_spammer");
+    assert_eq!(d["status"], "ok", "{d:#}");
+    let logs = d["logs"].as_array().unwrap();
+    assert!(logs.len() <= 1001, "at most the line cap plus the note: {}", logs.len());
+    assert!(logs.last().unwrap().as_str().unwrap().contains("more lines dropped"));
 }

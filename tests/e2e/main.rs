@@ -8,6 +8,7 @@ mod daemon;
 mod fast_path;
 mod health;
 mod hostile;
+mod hostile_data;
 mod ledger;
 mod long_lived;
 mod replay;

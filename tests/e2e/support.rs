@@ -105,9 +105,12 @@ pub fn run_command(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
     c
 }
 
-/// Runs `sentinel-host run --once --json` and returns the process output.
+/// Runs `sentinel-host run --once --json` and returns the process output;
+/// a run that does not end within five minutes fails the test.
 pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Output {
-    run_command(detectors, data_dir, out).args(["--once", "--json"]).args(extra).output().expect("sentinel-host runs")
+    let mut c = run_command(detectors, data_dir, out);
+    c.args(["--once", "--json"]).args(extra);
+    run_within(c, std::time::Duration::from_secs(300))
 }
 
 /// `detectors inspect --json` over `detectors` for this data dir and output
@@ -180,4 +183,54 @@ pub fn listing(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
+}
+
+/// Runs `cmd` to completion within `limit`, or kills it and fails the test:
+/// every hostile case must end in bounded time.
+pub fn run_within(mut cmd: Command, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sentinel-host runs");
+    let pipe_reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = pipe_reader(Box::new(child.stdout.take().unwrap()));
+    let err = pipe_reader(Box::new(child.stderr.take().unwrap()));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sentinel-host did not finish within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+/// Every entry under `dir` (not following links) with its type, size and
+/// modification time: equal before and after a run means nothing was written.
+pub fn tree_state(dir: &Path) -> Vec<(String, String, u64, Option<std::time::SystemTime>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+            out.push((rel, format!("{:?}", meta.file_type()), meta.len(), meta.modified().ok()));
+        }
+    }
+    out.sort();
+    out
 }

@@ -308,9 +308,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("sentinel-host: error: {err}");
+            // Errors can quote a detector or the data dir: sanitized.
+            eprintln!("sentinel-host: error: {}", sentinel_host::sanitize::one_line(&err.to_string()));
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", sentinel_host::sanitize::one_line(&cause.to_string()));
             }
             ExitCode::from(exit_code(&err))
         }
@@ -338,7 +339,7 @@ fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string(&infos).context("cannot render JSON")?);
+        println!("{}", render::json(&infos).context("cannot render JSON")?);
         return Ok(exit::OK);
     }
     print!("{}", render::detectors(&infos, full));
@@ -410,7 +411,7 @@ fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
     let outcome = sentinel_host::scan::reset_state(args.location.data_dir.as_deref(), args.location.out.as_deref())
         .context("cannot reset the ledger state")?;
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
     } else {
         println!(
             "sentinel: state reset in {}: cursors, occurrence keys and detector state cleared, {} issues kept;\n  the next scan counts only occurrences newer than the newest recorded of each kind",
@@ -468,7 +469,7 @@ fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Resul
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     if json {
-        writeln!(stdout, "{}", serde_json::to_string(report).context("cannot render the summary as JSON")?)?;
+        writeln!(stdout, "{}", render::json(report).context("cannot render the summary as JSON")?)?;
     } else {
         write!(stdout, "{}", render::human(report))?;
     }
@@ -527,7 +528,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
             }
             // Later, the data dir may be away for a moment: try again next time.
             Err(e) => {
-                tracing::error!(scan = scans, error = %sentinel_host::errors::error_chain(&e), "scan failed; trying again at the next interval");
+                tracing::error!(scan = scans, error = %sentinel_host::sanitize::one_line(&sentinel_host::errors::error_chain(&e)), "scan failed; trying again at the next interval");
                 true
             }
         }
@@ -558,7 +559,7 @@ fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
     })
     .context("cannot write the schedule")?;
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
         return Ok(exit::OK);
     }
     let s = &outcome.schedule;
@@ -606,7 +607,7 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
         CheckOutcome::Checked(_) => exit::OK,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).context("cannot render the outcome as JSON")?);
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
         return Ok(code);
     }
     match &outcome {
@@ -618,7 +619,9 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
         }
         CheckOutcome::Checked(c) => {
             if c.stale() {
-                println!("stale install: {}; rerun sentinel-host service install", c.problems.join("; "));
+                // The problems quote detector files and their load errors: sanitized.
+                let problems = sentinel_host::sanitize::one_line(&c.problems.join("; ")).into_owned();
+                println!("stale install: {problems}; rerun sentinel-host service install");
             } else {
                 println!(
                     "ok: {} runs {} with {} detectors that load",

@@ -1,11 +1,30 @@
-//! The human summary of a scan: a few lines, failures first-class.
+//! The human summary of a scan: a few lines, failures first-class, and the
+//! JSON the binary prints.
+//!
+//! Owns: turning reports into text for a terminal or a pipe. Never: deciding
+//! what a report says. Every string a detector or the data dir supplied (a
+//! name, a version, an error, a stderr line, a file name) goes through
+//! [`sentinel_host::sanitize`] on its way out: one line per field, and the
+//! whole text once more, so no escape sequence or bidi control reaches the
+//! operator's terminal raw; JSON goes out through [`json`].
 
 use std::fmt::Write;
 
 use sentinel_host::ScanReport;
+use sentinel_host::sanitize::{multi_line, one_line};
 use sentinel_host::scan::{DetectorStatus, SourceStatus};
 
+/// A value as one line of JSON whose bytes are safe to print: serde_json
+/// escapes C0 controls, [`sentinel_host::sanitize::json_text`] the rest.
+pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_string(value).map(|s| sentinel_host::sanitize::json_text(&s).into_owned())
+}
+
 pub fn human(r: &ScanReport) -> String {
+    multi_line(&human_raw(r)).into_owned()
+}
+
+fn human_raw(r: &ScanReport) -> String {
     let mut s = String::new();
     if let Some(since) = r.unchanged_since {
         let _ = writeln!(
@@ -35,8 +54,13 @@ pub fn human(r: &ScanReport) -> String {
         })
         .collect();
     let _ = writeln!(s, "  sources: {}", sources.join(", "));
-    for src in r.sources.iter().filter(|s| s.error.is_some()) {
-        let _ = writeln!(s, "    {}: {}", src.name, src.error.as_deref().unwrap_or_default());
+    for src in &r.sources {
+        if let Some(e) = &src.error {
+            let _ = writeln!(s, "    {}: {}", one_line(&src.name), one_line(e));
+        }
+        for w in &src.warnings {
+            let _ = writeln!(s, "    {}: warning: {}", one_line(&src.name), one_line(w));
+        }
     }
     let count = |status: DetectorStatus| r.detectors.iter().filter(|d| d.status == status).count();
     let waiting = count(DetectorStatus::NotDue);
@@ -62,8 +86,8 @@ pub fn human(r: &ScanReport) -> String {
                 let _ = writeln!(
                     s,
                     "    ok       {} {}: {} records, {} observations, decision in {:.2} ms{}",
-                    d.name,
-                    d.version.as_deref().unwrap_or(""),
+                    one_line(&d.name),
+                    one_line(d.version.as_deref().unwrap_or("")),
                     d.records,
                     d.observations,
                     d.finish_us as f64 / 1000.0,
@@ -74,9 +98,10 @@ pub fn human(r: &ScanReport) -> String {
                 let phase = f.phase.as_deref().map(|p| format!(" in {p}")).unwrap_or_default();
                 let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
                 let status = status.unwrap_or_default();
-                let _ = writeln!(s, "    {status:<8} {}: {}{}: {}", d.name, f.kind, phase, f.message);
+                let (name, message) = (one_line(&d.name), one_line(&f.message));
+                let _ = writeln!(s, "    {status:<8} {name}: {}{}: {message}", f.kind, one_line(&phase));
                 if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
-                    let _ = writeln!(s, "             stderr: {line}");
+                    let _ = writeln!(s, "             stderr: {}", one_line(line));
                 }
             }
         }
@@ -94,6 +119,10 @@ pub fn human(r: &ScanReport) -> String {
 
 /// `detectors list` and `detectors inspect`.
 pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> String {
+    multi_line(&detectors_raw(infos, full)).into_owned()
+}
+
+fn detectors_raw(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> String {
     let mut s = String::new();
     for info in infos {
         let i = &info.inspection;
@@ -109,10 +138,11 @@ pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> Str
             },
             (None, None) => "ok (never run here)".to_owned(),
         };
+        let name = one_line(&name);
         let _ = writeln!(
             s,
             "{name:<20} {:<8} wit {:<6} {:<24} {:>9} bytes  sha256 {}",
-            i.descriptor.as_ref().map_or("-", |d| d.version.as_str()),
+            one_line(i.descriptor.as_ref().map_or("-", |d| d.version.as_str())),
             i.wit_version.as_deref().unwrap_or("-"),
             health,
             i.size.unwrap_or(0),
@@ -123,7 +153,7 @@ pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> Str
         }
         let _ = writeln!(s, "  file: {}", i.path.display());
         if let Some(e) = &i.error {
-            let _ = writeln!(s, "  refused: {e}");
+            let _ = writeln!(s, "  refused: {}", one_line(e));
         }
         if let Some(d) = &i.descriptor {
             let _ = writeln!(s, "  emits: {}", d.emits.join(", "));
@@ -150,7 +180,7 @@ pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> Str
                 "  health: {} failures in a row, {} in all, last: {}",
                 h.failures_in_a_row,
                 h.failures_total,
-                h.last_failure.as_deref().unwrap_or("none")
+                one_line(h.last_failure.as_deref().unwrap_or("none"))
             );
         }
     }

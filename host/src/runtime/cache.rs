@@ -8,6 +8,13 @@
 //! loading native code is only as safe as the file it comes from. A changed
 //! component has another sha256 and is compiled again; an entry that cannot
 //! be loaded is discarded and replaced. The cache never touches the data dir.
+//!
+//! Trust is checked, not assumed: an entry is loaded only when the folder and
+//! the entry are what `lstat` says they are (a real folder and a regular file,
+//! not symbolic links), belong to the current user, and are writable by
+//! nobody else. Anything else is never deserialized: the component is
+//! compiled from its file instead (`distrusted`), and nothing is stored into
+//! a folder that is not trusted.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -38,6 +45,9 @@ pub enum CacheUse {
     Miss,
     /// An entry was there but could not be loaded: discarded, compiled again.
     Replaced,
+    /// The folder or the entry failed the ownership and permission check:
+    /// compiled from the file, the cache left alone.
+    Distrusted,
 }
 
 impl CacheUse {
@@ -48,6 +58,7 @@ impl CacheUse {
             CacheUse::Hit => "hit",
             CacheUse::Miss => "miss",
             CacheUse::Replaced => "replaced",
+            CacheUse::Distrusted => "distrusted",
         }
     }
 }
@@ -77,10 +88,24 @@ impl ComponentCache {
     pub(crate) fn load(&self, engine: &Engine, sha256: &str, bytes: &[u8]) -> wasmtime::Result<(Component, CacheUse)> {
         let entry = self.entry(sha256);
         let mut used = CacheUse::Miss;
-        if entry.is_file() {
+        if let Err(why) = trusted(&self.dir, true) {
+            tracing::warn!(dir = %self.dir.display(), why, "not using the component cache");
+            return Ok((Component::new(engine, bytes)?, CacheUse::Distrusted));
+        }
+        let present = std::fs::symlink_metadata(&entry).is_ok();
+        if present && let Err(why) = trusted(&entry, false) {
+            tracing::warn!(entry = %entry.display(), why, "not loading a cache entry");
+            // The folder is ours: the entry can be replaced by a good one.
+            let _ = std::fs::remove_file(&entry);
+            let component = Component::new(engine, bytes)?;
+            let _ = self.store(&component, &entry);
+            return Ok((component, CacheUse::Distrusted));
+        }
+        if present {
             // SAFETY: entries are written only by `store` below, from
             // `Component::serialize` of this engine configuration, into a
-            // folder only this user can write (0700).
+            // folder only this user can write (0700); `trusted` checked just
+            // now that the folder and the entry are still so.
             match unsafe { Component::deserialize_file(engine, &entry) } {
                 Ok(c) => return Ok((c, CacheUse::Hit)),
                 Err(e) => {
@@ -98,8 +123,69 @@ impl ComponentCache {
     }
 
     fn store(&self, component: &Component, entry: &Path) -> std::io::Result<()> {
+        if std::fs::symlink_metadata(&self.dir).is_ok() && trusted(&self.dir, true).is_err() {
+            return Err(std::io::Error::other("the cache folder is not trusted"));
+        }
         let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         crate::private_fs::create_dir(&self.dir)?;
         crate::private_fs::write_atomic(entry, &bytes)
+    }
+}
+
+/// Whether `path` may be trusted: the right type (not a link), owned by the
+/// current user, writable by no one else. A folder that does not exist yet
+/// is trusted (it will be created private).
+fn trusted(path: &Path, dir: bool) -> Result<(), &'static str> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if dir && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => return Err("cannot be read"),
+    };
+    if meta.file_type().is_symlink() {
+        return Err("is a symbolic link");
+    }
+    if dir != meta.is_dir() || (!dir && !meta.is_file()) {
+        return Err(if dir { "is not a folder" } else { "is not a regular file" });
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err("belongs to another user");
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err("is writable by group or others");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_private_real_entries_of_ours_are_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        assert!(trusted(&cache, true).is_ok(), "a folder not made yet");
+        std::fs::create_dir(&cache).unwrap();
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(trusted(&cache, true).is_ok());
+        let entry = cache.join("e.cwasm");
+        std::fs::write(&entry, b"x").unwrap();
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(trusted(&entry, false).is_ok());
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(trusted(&entry, false), Err("is writable by group or others"));
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(trusted(&cache, true), Err("is writable by group or others"));
+        let link = dir.path().join("link.cwasm");
+        std::os::unix::fs::symlink(&entry, &link).unwrap();
+        assert_eq!(trusted(&link, false), Err("is a symbolic link"));
+        assert_eq!(trusted(&entry, true), Err("is not a folder"));
     }
 }

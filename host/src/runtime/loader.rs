@@ -6,6 +6,7 @@
 //! detector has described itself once, inside the same sandbox a scan gets.
 //! Loading never runs a detector's scan code and never reads the data dir.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -87,8 +88,12 @@ pub enum LoadError {
     },
     #[error("detector {path}: invalid descriptor: {message}")]
     BadDescriptor { path: PathBuf, message: String },
-    #[error("detector {path}: name `{name}` is already taken by {other}")]
+    #[error("detector {path}: name `{name}` is also declared by {other}; both are refused")]
     DuplicateName { path: PathBuf, name: String, other: PathBuf },
+    #[error(
+        "detector {path}: kind `{kind}` is also emitted by {other}, which is not its port (`<name>_<suffix>`); both are refused"
+    )]
+    KindClaimed { path: PathBuf, kind: String, other: PathBuf },
 }
 
 impl LoadError {
@@ -103,7 +108,8 @@ impl LoadError {
             | LoadError::RefusedImports { path, .. }
             | LoadError::Describe { path, .. }
             | LoadError::BadDescriptor { path, .. }
-            | LoadError::DuplicateName { path, .. } => path,
+            | LoadError::DuplicateName { path, .. }
+            | LoadError::KindClaimed { path, .. } => path,
         }
     }
 }
@@ -158,21 +164,9 @@ impl Runtime {
     /// file never stops the others: each gets its own result.
     pub fn load_dir(&self, dir: &Path) -> Result<Vec<Result<LoadedDetector, LoadError>>, RuntimeError> {
         let files = detector_files(dir)?;
-        let mut out: Vec<Result<LoadedDetector, LoadError>> = Vec::with_capacity(files.len());
-        for path in files {
-            let loaded = self.load(&path).and_then(|d| {
-                let taken = out.iter().flatten().find(|o| o.descriptor.name == d.descriptor.name);
-                match taken {
-                    Some(other) => Err(LoadError::DuplicateName {
-                        path: path.clone(),
-                        name: d.descriptor.name.clone(),
-                        other: other.path.clone(),
-                    }),
-                    None => Ok(d),
-                }
-            });
-            out.push(loaded);
-        }
+        let mut out: Vec<Result<LoadedDetector, LoadError>> = files.iter().map(|path| self.load(path)).collect();
+        refuse_shared_names(&mut out);
+        refuse_shared_kinds(&mut out);
         Ok(out)
     }
 
@@ -308,6 +302,9 @@ impl Runtime {
     pub(crate) fn new_store(&self, scan_time_ms: i64) -> Store<StoreData> {
         let mut store = Store::new(&self.engine, StoreData::new(&self.limits, scan_time_ms));
         store.limiter(|d| &mut d.limiter);
+        // wasmtime's defaults made explicit, and tighter (docs/sandbox.md).
+        store.set_hostcall_fuel(super::sandbox::HOSTCALL_BYTES);
+        store.set_max_component_handles(super::sandbox::COMPONENT_HANDLES);
         store.epoch_deadline_trap();
         store
     }
@@ -320,26 +317,164 @@ impl Runtime {
     }
 }
 
+/// Replaces each loaded detector named in `refusals` by its refusal.
+fn apply(out: &mut [Result<LoadedDetector, LoadError>], refusals: Vec<(usize, String, PathBuf, bool)>) {
+    for (i, what, other, is_name) in refusals {
+        let path = match &out[i] {
+            Ok(d) => d.path.clone(),
+            Err(_) => continue,
+        };
+        out[i] = Err(if is_name {
+            LoadError::DuplicateName { path, name: what, other }
+        } else {
+            LoadError::KindClaimed { path, kind: what, other }
+        });
+    }
+}
+
+/// Two components declaring one name are both refused, each naming the
+/// other: the name keys state and health, so neither may take the other's.
+fn refuse_shared_names(out: &mut [Result<LoadedDetector, LoadError>]) {
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, d) in out.iter().enumerate() {
+        if let Ok(d) = d {
+            by_name.entry(d.descriptor.name.as_str()).or_default().push(i);
+        }
+    }
+    let mut refusals = Vec::new();
+    for (name, idx) in by_name.into_iter().filter(|(_, v)| v.len() > 1) {
+        for &i in &idx {
+            let other = idx.iter().find(|&&j| j != i).map(|&j| path_of(&out[j])).unwrap_or_default();
+            refusals.push((i, name.to_owned(), other, true));
+        }
+    }
+    apply(out, refusals);
+}
+
+fn path_of(d: &Result<LoadedDetector, LoadError>) -> PathBuf {
+    match d {
+        Ok(d) => d.path.clone(),
+        Err(e) => e.path().to_owned(),
+    }
+}
+
+/// Whether detectors named `names` may all emit `kind`: one of them (or the
+/// kind itself) is the base `B`, and every other is a port named `B_<suffix>`
+/// (`cost` and `cost_py`; `cost_py` and `cost_js` share kind `cost`).
+pub fn may_share_kind(kind: &str, names: &[&str]) -> bool {
+    std::iter::once(kind)
+        .chain(names.iter().copied())
+        .any(|base| names.iter().all(|n| *n == base || n.strip_prefix(base).is_some_and(|rest| rest.starts_with('_'))))
+}
+
+/// A kind belongs to the detector that emits it: two detectors emitting one
+/// kind are both refused unless one is the other's port (see
+/// [`may_share_kind`]), so that a component dropped in the folder cannot
+/// quietly write another detector's issues.
+fn refuse_shared_kinds(out: &mut [Result<LoadedDetector, LoadError>]) {
+    let mut by_kind: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, d) in out.iter().enumerate() {
+        if let Ok(d) = d {
+            for kind in &d.descriptor.emits {
+                by_kind.entry(kind.as_str()).or_default().push(i);
+            }
+        }
+    }
+    let mut refusals = Vec::new();
+    let mut kinds: Vec<_> = by_kind.into_iter().filter(|(_, v)| v.len() > 1).collect();
+    kinds.sort();
+    for (kind, idx) in kinds {
+        let names: Vec<&str> =
+            idx.iter().filter_map(|&i| out[i].as_ref().ok()).map(|d| d.descriptor.name.as_str()).collect();
+        if may_share_kind(kind, &names) {
+            continue;
+        }
+        for &i in &idx {
+            let other = idx.iter().find(|&&j| j != i).map(|&j| path_of(&out[j])).unwrap_or_default();
+            refusals.push((i, kind.to_owned(), other, false));
+        }
+    }
+    apply(out, refusals);
+}
+
 fn is_identifier(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
+/// Caps on what a descriptor may declare (docs/sandbox.md).
+pub const MAX_EMITS: usize = 32;
+pub const MAX_SUBSCRIPTIONS: usize = 32;
+pub const MAX_CONFIG_KEYS: usize = 64;
+/// Bytes of a config key's doc and of a text default.
+pub const MAX_DOC_BYTES: usize = 1024;
+
+/// A version: 1-64 letters, digits and `.+-_` (semver and its build tags).
+fn is_version(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-' | b'_'))
+}
+
+/// Shown in an error: sanitized and cut, since the descriptor is untrusted.
+fn shown(s: &str) -> String {
+    let s = crate::sanitize::one_line(s);
+    s.chars().take(80).collect()
+}
+
+fn check_counts(d: &guest::Descriptor) -> Result<(), String> {
+    let counts = [
+        ("emitted kinds", d.emits.len(), MAX_EMITS),
+        ("subscriptions", d.subscriptions.len(), MAX_SUBSCRIPTIONS),
+        ("config keys", d.config.len(), MAX_CONFIG_KEYS),
+    ];
+    for (what, n, max) in counts {
+        if n > max {
+            return Err(format!("{n} {what}, over the limit of {max}"));
+        }
+    }
+    Ok(())
+}
+
 fn convert_descriptor(d: guest::Descriptor) -> Result<Descriptor, String> {
     if !is_identifier(&d.name) {
-        return Err(format!("name `{}` must be 1-64 letters, digits, `_`, `-` or `.`", d.name.escape_debug()));
+        return Err(format!("name `{}` must be 1-64 letters, digits, `_`, `-` or `.`", shown(&d.name)));
     }
+    if !is_version(&d.version) {
+        return Err(format!("version `{}` must be 1-64 letters, digits, `.`, `+`, `-` or `_`", shown(&d.version)));
+    }
+    check_counts(&d)?;
     if d.emits.is_empty() {
         return Err("it emits no kind".into());
     }
-    if let Some(bad) = d.emits.iter().find(|k| !is_identifier(k)) {
-        return Err(format!("emitted kind `{}` is not an identifier", bad.escape_debug()));
+    let mut seen = HashSet::new();
+    for kind in &d.emits {
+        if !is_identifier(kind) {
+            return Err(format!("emitted kind `{}` is not an identifier", shown(kind)));
+        }
+        if !seen.insert(kind.as_str()) {
+            return Err(format!("kind `{kind}` is declared twice"));
+        }
+    }
+    if let Some(bad) = d.subscriptions.iter().find(|s| !is_identifier(&s.source) || !is_identifier(&s.kind)) {
+        return Err(format!("subscription `{}`/`{}` is not two identifiers", shown(&bad.source), shown(&bad.kind)));
     }
     let mut config: Vec<ConfigKey> = Vec::new();
+    let mut keys = HashSet::new();
     for key in d.config {
-        if config.iter().any(|k| k.name == key.name) {
+        if !is_identifier(&key.name) {
+            return Err(format!("config key `{}` is not an identifier", shown(&key.name)));
+        }
+        if !keys.insert(key.name.clone()) {
             return Err(format!("config key `{}` is declared twice", key.name));
+        }
+        let default_len = match &key.default {
+            types::ConfigValue::Text(t) => t.len(),
+            _ => 0,
+        };
+        if key.doc.len() > MAX_DOC_BYTES || default_len > MAX_DOC_BYTES {
+            return Err(format!("config key `{}`: doc or default over {MAX_DOC_BYTES} bytes", key.name));
         }
         config.push(ConfigKey { name: key.name, doc: key.doc, default: convert_config_value(key.default) });
     }
@@ -360,6 +495,23 @@ fn convert_descriptor(d: guest::Descriptor) -> Result<Descriptor, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_shares_its_originals_kind_and_a_squatter_does_not() {
+        assert!(may_share_kind("cost", &["cost", "cost_py"]));
+        assert!(may_share_kind("cost", &["cost_py", "cost_js"]), "two ports of the kind");
+        assert!(may_share_kind("queue_wait", &["queue_wait_js", "queue_wait"]));
+        assert!(!may_share_kind("tool_error", &["tool_error", "aaa"]));
+        assert!(!may_share_kind("tool_error", &["tool_error", "tool_errorx"]), "a port needs the `_`");
+        assert!(!may_share_kind("x", &["cost", "cost_py", "other"]));
+    }
+
+    #[test]
+    fn versions_are_plain_text() {
+        assert!(is_version("0.1.0") && is_version("1.2.3-rc.1+build_7"));
+        assert!(!is_version("") && !is_version("1\u{1b}[2J") && !is_version("v 1") && !is_version(&"9".repeat(65)));
+        assert_eq!(shown("a\u{1b}[2J\u{202e}"), "a\\u{1b}[2J\\u{202e}");
+    }
 
     #[test]
     fn headers_tell_modules_and_junk_from_components() {

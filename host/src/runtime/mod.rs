@@ -13,6 +13,7 @@ mod bindings;
 mod cache;
 pub mod capabilities;
 mod loader;
+pub mod output;
 mod sandbox;
 mod session;
 

@@ -22,15 +22,19 @@ use super::bindings::{host_api, types};
 /// named precisely.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitBreach {
-    #[error("linear memory limit of {limit} bytes exceeded (asked for {desired})")]
+    #[error("linear memory limit of {limit} bytes exceeded (all memories together would hold {desired})")]
     Memory { limit: usize, desired: usize },
     #[error("table limit of {limit} elements exceeded (asked for {desired})")]
     Table { limit: usize, desired: usize },
 }
 
-/// Enforces the memory and table caps and remembers the first breach.
+/// Enforces the memory and table caps and remembers the first breach. The
+/// memory cap is for the store as a whole: a component with several memories
+/// (up to [`Limits::memories`]) shares one budget across all of them.
 pub(crate) struct Limiter {
     memory_bytes: usize,
+    /// Bytes of linear memory the store's memories hold together.
+    memory_total: usize,
     table_elements: usize,
     instances: usize,
     tables: usize,
@@ -39,13 +43,18 @@ pub(crate) struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
-            let breach = LimitBreach::Memory { limit: self.memory_bytes, desired };
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = self.memory_total.saturating_sub(current).saturating_add(desired);
+        if total > self.memory_bytes {
+            let breach = LimitBreach::Memory { limit: self.memory_bytes, desired: total };
             self.breach.get_or_insert(breach.clone());
             return Err(breach.into());
         }
-        Ok(maximum.is_none_or(|max| desired <= max))
+        let allowed = maximum.is_none_or(|max| desired <= max);
+        if allowed {
+            self.memory_total = total;
+        }
+        Ok(allowed)
     }
 
     fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -96,8 +105,33 @@ impl fmt::Display for LogLevel {
 
 /// Bytes of a single log line kept; the rest is cut.
 const LOG_LINE_BYTES: usize = 1024;
+/// What every line costs of the byte budget besides its text, so that empty
+/// lines are not free: the budget also bounds the number of lines.
+pub(crate) const LOG_LINE_OVERHEAD: usize = 64;
+/// Lines kept per scan at most, whatever their size.
+pub(crate) const LOG_LINES: usize = 1000;
+/// Bytes one call may move between guest and host (wasmtime's hostcall
+/// fuel; its default is 128 MiB). The largest thing a detector sends the
+/// host in one call is a call's observations: 10 000 of them (the per-call
+/// cap) with long fields fit, 100 000 small ones already do not.
+pub(crate) const HOSTCALL_BYTES: usize = 64 << 20;
+/// Component-model handles live at once in one store (wasmtime's default is
+/// 100 000, the WASI resource table's 1 000 000).
+pub(crate) const COMPONENT_HANDLES: usize = 10_000;
 
-/// The log a detector writes to, bounded by bytes per scan.
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The log a detector writes to, bounded by bytes and lines per scan.
 #[derive(Debug, Default)]
 pub(crate) struct LogSink {
     budget: usize,
@@ -106,20 +140,32 @@ pub(crate) struct LogSink {
 }
 
 impl LogSink {
-    fn push(&mut self, level: LogLevel, mut message: String) {
-        if message.len() > LOG_LINE_BYTES {
-            let mut cut = LOG_LINE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
-        if message.len() > self.budget {
+    /// Keeps one line, sanitized ([`crate::sanitize::one_line`]) here, at
+    /// the edge, so no consumer ever sees it raw.
+    fn push(&mut self, level: LogLevel, message: String) {
+        // Dropped before any work once the scan's lines or bytes are spent:
+        // a detector logging in a loop costs the host next to nothing.
+        // (Escaping only lengthens a line: if its raw cut does not fit, nor will it.)
+        let raw = cut(&message, LOG_LINE_BYTES);
+        if self.lines.len() >= LOG_LINES || raw.len() + LOG_LINE_OVERHEAD > self.budget {
             self.dropped += 1;
             return;
         }
-        self.budget -= message.len();
+        let mut message = crate::sanitize::one_line(raw).into_owned();
+        message.truncate(cut(&message, LOG_LINE_BYTES).len());
+        let cost = message.len() + LOG_LINE_OVERHEAD;
+        if cost > self.budget {
+            self.dropped += 1;
+            return;
+        }
+        self.budget -= cost;
         self.lines.push(LogLine { level, message });
+    }
+
+    /// A warning of the host's own about this detector (a few per scan at
+    /// most): kept whatever the detector's budget.
+    pub(crate) fn host_warning(&mut self, message: String) {
+        self.lines.push(LogLine { level: LogLevel::Warn, message });
     }
 }
 
@@ -209,9 +255,14 @@ impl StoreData {
             .build();
         StoreData {
             wasi,
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(COMPONENT_HANDLES);
+                table
+            },
             limiter: Limiter {
                 memory_bytes: limits.memory_bytes,
+                memory_total: 0,
                 table_elements: limits.table_elements,
                 instances: limits.instances,
                 tables: limits.tables,
@@ -256,12 +307,53 @@ mod tests {
     #[test]
     fn log_sink_cuts_long_lines_and_drops_past_the_budget() {
         let mut sink = LogSink { budget: 1500, ..LogSink::default() };
-        sink.push(LogLevel::Info, "é".repeat(600)); // 1200 bytes, cut to 1024
+        sink.push(LogLevel::Info, "é".repeat(600)); // 1200 bytes, cut to 1024, costs 1088
         assert_eq!(sink.lines[0].message.len(), 1024);
-        sink.push(LogLevel::Info, "x".repeat(600)); // over the remaining 476
+        sink.push(LogLevel::Info, "x".repeat(400)); // over the remaining 412
         assert_eq!(sink.lines.len(), 1);
         assert_eq!(sink.dropped, 1);
         sink.push(LogLevel::Warn, "short".into());
         assert_eq!(sink.lines.len(), 2);
+    }
+
+    #[test]
+    fn empty_log_lines_are_counted_per_line() {
+        let mut sink = LogSink { budget: usize::MAX, ..LogSink::default() };
+        for _ in 0..LOG_LINES + 5 {
+            sink.push(LogLevel::Info, String::new());
+        }
+        assert_eq!(sink.lines.len(), LOG_LINES);
+        assert_eq!(sink.dropped, 5);
+        let mut small = LogSink { budget: 10 * LOG_LINE_OVERHEAD, ..LogSink::default() };
+        for _ in 0..20 {
+            small.push(LogLevel::Info, String::new());
+        }
+        assert_eq!(small.lines.len(), 10, "each line costs its overhead");
+    }
+
+    #[test]
+    fn log_lines_are_sanitized_at_the_edge() {
+        let mut sink = LogSink { budget: 4096, ..LogSink::default() };
+        sink.push(LogLevel::Warn, "a\u{1b}[2Jb\u{202e}c\nd".into());
+        assert_eq!(sink.lines[0].message, "a\\u{1b}[2Jb\\u{202e}c\\u{a}d");
+    }
+
+    #[test]
+    fn memory_is_capped_across_all_memories_of_a_store() {
+        let mut l = Limiter {
+            memory_bytes: 100,
+            memory_total: 0,
+            table_elements: 0,
+            instances: 1,
+            tables: 1,
+            memories: 4,
+            breach: None,
+        };
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        // A second memory of 60 would put the store at 120.
+        assert!(l.memory_growing(0, 60, None).is_err());
+        assert!(matches!(l.breach, Some(LimitBreach::Memory { limit: 100, desired: 120 })));
+        // Growing the first one within the total is fine.
+        assert!(l.memory_growing(60, 100, None).unwrap());
     }
 }

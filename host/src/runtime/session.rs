@@ -4,7 +4,9 @@
 //! Each call runs with fresh fuel and a fresh epoch deadline in the scan's own
 //! store. A failed call poisons the scan: the store is dropped and the detector
 //! gets no more calls this scan. Observations are checked here (declared kind,
-//! title cap, count cap) before anything else sees them. This module never
+//! count cap, and field by field through [`super::output`]) before anything
+//! else sees them; a detector's error text and stderr are sanitized and capped
+//! where they leave the guest. This module never
 //! decides what a failure means for the detector's health; the scan does.
 
 use std::fmt;
@@ -14,9 +16,10 @@ use wasmtime::component::ResourceAny;
 use wasmtime::{Store, Trap, WasmBacktrace};
 
 use super::bindings::{DetectorWorld, types};
+use super::output;
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
-use crate::observation::{ConfigValue, Observation, Origin, Severity, clean_title};
+use crate::observation::{ConfigValue, Observation, Origin, Severity};
 use crate::record::{Batch, ColumnType};
 
 /// Which call failed.
@@ -103,7 +106,7 @@ pub(crate) fn classify_failure(
     limits: &Limits,
 ) -> CallFailure {
     let backtrace = err.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
-    let (kind, message) = if let Some(breach) = &store.data().limiter.breach {
+    let (kind, message): (FailureKind, String) = if let Some(breach) = &store.data().limiter.breach {
         (FailureKind::Limit(breach.clone()), breach.to_string())
     } else if let Some(trap) = err.downcast_ref::<Trap>() {
         match trap {
@@ -117,10 +120,28 @@ pub(crate) fn classify_failure(
             other => (FailureKind::Trap(other.to_string()), format!("trapped: {other}")),
         }
     } else {
-        let msg = format!("{err:#}");
+        // Can quote the guest (a function name from its name section).
+        let msg = guest_text(&format!("{err:#}"));
         (FailureKind::Host(msg.clone()), msg)
     };
     CallFailure { detector: detector.to_owned(), phase, kind, message, backtrace, stderr: stderr_tail(store) }
+}
+
+/// Bytes of a detector's error text kept.
+const ERROR_TEXT_BYTES: usize = 4096;
+
+/// Text a detector supplied, for a failure report: one line, sanitized, capped.
+fn guest_text(raw: &str) -> String {
+    let mut s = crate::sanitize::one_line(raw).into_owned();
+    if s.len() > ERROR_TEXT_BYTES {
+        let mut end = ERROR_TEXT_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
 }
 
 /// Bytes of guest stderr kept in a failure report.
@@ -132,7 +153,7 @@ fn stderr_tail(store: &Store<StoreData>) -> Option<String> {
         return None;
     }
     let tail = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
-    Some(String::from_utf8_lossy(tail).trim().to_owned())
+    Some(crate::sanitize::multi_line(String::from_utf8_lossy(tail).trim()).into_owned())
 }
 
 /// Everything a scan knows besides its records, in host types.
@@ -241,6 +262,9 @@ pub struct DetectorScan<'r> {
     /// Accepted this scan, taken or not: the per-scan cap counts these.
     accepted: usize,
     stats: CallStats,
+    scan_time_ms: i64,
+    /// What the field checks changed, reported once at `finish`.
+    clamps: output::Clamps,
 }
 
 impl fmt::Debug for DetectorScan<'_> {
@@ -257,6 +281,7 @@ impl Runtime {
         ctx: ScanContext,
     ) -> Result<DetectorScan<'r>, CallFailure> {
         let name = detector.descriptor.name.clone();
+        let scan_time_ms = ctx.scan_time_ms;
         let mut store = self.new_store(ctx.scan_time_ms);
         let started = Instant::now();
         // Instantiation runs the component's start functions: it gets the
@@ -292,6 +317,8 @@ impl Runtime {
             scan,
             observations: Vec::new(),
             accepted: 0,
+            scan_time_ms,
+            clamps: output::Clamps::default(),
             stats: CallStats {
                 calls: 1,
                 records: 0,
@@ -357,6 +384,9 @@ impl DetectorScan<'_> {
             ));
         }
         let data = self.store.data_mut();
+        if let Some(warning) = self.clamps.warning() {
+            data.log.host_warning(warning);
+        }
         let logs = std::mem::take(&mut data.log.lines);
         let logs_dropped = data.log.dropped;
         Ok(ScanOutcome { observations: self.observations, state: output.state, stats: self.stats, logs, logs_dropped })
@@ -403,18 +433,21 @@ impl DetectorScan<'_> {
         self.accepted += obs.len();
         for o in obs {
             if !self.emits.contains(&o.kind) {
-                return Err(self
-                    .invalid(phase, format!("observation kind `{}` is not declared in emits", o.kind.escape_debug())));
+                let kind = crate::sanitize::one_line(&o.kind).into_owned();
+                return Err(self.invalid(phase, format!("observation kind `{kind}` is not declared in emits")));
             }
-            if o.occurrence.is_empty() {
-                return Err(self.invalid(phase, "observation with an empty occurrence key".into()));
+            let keys = output::key("occurrence key", &o.occurrence, false)
+                .and_then(|()| output::key("signature", &o.signature, true));
+            if let Err(message) = keys {
+                return Err(self.invalid(phase, message));
             }
+            let c = &mut self.clamps;
             self.observations.push(Observation {
                 detector: self.name.clone(),
                 kind: o.kind,
                 signature: o.signature,
                 grouping_version: o.grouping_version,
-                title: clean_title(&o.title),
+                title: output::title(&o.title),
                 origin: match o.origin {
                     types::Origin::Harness => Origin::Harness,
                     types::Origin::Shell => Origin::Shell,
@@ -425,15 +458,15 @@ impl DetectorScan<'_> {
                     types::Severity::Medium => Severity::Medium,
                     types::Severity::High => Severity::High,
                 },
-                tool: o.tool,
-                bot_id: o.bot_id,
-                thread_id: o.thread_id,
-                turn_id: o.turn_id,
-                at: o.at,
+                tool: output::opt_identifier(o.tool, c),
+                bot_id: output::opt_identifier(o.bot_id, c),
+                thread_id: output::opt_identifier(o.thread_id, c),
+                turn_id: output::opt_identifier(o.turn_id, c),
+                at: output::at(o.at, self.scan_time_ms, c),
                 occurrence: o.occurrence,
-                evidence_source: o.evidence.source,
-                evidence_id: o.evidence.id,
-                wasted_turns: o.wasted_turns,
+                evidence_source: output::identifier(o.evidence.source, c),
+                evidence_id: output::identifier(o.evidence.id, c),
+                wasted_turns: output::wasted_turns(o.wasted_turns, c),
             });
         }
         Ok(())
@@ -442,9 +475,9 @@ impl DetectorScan<'_> {
 
 fn detector_error(name: &str, phase: Phase, e: types::DetectorError) -> CallFailure {
     let message = match &e {
-        types::DetectorError::BadConfig(m) => format!("bad config: {m}"),
-        types::DetectorError::BadInput(m) => format!("bad input: {m}"),
-        types::DetectorError::Failed(m) => m.clone(),
+        types::DetectorError::BadConfig(m) => format!("bad config: {}", guest_text(m)),
+        types::DetectorError::BadInput(m) => format!("bad input: {}", guest_text(m)),
+        types::DetectorError::Failed(m) => guest_text(m),
     };
     CallFailure {
         detector: name.to_owned(),

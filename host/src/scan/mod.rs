@@ -231,8 +231,11 @@ impl Scan<'_> {
         }
         opts.tell(|| Progress::at("committing", records, 0, total));
         let next_wake = [next_wake, plan.next_due].into_iter().flatten().min();
+        // A source that failed (a file caught mid-change, a query over its
+        // budget) must be read again next run even if no file changes.
+        let any_failed = source_summaries.iter().any(|s| s.error.is_some());
         let mut meta = vec![
-            ("fast_stamp".into(), stamp),
+            ("fast_stamp".into(), stamp.filter(|_| !any_failed)),
             ("next_wake".into(), next_wake.map(|w| w.to_string())),
             ("last_scan".into(), Some(scan_time.to_string())),
         ];
@@ -263,6 +266,7 @@ impl Scan<'_> {
                 skipped: 0,
                 reads: 0,
                 error: None,
+                warnings: Vec::new(),
             });
         }
         let mut detectors: Vec<DetectorSummary> = plan.slots.into_iter().map(|s| s.summary).collect();
@@ -346,6 +350,7 @@ fn read_and_fan_out(
                                 skipped: 0,
                                 reads: 0,
                                 error: None,
+                                warnings: Vec::new(),
                             });
                             summaries.last_mut().expect("just pushed")
                         }
@@ -364,6 +369,11 @@ fn read_and_fan_out(
                             }
                             summary.records += report.records;
                             summary.skipped += report.skipped;
+                            for w in report.warnings {
+                                if !summary.warnings.contains(&w) {
+                                    summary.warnings.push(w);
+                                }
+                            }
                             if report.missing && summary.status == SourceStatus::Ok {
                                 summary.status = SourceStatus::Missing;
                             }

@@ -194,6 +194,9 @@ pub struct SourceSummary {
     pub reads: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Entries the source passed over (a FIFO, a link), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a completed scan reports.

@@ -2,6 +2,8 @@
 //!
 //! Bot names are handed to detectors in memory only, so they can scrub names
 //! out of harness notices before hashing; they are never written anywhere.
+//! The file is read only when it is a regular file (never through a link,
+//! never a FIFO) of at most [`super::safe_fs::MAX_JSON_BYTES`].
 
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
 use crate::record::{BatchBuilder, Cell, Column};
@@ -37,9 +39,9 @@ impl Source for BotsSource {
 
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.file);
-        let text = match std::fs::read(&path) {
+        let text = match super::safe_fs::read_capped(&path, super::safe_fs::MAX_JSON_BYTES) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.is_not_found() => {
                 return Ok(SourceReport::missing(ctx));
             }
             Err(e) => {

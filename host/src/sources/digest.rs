@@ -89,28 +89,15 @@ impl Source for DigestSource {
 
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.path);
-        let mut file = match std::fs::File::open(&path) {
+        let mut file = match super::safe_fs::open_regular(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.is_not_found() => {
                 return Ok(SourceReport::missing(ctx));
             }
             Err(e) => {
                 return Err(SourceError::Open { source_name: self.name.clone(), path, source: Box::new(e) });
             }
         };
-        match file.metadata() {
-            Ok(m) if m.is_file() => {}
-            Ok(_) => {
-                return Err(SourceError::Open {
-                    source_name: self.name.clone(),
-                    path,
-                    source: "not a regular file".into(),
-                });
-            }
-            Err(e) => {
-                return Err(SourceError::Open { source_name: self.name.clone(), path, source: Box::new(e) });
-            }
-        }
 
         // An unreadable cursor counts as no cursor: this is then a first scan.
         let prev: Option<Cursor> = ctx.cursor.and_then(|c| serde_json::from_str(c).ok());

@@ -15,7 +15,10 @@
 //! `createdAt` is not above that path's high-water mark are skipped, because
 //! they were delivered before. A cursor no file continues and whose path is
 //! gone is dropped. Malformed lines, invalid UTF-8 and over-long lines are
-//! skipped and counted. Nothing is ever written next to the logs.
+//! skipped and counted. Nothing is ever written next to the logs. A matching
+//! entry that is not a regular file (a FIFO, a socket, a device, a folder) or
+//! is a symbolic link is never read: it is skipped, counted and named in a
+//! warning ([`super::safe_fs`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -395,7 +398,6 @@ impl Source for EventsSource {
         };
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| glob_match(&self.pattern, n))
             .collect();
@@ -409,9 +411,19 @@ impl Source for EventsSource {
             fp: Option<String>,
         }
         let mut current = Vec::new();
+        let (mut warnings, mut refused) = (Vec::new(), 0);
         for name in names {
             let path = folder.join(&name);
-            let Ok(mut file) = File::open(&path) else { continue };
+            // Regular files only, never through a link, and no open can block.
+            let mut file = match super::safe_fs::open_regular(&path) {
+                Ok(f) => f,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    warnings.push(format!("{}: {e}", path.display()));
+                    refused += 1;
+                    continue;
+                }
+            };
             let len = file.metadata().map_err(|e| self.err(&path, e))?.len();
             let fp = fingerprint(&mut file).map_err(|e| self.err(&path, e))?;
             current.push(Current { name, file, len, fp });
@@ -455,7 +467,7 @@ impl Source for EventsSource {
         }
 
         let mut builder = BatchBuilder::new(&self.name, "turn-completed", TURN_COMPLETED);
-        let mut tally = Tally::default();
+        let mut tally = Tally { skipped: refused, ..Tally::default() };
         let mut next = EventsCursor { files: BTreeMap::new(), threads: previous.threads.clone() };
         // A continuing file delivers everything after its offset. A file read
         // from its start skips each line at or below its thread's high-water
@@ -501,6 +513,7 @@ impl Source for EventsSource {
             skipped: tally.skipped,
             missing: false,
             cursor: Some(serde_json::to_string(&next).unwrap_or_default()),
+            warnings,
             ..SourceReport::default()
         })
     }
@@ -518,5 +531,81 @@ mod tests {
         assert!(glob_match("th-*-*.log", "th-a-b.log"));
         assert!(!glob_match("th-*-*.log", "th-a.log"));
         assert!(glob_match("exact", "exact"));
+    }
+
+    /// The ids delivered by one read of `dir` from `cursor`, and the next cursor.
+    fn read_ids(dir: &Path, cursor: Option<&str>) -> (Vec<String>, Option<String>) {
+        let src = EventsSource { max_line_bytes: 200, ..EventsSource::default() };
+        let ctx = ReadContext { data_dir: dir, scan_time_ms: 0, batch_rows: 3, cursor };
+        let mut ids = Vec::new();
+        let report = src
+            .read(&ctx, &mut |b| {
+                let mut start = 0usize;
+                for r in 0..b.rows as usize {
+                    let end = b.text_ends[r] as usize;
+                    ids.push(String::from_utf8(b.text[start..end].to_vec()).unwrap());
+                    start = end;
+                }
+                Ok(())
+            })
+            .unwrap();
+        (ids, report.cursor)
+    }
+
+    /// One line of a hostile log: a good event, junk, an over-long line,
+    /// invalid UTF-8, a CRLF line, or an event with mistyped fields.
+    fn line() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u32..1000, 0i64..1_000_000).prop_map(|(id, at)| format!(
+                r#"{{"type":"turn.completed","id":"e{id}","threadId":"t","createdAt":{at},"ok":false}}"#
+            )
+            .into_bytes()),
+            proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..40),
+            Just(vec![b'x'; 300]),
+            Just(b"{\"type\":\"turn.completed\",\"id\":7,\"createdAt\":\"soon\"}".to_vec()),
+            Just(b"{\"type\":\"turn.completed\",\"id\":\"crlf\",\"createdAt\":5}\r".to_vec()),
+            Just(vec![0xff, 0xfe, b'{']),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// However the log's bytes arrive (appends cut anywhere, partial
+        /// lines included), reading after each append delivers exactly what
+        /// one read of the whole file delivers, and never panics.
+        #[test]
+        fn appends_cut_anywhere_deliver_what_one_read_delivers(
+            lines in proptest::collection::vec(line(), 0..30),
+            cuts in proptest::collection::vec(0usize..2000, 0..6),
+        ) {
+            let mut bytes = Vec::new();
+            for l in &lines {
+                bytes.extend_from_slice(l);
+                bytes.push(b'\n');
+            }
+            let whole = tempfile::tempdir().unwrap();
+            std::fs::create_dir(whole.path().join("events")).unwrap();
+            std::fs::write(whole.path().join("events").join("a.ndjson"), &bytes).unwrap();
+            let (expected, _) = read_ids(whole.path(), None);
+
+            let pieces = tempfile::tempdir().unwrap();
+            std::fs::create_dir(pieces.path().join("events")).unwrap();
+            let path = pieces.path().join("events").join("a.ndjson");
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.push(bytes.len());
+            cuts.sort();
+            let (mut got, mut cursor, mut written) = (Vec::new(), None, 0);
+            for cut in cuts {
+                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+                std::io::Write::write_all(&mut f, &bytes[written..cut]).unwrap();
+                written = cut;
+                let (ids, next) = read_ids(pieces.path(), cursor.as_deref());
+                got.extend(ids);
+                cursor = next;
+            }
+            proptest::prop_assert_eq!(got, expected);
+        }
     }
 }

@@ -15,6 +15,7 @@ pub mod http;
 mod messages;
 pub mod query;
 pub mod runtime;
+pub mod safe_fs;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -52,6 +53,9 @@ pub struct SourceReport {
     pub cursor: Option<String>,
     /// When each piece of work still waiting was queued (queue sources), ms.
     pub open_since: Vec<i64>,
+    /// Entries passed over that the operator should hear of (a FIFO or a
+    /// symbolic link where a file was expected), one line each, unsanitized.
+    pub warnings: Vec<String>,
 }
 
 impl SourceReport {

@@ -9,11 +9,18 @@
 //! time, so work that never starts is seen. Each record carries the id of the
 //! event that opened the wait, which detectors use as the occurrence key: a
 //! wait seen while open and again once started is one occurrence.
+//!
+//! The file is untrusted: pages advance strictly on `id` as an integer; a row
+//! whose `id` is of another type is never paged over but counted as skipped,
+//! and one whose `at` is not an integer is skipped and counted. A page whose
+//! ids do not advance ends the read as this source's error, never a loop. A
+//! view or virtual table standing in for `assignment_events` is refused.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use rusqlite::Connection;
+use rusqlite::types::Value;
 use serde::{Deserialize, Serialize};
 
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
@@ -65,25 +72,47 @@ struct Row {
     thread_id: Option<String>,
     bot_id: Option<String>,
     event: String,
-    at: i64,
+    /// `None` when `at` is not an integer: the row is skipped.
+    at: Option<i64>,
+}
+
+fn text(v: Value) -> Option<String> {
+    match v {
+        Value::Text(s) => Some(s),
+        Value::Integer(i) => Some(i.to_string()),
+        _ => None,
+    }
 }
 
 fn page(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row>> {
+    super::sqlite::require_table(conn, "assignment_events")?;
     let mut stmt = conn.prepare(
         "SELECT id, assignment_id, thread_id, bot_id, event, at FROM assignment_events
-         WHERE id > ?1 ORDER BY id LIMIT ?2",
+         WHERE typeof(id) = 'integer' AND id > ?1 ORDER BY id LIMIT ?2",
     )?;
     let rows = stmt.query_map(rusqlite::params![after, limit as i64], |r| {
         Ok(Row {
             id: r.get(0)?,
-            assignment_id: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            thread_id: r.get(2)?,
-            bot_id: r.get(3)?,
-            event: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-            at: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+            assignment_id: text(r.get(1)?).unwrap_or_default(),
+            thread_id: text(r.get(2)?),
+            bot_id: text(r.get(3)?),
+            event: text(r.get(4)?).unwrap_or_default(),
+            at: match r.get(5)? {
+                Value::Integer(i) => Some(i),
+                _ => None,
+            },
         })
     })?;
     rows.collect()
+}
+
+/// Rows past `after` whose `id` is not an integer (text sorts after every
+/// number, so `id > after` holds for all of them): skipped and counted.
+fn count_mistyped(conn: &Connection, after: i64) -> rusqlite::Result<u64> {
+    conn.query_row("SELECT COUNT(*) FROM assignment_events WHERE id > ?1 AND typeof(id) <> 'integer'", [after], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| u64::try_from(n).unwrap_or(0))
 }
 
 impl RuntimeSource {
@@ -135,31 +164,38 @@ impl Source for RuntimeSource {
 
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = self.path(ctx.data_dir);
-        if !path.exists() {
+        if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             return Ok(SourceReport::missing(ctx));
         }
+        let read_err = |e| SourceError::Read { source_name: "runtime".into(), path: path.clone(), source: Box::new(e) };
         let mut cursor: Cursor = ctx.cursor.and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
         let mut builder = BatchBuilder::new("runtime", "queue-wait", QUEUE_WAIT);
         let mut report = SourceReport::default();
+        let first_id = cursor.last_id;
         loop {
-            let rows = super::sqlite::with_db(&path, |c| page(c, cursor.last_id, ctx.batch_rows)).map_err(|e| {
-                SourceError::Read { source_name: "runtime".into(), path: path.clone(), source: Box::new(e) }
-            })?;
+            let rows = super::sqlite::with_db(&path, |c| page(c, cursor.last_id, ctx.batch_rows)).map_err(read_err)?;
             let last_page = rows.len() < ctx.batch_rows;
             for row in rows {
+                if row.id <= cursor.last_id {
+                    return Err(SourceError::Read {
+                        source_name: "runtime".into(),
+                        path: path.clone(),
+                        source: format!("the page key did not advance past id {}", cursor.last_id).into(),
+                    });
+                }
                 cursor.last_id = row.id;
-                if row.assignment_id.is_empty() {
+                let Some(at) = row.at.filter(|_| !row.assignment_id.is_empty()) else {
                     report.skipped += 1;
                     continue;
-                }
+                };
                 match row.event.as_str() {
                     "enqueued" | "resume_due" => {
-                        let open = Open { event_id: row.id, at: row.at, thread_id: row.thread_id, bot_id: row.bot_id };
+                        let open = Open { event_id: row.id, at, thread_id: row.thread_id, bot_id: row.bot_id };
                         cursor.open.insert(row.assignment_id, open);
                     }
                     "started" => {
                         if let Some(open) = cursor.open.remove(&row.assignment_id) {
-                            self.push(&mut builder, ctx, sink, &row.assignment_id, &open, Some(row.at))?;
+                            self.push(&mut builder, ctx, sink, &row.assignment_id, &open, Some(at))?;
                             report.records += 1;
                         }
                     }
@@ -173,6 +209,7 @@ impl Source for RuntimeSource {
                 break;
             }
         }
+        report.skipped += super::sqlite::with_db(&path, |c| count_mistyped(c, first_id)).map_err(read_err)?;
         // Work still waiting, measured to the scan time.
         for (assignment, open) in &cursor.open {
             self.push(&mut builder, ctx, sink, assignment, open, None)?;
@@ -245,5 +282,25 @@ mod tests {
         db(dir.path(), &[("b", "started", 1_500)]);
         let (got, _) = read(dir.path(), report.cursor.as_deref(), 2_000);
         assert_eq!(got, vec![(3, 1_300, false)]);
+    }
+
+    #[test]
+    fn a_text_at_or_id_is_skipped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("runtime.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE assignment_events(id, assignment_id TEXT, thread_id TEXT, bot_id TEXT, event TEXT, at);
+             INSERT INTO assignment_events VALUES
+               (1, 'a', 't', 'b', 'enqueued', 100),
+               (2, 'a', 't', 'b', 'started', 'noon'),
+               ('three', 'b', 't', 'b', 'enqueued', 100),
+               (4, 'c', 't', 'b', 'enqueued', 200),
+               (5, 'c', 't', 'b', 'started', 500);",
+        )
+        .unwrap();
+        let (got, report) = read(dir.path(), None, 1_000);
+        // c's wait is read; a stays open (its start had no usable time).
+        assert_eq!(got, vec![(4, 300, false), (1, 900, true)]);
+        assert_eq!(report.skipped, 2);
     }
 }
