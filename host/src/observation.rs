@@ -81,6 +81,9 @@ pub struct Observation {
     pub evidence_source: String,
     pub evidence_id: String,
     pub wasted_turns: u32,
+    /// Made by a detector on probation: a field of the fire and of its
+    /// issue, never part of the title.
+    pub probation: bool,
 }
 
 /// A typed config value, mirroring the WIT `config-value`.

@@ -148,7 +148,7 @@ pub struct DetectorSummary {
     pub next_due: Option<i64>,
     /// Its health after this scan: `ok`, `probation` or `quarantined`.
     pub health: &'static str,
-    /// Its fires this scan carried the `[PROBATION]` prefix.
+    /// Its fires this scan were marked `probation` (a field, never the title).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub probation: bool,
     /// Whether its compiled code came from the cache: `hit`, `miss`, `replaced`, `off`.
@@ -737,13 +737,11 @@ enum Read {
     Done(usize, Result<crate::sources::SourceReport, crate::sources::SourceError>),
 }
 
-/// Stages one call's observations, with the `[PROBATION]` prefix on titles
-/// of a detector on probation.
+/// Stages one call's observations, marked `probation` (a field, never the
+/// title) when their detector is on probation.
 fn stage(ledger: &mut Ledger, mut observations: Vec<Observation>, probation: bool) -> Result<(), ScanError> {
-    if probation {
-        for o in &mut observations {
-            o.title = health::probation_title(&o.title);
-        }
+    for o in &mut observations {
+        o.probation = probation;
     }
     Ok(ledger.stage(&observations)?)
 }

@@ -9,6 +9,7 @@ mod fast_path;
 mod health;
 mod hostile;
 mod ledger;
+mod real_errors;
 mod replay;
 mod rotation;
 mod service;

@@ -126,7 +126,7 @@ CREATE TABLE IF NOT EXISTS issues(
     first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, count INTEGER NOT NULL,
     wasted_turns INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL,
-    grouping_version INTEGER NOT NULL DEFAULT 1);
+    grouping_version INTEGER NOT NULL DEFAULT 1, probation INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
@@ -181,7 +181,7 @@ CREATE TEMP TABLE IF NOT EXISTS staged(
     title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
     bot_id TEXT, thread_id TEXT, turn_id TEXT, at INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, wasted_turns INTEGER NOT NULL,
-    grouping_version INTEGER NOT NULL);
+    grouping_version INTEGER NOT NULL, probation INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS temp.staged_detector ON staged(detector);
 DELETE FROM temp.staged;
 ";
@@ -203,6 +203,7 @@ struct Incoming {
     evidence_id: String,
     wasted_turns: u32,
     grouping_version: u32,
+    probation: bool,
 }
 
 impl Incoming {
@@ -224,6 +225,7 @@ impl Incoming {
             evidence_id: r.get(12)?,
             wasted_turns: r.get(13)?,
             grouping_version: r.get(14)?,
+            probation: r.get(15)?,
         })
     }
 }
@@ -266,8 +268,8 @@ impl IssueDelta {
                 tx.prepare_cached(
                     "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
                                         last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
-                                        grouping_version)
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                                        grouping_version, probation)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                 )?
                 .execute(params![
                     sig,
@@ -286,7 +288,8 @@ impl IssueDelta {
                     ev.evidence_source,
                     ev.evidence_id,
                     self.evidence_at,
-                    first.grouping_version
+                    first.grouping_version,
+                    ev.probation
                 ])?;
             }
             None => {
@@ -306,7 +309,7 @@ impl IssueDelta {
                 if let Some(ev) = ev {
                     tx.prepare_cached(
                         "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
-                                evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
+                                evidence_source = ?6, evidence_id = ?7, evidence_at = ?8, probation = ?9
                          WHERE sig = ?1",
                     )?
                     .execute(params![
@@ -317,7 +320,8 @@ impl IssueDelta {
                         ev.turn_id,
                         ev.evidence_source,
                         ev.evidence_id,
-                        ev.at
+                        ev.at,
+                        ev.probation
                     ])?;
                 }
             }
@@ -436,6 +440,7 @@ impl Ledger {
         // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
         conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
+        add_probation_column(&conn).map_err(err("cannot add the probation column"))?;
         for suffix in ["-wal", "-shm"] {
             restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
         }
@@ -547,8 +552,8 @@ impl Ledger {
             tx.execute(
                 "INSERT OR IGNORE INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
                         first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
-                        grouping_version)
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11, ?16)",
+                        grouping_version, probation)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11, ?16, ?17)",
                 params![
                     i.sig,
                     i.kind,
@@ -565,7 +570,8 @@ impl Ledger {
                     i.wasted_turns,
                     i.evidence_ref.source,
                     i.evidence_ref.id,
-                    i.grouping_version
+                    i.grouping_version,
+                    i.probation
                 ],
             )
             .map_err(|source| LedgerError::Store {
@@ -657,8 +663,9 @@ impl Ledger {
             let mut stmt = tx
                 .prepare_cached(
                     "INSERT INTO temp.staged(detector, kind, sig, occ, title, origin, severity, tool, bot_id, thread_id,
-                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version)
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version,
+                                             probation)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 )
                 .map_err(&e)?;
             for o in observations {
@@ -678,7 +685,8 @@ impl Ledger {
                     o.evidence_source,
                     o.evidence_id,
                     o.wasted_turns,
-                    o.grouping_version
+                    o.grouping_version,
+                    o.probation
                 ])
                 .map_err(&e)?;
             }
@@ -710,6 +718,9 @@ impl Ledger {
         self.stage(scan.observations)?;
         tracing::debug!("ledger commit begin");
         let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
+        if self.staging {
+            floor_kinds_with_new_rules(&tx).map_err(e("cannot set the count floor"))?;
+        }
         let floors: std::collections::HashMap<String, i64> = {
             let mut stmt = tx.prepare("SELECT kind, at FROM count_floor").map_err(e("cannot read the count floor"))?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(e("cannot read the count floor"))?;
@@ -721,7 +732,7 @@ impl Ledger {
             let mut stmt = tx
                 .prepare(
                     "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
-                            evidence_source, evidence_id, wasted_turns, grouping_version
+                            evidence_source, evidence_id, wasted_turns, grouping_version, probation
                      FROM temp.staged ORDER BY seq",
                 )
                 .map_err(e("cannot read staged observations"))?;
@@ -844,7 +855,7 @@ impl Ledger {
             .conn
             .prepare(
                 "SELECT sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
-                        count, wasted_turns, evidence_source, evidence_id, grouping_version
+                        count, wasted_turns, evidence_source, evidence_id, grouping_version, probation
                  FROM issues ORDER BY first_at, sig",
             )
             .map_err(self.err("cannot read issues"))?;
@@ -866,6 +877,7 @@ impl Ledger {
                     wasted_turns: r.get(12)?,
                     evidence_ref: EvidenceRef { source: r.get(13)?, id: r.get(14)? },
                     grouping_version: r.get(15)?,
+                    probation: r.get(16)?,
                 })
             })
             .map_err(self.err("cannot read issues"))?;
@@ -958,6 +970,42 @@ pub struct IssueLine {
     /// detectors) that built this issue's signature.
     #[serde(default = "one")]
     pub grouping_version: u32,
+    /// The newest occurrence was reported by a detector on probation (a
+    /// field, never a title prefix, so titles stay stable across scans).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probation: bool,
+}
+
+/// The reset rule, applied when a kind's grouping rules change: a kind
+/// staged with a grouping version newer than every stored issue of that kind
+/// gets the count floor a reset gives (its newest `lastAt`), so an
+/// occurrence already counted under the old rules, whose key the new rules
+/// may have changed (`retry_loop` keys hold the signature), is never counted
+/// again under the new ones.
+fn floor_kinds_with_new_rules(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO count_floor(kind, at)
+         SELECT i.kind, MAX(i.last_at) FROM issues i
+         JOIN (SELECT kind, MAX(grouping_version) AS v FROM temp.staged GROUP BY kind) s ON s.kind = i.kind
+         GROUP BY i.kind HAVING MAX(i.grouping_version) < MAX(s.v)
+         ON CONFLICT(kind) DO UPDATE SET at = MAX(at, excluded.at)",
+        [],
+    )?;
+    Ok(())
+}
+
+/// Adds `issues.probation` to a store written before it existed (a column
+/// with a default: no state is lost, nothing is recounted).
+fn add_probation_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('issues') WHERE name = 'probation'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has {
+        conn.execute_batch("ALTER TABLE issues ADD COLUMN probation INTEGER NOT NULL DEFAULT 0")?;
+    }
+    Ok(())
 }
 
 fn one() -> u32 {
@@ -993,7 +1041,26 @@ mod tests {
             evidence_source: "messages".into(),
             evidence_id: occurrence.into(),
             wasted_turns: 1,
+            probation: false,
         }
+    }
+
+    #[test]
+    fn new_grouping_rules_never_count_an_old_occurrence_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        let old = obs("occ-1", "old key", "t1", 100);
+        l.commit(ScanCommit { observations: std::slice::from_ref(&old), ..Default::default() }).unwrap();
+        // Version 2 rules change both the signature and the occurrence key
+        // of the same event, seen again by the trailing window, and see a
+        // new one later.
+        let again = Observation { grouping_version: 2, signature: "new key".into(), occurrence: "v2-occ-1".into(), ..old.clone() };
+        let newer = Observation { at: 200, occurrence: "v2-occ-2".into(), ..again.clone() };
+        let r = l.commit(ScanCommit { observations: &[again, newer], ..Default::default() }).unwrap();
+        assert_eq!((r.counted, r.below_floor), (1, 1), "the old event is not counted again, the new one is");
+        let issues = l.issues().unwrap();
+        assert_eq!(issues.len(), 2, "the old issue is kept, the new rules start a new one");
+        assert_eq!(issues.iter().map(|i| (i.grouping_version, i.count)).collect::<Vec<_>>(), vec![(1, 1), (2, 1)]);
     }
 
     #[test]

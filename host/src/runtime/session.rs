@@ -437,6 +437,7 @@ impl DetectorScan<'_> {
                 evidence_source: o.evidence.source,
                 evidence_id: o.evidence.id,
                 wasted_turns: o.wasted_turns,
+                probation: false,
             });
         }
         Ok(())
