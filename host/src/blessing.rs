@@ -92,7 +92,9 @@ fn numbers(text: &str) -> Vec<&str> {
     while i < b.len() {
         if b[i].is_ascii_digit() && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) {
             let mut j = i;
-            while j < b.len() && (b[j].is_ascii_digit() || (b[j] == b'.' && b.get(j + 1).is_some_and(u8::is_ascii_digit))) {
+            while j < b.len()
+                && (b[j].is_ascii_digit() || (b[j] == b'.' && b.get(j + 1).is_some_and(u8::is_ascii_digit)))
+            {
                 j += 1;
             }
             if j == b.len() || !(b[j].is_ascii_alphanumeric() || b[j] == b'_') {

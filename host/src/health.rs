@@ -141,7 +141,6 @@ pub fn after(mut h: Health, outcome: &Outcome, now: i64, policy: &Policy) -> Hea
     h
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +184,4 @@ mod tests {
         h = after(h, &Outcome::Failed("x".into()), 2, &p);
         assert_eq!(h.state, State::Ok);
     }
-
 }

@@ -254,7 +254,8 @@ pub fn run_case(
             let texts: Vec<&str> =
                 case.records.iter().flat_map(|b| &b.rows).flat_map(|r| r.values()).filter_map(Value::as_str).collect();
             got.iter().filter_map(|o| o["title"].as_str()).find_map(|t| {
-                crate::blessing::raw_value(t, &texts, &config_text).map(|why| format!("not blessed: title {t:?} holds a raw {why}"))
+                crate::blessing::raw_value(t, &texts, &config_text)
+                    .map(|why| format!("not blessed: title {t:?} holds a raw {why}"))
             })
         })
         .flatten();

@@ -22,7 +22,7 @@ from wit_world.imports import types as t
 TEXT, INT, FLOAT, BOOLEAN = t.ColumnType.TEXT, t.ColumnType.INT, t.ColumnType.FLOAT, t.ColumnType.BOOLEAN
 
 # The version of the rules that build the signature (like the Rust SDK's
-# `normalize::VERSION`): bump it when the grouping changes.
+# `Observation::grouping_version`, 1 by default): bump it when the grouping changes.
 GROUPING_VERSION = 1
 
 

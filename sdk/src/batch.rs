@@ -205,7 +205,7 @@ impl Batch {
             Slot::Text(_) => return None,
         };
         // `i64::MAX as f64` rounds up to 2^63, itself out of range.
-        (f.is_finite() && f >= i64::MIN as f64 && f < i64::MAX as f64).then(|| f as i64)
+        (f.is_finite() && f >= i64::MIN as f64 && f < i64::MAX as f64).then_some(f as i64)
     }
 
     /// A float cell; int columns are widened.

@@ -80,7 +80,8 @@ const LINES: usize = 64;
 fn message_segments(line: &str) -> impl Iterator<Item = &str> {
     let segments: Vec<&str> = line.split(": ").map(str::trim).collect();
     let n = segments.len();
-    segments.into_iter().enumerate().filter(move |(i, s)| n == 1 || !(*i + 1 < n && !s.contains(' '))).map(|(_, s)| s)
+    // The last segment always counts; an earlier one only when it is more than one word.
+    segments.into_iter().enumerate().filter(move |(i, s)| *i + 1 == n || s.contains(' ')).map(|(_, s)| s)
 }
 
 /// The class the output names, if any.

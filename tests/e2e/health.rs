@@ -52,7 +52,11 @@ fn two_failures_quarantine_then_probation_then_restored() {
     assert_eq!(detector(&s6, "flaky")["health"], "ok", "three clean scans restore it");
     at(39 * HOUR);
     assert_eq!(flaky_title(), "saw 2 rows", "restored fires carry no prefix");
-    assert_eq!(flaky_probation(), Value::Null, "a restored detector's fire is not on probation (the field is left out)");
+    assert_eq!(
+        flaky_probation(),
+        Value::Null,
+        "a restored detector's fire is not on probation (the field is left out)"
+    );
     assert_eq!(issues_of(&out, "flaky").len(), 1, "one issue before, during and after probation");
 }
 

@@ -141,7 +141,11 @@ fn real_errors_group_one_issue_per_family_and_leak_nothing() {
     for (k, name) in names.iter().enumerate() {
         let first = 1_000 * (k as i64 + 1);
         let holding: Vec<_> = spans.iter().filter(|(a, b, _)| *a <= first + 1 && *b >= first).collect();
-        assert_eq!(holding, vec![&(first, first + 1, 2)], "family {name}: one issue holding both variants: {issues:#?}");
+        assert_eq!(
+            holding,
+            vec![&(first, first + 1, 2)],
+            "family {name}: one issue holding both variants: {issues:#?}"
+        );
     }
     assert_eq!(issues.len(), names.len(), "one issue per family, no more: {issues:#?}");
 

@@ -198,7 +198,6 @@ pub fn listing(issues: &[serde_json::Value]) -> String {
     s
 }
 
-
 /// Installs Debian's `package` with apt-get (on Linux) when `tool` is not
 /// on `PATH`: the tests drive these real programs.
 fn ensure_debian_tool(tool: &str, package: &str, why: &str) -> Result<()> {
@@ -273,9 +272,7 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
 mod tests {
     #[test]
     fn per_bot_groups_with_one_title_show_their_bot() {
-        let issue = |kind: &str, bot: &str, title: &str| {
-            serde_json::json!({"count": 3, "kind": kind, "origin": "harness", "severity": "high", "botId": bot, "title": title})
-        };
+        let issue = |kind: &str, bot: &str, title: &str| serde_json::json!({"count": 3, "kind": kind, "origin": "harness", "severity": "high", "botId": bot, "title": title});
         let out = super::listing(&[
             issue("queue_wait", "bot-01", "waited more than 5 min"),
             issue("queue_wait", "bot-02", "waited more than 5 min"),

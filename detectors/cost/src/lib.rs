@@ -38,8 +38,6 @@ impl Cost {
             Observation::new(KIND, bot.unwrap_or("-"), &self.title, at, id, ("events", id))
                 .origin(Origin::Harness)
                 .severity(Severity::High)
-                // Grouped by bot, unchanged since version 1.
-                .grouping_version(1)
                 .bot(bot)
                 .thread(thread)
                 .turn(turn),

@@ -62,8 +62,6 @@ impl QueueWait {
             )
             .origin(Origin::Harness)
             .severity(Severity::High)
-            // Grouped by bot and state, unchanged since version 1.
-            .grouping_version(1)
             .bot(w.bot_id)
             .thread(w.thread_id),
         )

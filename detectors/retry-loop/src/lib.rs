@@ -175,10 +175,11 @@ impl RetryLoop {
         exit_code: Option<i64>,
     ) -> Option<Observation> {
         let c = failure::classify(&self.harness_tools, &self.bot_names, tool_name, output, exit_code);
-        let g = self
-            .groups
-            .entry(group_key(thread_id, turn, &c))
-            .or_insert(Pending { first_at: at, last_at: at, ..Pending::default() });
+        let g = self.groups.entry(group_key(thread_id, turn, &c)).or_insert(Pending {
+            first_at: at,
+            last_at: at,
+            ..Pending::default()
+        });
         let hash = id_hash(id);
         if g.reported || g.seen.contains(&hash) {
             return None;
@@ -197,6 +198,7 @@ impl RetryLoop {
         let occurrence = format!("{}\u{0}{turn}\u{0}{signature}", thread_id.unwrap_or(""));
         Some(
             Observation::new(KIND, &signature, &title, first_at, &occurrence, ("messages", id))
+                .grouping_version(sentinel_sdk::normalize::VERSION)
                 .origin(c.origin)
                 .severity(if c.origin == Origin::Harness { Severity::High } else { Severity::Medium })
                 .tool(Some(&c.tool))
@@ -290,16 +292,7 @@ mod tests {
     /// One failure of `mcp__agents__load` in `turn` that all share one signature.
     fn load(d: &mut RetryLoop, id: &str, at: i64, turn: &str, n: u32) -> Option<Observation> {
         let out = format!("no layer {n} in /a/{n}");
-        d.add(
-            id,
-            at,
-            turn,
-            Some("th"),
-            Some(&format!("b-{id}")),
-            Some("mcp__agents__load"),
-            Some(&out),
-            None,
-        )
+        d.add(id, at, turn, Some("th"), Some(&format!("b-{id}")), Some("mcp__agents__load"), Some(&out), None)
     }
 
     #[test]

@@ -91,9 +91,7 @@ impl TurnStop {
                 .bot(e.bot_id)
                 .thread(e.thread_id)
                 .turn(e.turn_id)
-                .wasted_turns(1)
-                // Grouped by kind and stop reason, unchanged since version 1.
-                .grouping_version(1),
+                .wasted_turns(1),
         )
     }
 }
@@ -149,7 +147,12 @@ mod tests {
     use super::*;
 
     fn ev(ok: bool, reason: &str) -> Option<Observation> {
-        TurnStop::default().observe(&Completed { id: "e", ok: Some(ok), stop_reason: Some(reason), ..Default::default() })
+        TurnStop::default().observe(&Completed {
+            id: "e",
+            ok: Some(ok),
+            stop_reason: Some(reason),
+            ..Default::default()
+        })
     }
 
     #[test]

@@ -997,11 +997,10 @@ fn floor_kinds_with_new_rules(tx: &rusqlite::Transaction<'_>) -> rusqlite::Resul
 /// Adds `issues.probation` to a store written before it existed (a column
 /// with a default: no state is lost, nothing is recounted).
 fn add_probation_column(conn: &Connection) -> rusqlite::Result<()> {
-    let has: bool = conn.query_row(
-        "SELECT COUNT(*) > 0 FROM pragma_table_info('issues') WHERE name = 'probation'",
-        [],
-        |r| r.get(0),
-    )?;
+    let has: bool =
+        conn.query_row("SELECT COUNT(*) > 0 FROM pragma_table_info('issues') WHERE name = 'probation'", [], |r| {
+            r.get(0)
+        })?;
     if !has {
         conn.execute_batch("ALTER TABLE issues ADD COLUMN probation INTEGER NOT NULL DEFAULT 0")?;
     }
@@ -1046,6 +1045,22 @@ mod tests {
     }
 
     #[test]
+    fn a_store_from_before_probation_gains_the_column_and_keeps_its_issues() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        l.commit(ScanCommit { observations: &[obs("o1", "k", "t1", 1)], ..Default::default() }).unwrap();
+        l.conn.execute_batch("ALTER TABLE issues DROP COLUMN probation").unwrap();
+        drop(l);
+        let mut l = Ledger::open(dir.path()).unwrap();
+        assert_eq!(l.reset, None, "no state reset: only a column with a default was added");
+        let on_probation = Observation { probation: true, ..obs("o2", "k", "t2", 2) };
+        l.commit(ScanCommit { observations: &[on_probation], ..Default::default() }).unwrap();
+        let issues = l.issues().unwrap();
+        assert_eq!((issues.len(), issues[0].count, issues[0].probation), (1, 2, true));
+        assert!(std::fs::read_to_string(l.issues_path()).unwrap().contains("\"probation\":true"));
+    }
+
+    #[test]
     fn new_grouping_rules_never_count_an_old_occurrence_again() {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
@@ -1054,7 +1069,12 @@ mod tests {
         // Version 2 rules change both the signature and the occurrence key
         // of the same event, seen again by the trailing window, and see a
         // new one later.
-        let again = Observation { grouping_version: 2, signature: "new key".into(), occurrence: "v2-occ-1".into(), ..old.clone() };
+        let again = Observation {
+            grouping_version: 2,
+            signature: "new key".into(),
+            occurrence: "v2-occ-1".into(),
+            ..old.clone()
+        };
         let newer = Observation { at: 200, occurrence: "v2-occ-2".into(), ..again.clone() };
         let r = l.commit(ScanCommit { observations: &[again, newer], ..Default::default() }).unwrap();
         assert_eq!((r.counted, r.below_floor), (1, 1), "the old event is not counted again, the new one is");
