@@ -12,12 +12,12 @@
 //! - a **path**: a word starting with `/`, `~/`, `./`, `../` or a drive
 //!   letter, or holding two slashes;
 //! - a **number from the input**: a number that stands as a whole word in a
-//!   text cell of the case's records, unless the config gave it (a
-//!   threshold) or it is an HTTP status or curl code, which the normalizer
-//!   keeps on purpose because it names the failure.
+//!   text cell of the case's records, unless the config or a typed cell gave
+//!   it (a threshold, an exit code) or it is an HTTP status or curl code,
+//!   which the normalizer keeps on purpose because it names the failure.
 
 /// Why `title` cannot be blessed, or `None` when it can. `texts` are the
-/// case's text cells, `config` its config values as text.
+/// case's text cells, `config` its config values and numeric cells as text.
 pub fn raw_value(title: &str, texts: &[&str], config: &[String]) -> Option<String> {
     cut_value(title)
         .or_else(|| quoted_value(title))

@@ -251,10 +251,13 @@ pub fn run_case(
     // raw value (a normalizer bug would be pinned as expected).
     let refused = (bless && !differences.is_empty() && !call_failed)
         .then(|| {
-            let texts: Vec<&str> =
-                case.records.iter().flat_map(|b| &b.rows).flat_map(|r| r.values()).filter_map(Value::as_str).collect();
+            let cells = || case.records.iter().flat_map(|b| &b.rows).flat_map(|r| r.values());
+            let texts: Vec<&str> = cells().filter_map(Value::as_str).collect();
+            // Numbers the detector may take from typed cells (an exit code) or the config (a threshold).
+            let typed: Vec<String> =
+                cells().filter(|v| v.is_number()).map(ToString::to_string).chain(config_text.iter().cloned()).collect();
             got.iter().filter_map(|o| o["title"].as_str()).find_map(|t| {
-                crate::blessing::raw_value(t, &texts, &config_text)
+                crate::blessing::raw_value(t, &texts, &typed)
                     .map(|why| format!("not blessed: title {t:?} holds a raw {why}"))
             })
         })
