@@ -125,7 +125,8 @@ fn real_errors_group_one_issue_per_family_and_leak_nothing() {
     rows.push(("notice-1".into(), 1_000 * k, "zqxmarvin stopped the room turn".into(), String::new(), None));
     rows.push(("notice-2".into(), 1_000 * k + 1, "Zqxzaphod stopped the room turn".into(), String::new(), None));
     for (id, at, tool, output, exit) in &rows {
-        let a = Activity { exit_code: *exit, ..Activity::failed(id, *at, &format!("turn-{at}"), tool, output) };
+        let turn = format!("turn-{at}");
+        let a = Activity { exit_code: *exit, ..Activity::failed(id, *at, &turn, tool, output) };
         datagen::insert_activity(&data, &a).unwrap();
     }
     let out = s.path("out");
