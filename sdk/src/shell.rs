@@ -49,7 +49,10 @@ impl ErrorClass {
 }
 
 static CLASSES: LazyLock<Vec<(Regex, ErrorClass)>> = LazyLock::new(|| {
-    let r = |p: &str| Regex::new(&format!("(?i){p}")).expect("valid pattern");
+    // Matched against ASCII-lower-cased text, with ASCII word boundaries:
+    // Unicode case folding and boundaries make the automata several times
+    // larger, to compile inside a call.
+    let r = |p: &str| Regex::new(&crate::normalize::ascii(p)).expect("valid pattern");
     vec![
         (r(r"\btimed out\b|\btime ?out\b|\bdeadline exceeded\b"), ErrorClass::TimedOut),
         (
@@ -87,10 +90,10 @@ fn message_segments(line: &str) -> impl Iterator<Item = &str> {
 /// The class the output names, if any.
 fn class_named(output: &str) -> Option<ErrorClass> {
     let text = crate::normalize::placeholders(output);
-    text.lines()
-        .take(LINES)
-        .flat_map(message_segments)
-        .find_map(|seg| CLASSES.iter().find(|(re, _)| re.is_match(seg)).map(|(_, c)| *c))
+    text.lines().take(LINES).flat_map(message_segments).find_map(|seg| {
+        let seg = seg.to_ascii_lowercase();
+        CLASSES.iter().find(|(re, _)| re.is_match(&seg)).map(|(_, c)| *c)
+    })
 }
 
 /// Classifies a failed command from its output and exit code.

@@ -102,7 +102,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         rule(&format!(r"\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{TLDS})\b"), Text("<host>")),
         // The operand of a `no such …:` message is what the caller asked for.
         rule(
-            r"(?i)\b(no such [a-z]+|unknown [a-z]+|unrecognized [a-z]+|could not resolve(?: host)?|undefined [a-z]+)([ \t]*:[ \t]*)[^\s,;()<>]+",
+            r"\b((?i-u:no such|unknown|unrecognized|undefined) [A-Za-z]+|(?i-u:could not resolve)(?: (?i-u:host))?)([ \t]*:[ \t]*)[^\s,;()<>]+",
             Text("${1}${2}<value>"),
         ),
         rule(r"\b[0-9a-fA-F]{16,}\b", Text("<hash>")),

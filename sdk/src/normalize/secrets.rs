@@ -88,7 +88,6 @@ const PREFIXES: &[(&str, usize)] = &[
 const KEYS: &str = r"passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|auth(?:orization)?|session[_-]?(?:id|key)|cookie";
 
 struct Rules {
-    private_key: Regex,
     url_credentials: Regex,
     jwt: Regex,
     authorization: Regex,
@@ -100,23 +99,20 @@ struct Rules {
 
 static RULES: LazyLock<Rules> = LazyLock::new(|| {
     let re = |p: &str| Regex::new(&super::ascii(p)).expect("secret patterns are valid");
-    let prefixes = PREFIXES
-        .iter()
-        .map(|(p, n)| format!("{}[A-Za-z0-9_\\-]{{{n},}}", regex::escape(p)))
-        .collect::<Vec<_>>()
-        .join("|");
+    // The prefixes as literals only (cheap to compile: one literal search);
+    // each one's shortest body is checked where it matched.
+    let prefixes = PREFIXES.iter().map(|(p, _)| regex::escape(p)).collect::<Vec<_>>().join("|");
     Rules {
-        private_key: re(
-            r"(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|\z)",
-        ),
         url_credentials: re(r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@]+:[^\s/@]*@[^\s"'<>`]*"#),
         jwt: re(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-        authorization: re(r"(?i)\b(bearer|basic)[ \t]+([A-Za-z0-9._~+/-]{6,}=*)"),
-        prefixed: re(&format!(r"\b(?:{prefixes})")),
+        // Case-insensitive for ASCII only (`(?i-u:…)`): Unicode case folding
+        // makes the automata several times larger, to compile in a call.
+        authorization: re(r"\b((?i-u:bearer|basic))[ \t]+([A-Za-z0-9._~+/-]{6,}=*)"),
+        prefixed: re(&format!(r"\b(?:{prefixes})[A-Za-z0-9_\-]*")),
         key_value: re(&format!(
-            r#"(?i)\b([A-Za-z0-9_.-]*(?:{KEYS})[A-Za-z0-9_.-]*)("?[ \t]*[=:][ \t]*)((?:(?:bearer|basic)[ \t]+)?(?:"[^"\n]*"|'[^'\n]*'|<secret>|[^\s,;&"'<>]+))"#
+            r#"\b([A-Za-z0-9_.-]*(?i-u:{KEYS})[A-Za-z0-9_.-]*)("?[ \t]*[=:][ \t]*)((?:(?i-u:bearer|basic)[ \t]+)?(?:"[^"\n]*"|'[^'\n]*'|<secret>|[^\s,;&"'<>]+))"#
         )),
-        key_word: re(r"(?i)\b(passw(?:or)?d|passwd|pwd|passphrase|secret|token|api[ _-]?key)([ \t]+)([^\s,;]+)"),
+        key_word: re(r"\b((?i-u:passw(?:or)?d|passwd|pwd|passphrase|secret|token|api[ _-]?key))([ \t]+)([^\s,;]+)"),
         long_token: re(r"\b[A-Za-z0-9_+-]{32,}"),
     }
 });
@@ -128,22 +124,56 @@ fn is_prose(value: &str) -> bool {
     v.starts_with('<') || words::is_common(v)
 }
 
+/// Whether a token that starts with a known prefix is long enough to be one
+/// (`sk-` alone, or `ghp_x`, is prose).
+fn long_enough(token: &str) -> bool {
+    PREFIXES
+        .iter()
+        .filter(|(p, _)| token.starts_with(p))
+        .max_by_key(|(p, _)| p.len())
+        .is_some_and(|(p, n)| token.len() - p.len() >= *n)
+}
+
+/// Private key blocks, from `-----BEGIN … PRIVATE KEY-----` to the matching
+/// end line (or the end of the text), found by plain search.
+fn redact_private_keys(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(begin) = rest.find("-----BEGIN") {
+        let header_end = rest[begin + 10..].find("-----").map(|i| begin + 10 + i + 5);
+        let is_private = header_end.is_some_and(|e| rest[begin..e].contains("PRIVATE KEY"));
+        let Some(header_end) = header_end.filter(|_| is_private) else {
+            out.push_str(&rest[..begin + 10]);
+            rest = &rest[begin + 10..];
+            continue;
+        };
+        out.push_str(&rest[..begin]);
+        out.push_str(SECRET);
+        let end = rest[header_end..]
+            .find("-----END")
+            .and_then(|e| rest[header_end + e + 8..].find("-----").map(|f| header_end + e + 8 + f + 5))
+            .unwrap_or(rest.len());
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Replaces every credential in `text` with [`SECRET`].
 pub fn redact(text: &str) -> String {
     let r = &*RULES;
-    let mut s = text.to_owned();
+    let mut s = if text.contains("-----BEGIN") { redact_private_keys(text) } else { text.to_owned() };
     let mut apply = |re: &Regex, with: &dyn Fn(&Captures) -> String| {
         if re.is_match(&s) {
             s = re.replace_all(&s, |c: &Captures| with(c)).into_owned();
         }
     };
-    apply(&r.private_key, &|_| SECRET.to_owned());
     apply(&r.url_credentials, &|_| "<url>".to_owned());
     apply(&r.jwt, &|_| SECRET.to_owned());
     apply(&r.authorization, &|c| {
         if is_prose(&c[2]) { c[0].to_owned() } else { format!("{} {SECRET}", &c[1]) }
     });
-    apply(&r.prefixed, &|_| SECRET.to_owned());
+    apply(&r.prefixed, &|c| if long_enough(&c[0]) { SECRET.to_owned() } else { c[0].to_owned() });
     apply(&r.key_value, &|c| {
         if c[3].contains(SECRET) { c[0].to_owned() } else { format!("{}{}{SECRET}", &c[1], &c[2]) }
     });
