@@ -105,7 +105,12 @@ fn java(lines: &[&str]) -> Option<Located> {
         .filter_map(exception_type)
         .map(|t| format!("cause {t}"))
         .collect();
-    let frame = lines[index + 1..].iter().find(|l| at_frame(l)).and_then(|l| l.trim_start()[3..].split('(').next());
+    // `java.base/java.lang.X.f(X.java:1)`: the module before the `/` is left out.
+    let frame = lines[index + 1..]
+        .iter()
+        .find(|l| at_frame(l))
+        .and_then(|l| l.trim_start()[3..].split('(').next())
+        .and_then(|f| f.rsplit('/').next());
     extra.extend(frame.filter(|f| is_code_name(f)).map(|f| format!("in {f}")));
     Some(Located { line: line.to_owned(), extra })
 }

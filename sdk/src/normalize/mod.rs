@@ -426,6 +426,14 @@ mod tests {
             ],
         ),
         (
+            // Kotlin prints the JVM's format; the frame's module (`java.base/`) is left out.
+            "java.lang.NumberFormatException: For input string: <quoted>",
+            &[
+                "Exception in thread \"main\" java.lang.NumberFormatException: For input string: \"zq\"\n\tat java.base/java.lang.NumberFormatException.forInputString(NumberFormatException.java:67)\n\tat MainKt.main(Main.kt:2)",
+                "Exception in thread \"main\" java.lang.NumberFormatException: For input string: \"12a\"\n\tat java.base/java.lang.NumberFormatException.forInputString(NumberFormatException.java:68)\n\tat MainKt.parse(Main.kt:9)",
+            ],
+        ),
+        (
             "TypeError: Cannot read properties of undefined (reading <quoted>)",
             &[
                 "/app/x.js:3\n  a.b.c;\n    ^\n\nTypeError: Cannot read properties of undefined (reading 'c')\n    at run (/app/x.js:3:5)",
@@ -478,6 +486,14 @@ mod tests {
         (
             "auth failed: token=<secret>",
             &["auth failed: token=sk-live-abc123", "auth failed: token=ghp_zzzzzzzzzzzzzzzzzzzzzzzz"],
+        ),
+        (
+            "recipient <email> rejected token <secret>",
+            &[
+                "recipient user3@example.com rejected token \"sk-live-37\"",
+                "recipient user45994@example.com rejected token \"sk-live-45994615\"",
+                "recipient ann@example.org rejected token 'ghp_16C7e42F292c6912E7710c838347Ae178B4a'",
+            ],
         ),
         ("HTTP/<n> 502 Bad Gateway", &["HTTP/1.1 502 Bad Gateway", "HTTP/1.0 502 Bad Gateway"]),
         ("Request failed with status code 429", &["Request failed with status code 429"]),

@@ -187,6 +187,14 @@ pub fn redact(text: &str) -> String {
             && t.chars().any(|c| c.is_ascii_digit());
         if mixed { SECRET.to_owned() } else { t.to_owned() }
     });
+    // A quoted secret is a secret, not a quoted value: whichever rule found
+    // it, it reads `<secret>`, so errors that differ only by secret group.
+    for q in ["\"", "'", "`"] {
+        let quoted = format!("{q}{SECRET}{q}");
+        if s.contains(&quoted) {
+            s = s.replace(&quoted, SECRET);
+        }
+    }
     s
 }
 
@@ -202,6 +210,9 @@ mod tests {
         ("token expired", "token expired"),
         ("token=sk-live-4eC39HqLyjWDarjtT1zdp7dc", "token=<secret>"),
         ("token=abc", "token=<secret>"),
+        ("token \"sk-live-37\"", "token <secret>"),
+        ("token \"sk-live-45994615\"", "token <secret>"),
+        ("key 'ghp_16C7e42F292c6912E7710c838347Ae178B4a'", "key <secret>"),
         ("DB_PASSWORD: s3cr3t!", "DB_PASSWORD: <secret>"),
         ("x-api-key: 12345", "x-api-key: <secret>"),
         ("\"api_key\": \"AbC\"", "\"api_key\": <secret>"),
