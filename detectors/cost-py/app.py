@@ -2,7 +2,9 @@
 
 A single turn that cost more than `cost` USD (5 by default, `--cost` on the
 command line). Reads `events` / `turn-completed`. One issue per bot, origin
-`harness`, severity `medium`; the event id is the occurrence. It is an exact
+`harness`, severity `high` (the scanner spec ranks harness failures high);
+the event id is the occurrence; a turn without a usable `created_at` is
+skipped, a float one truncated to whole ms. It is an exact
 port of the Rust `cost` detector (detectors/cost): on the same records it
 returns the same observations, which the end-to-end suite checks.
 
@@ -37,7 +39,7 @@ class Scan(detector.Scan):
             return None
         title = f"a turn cost more than ${self.threshold:.2f}"
         return observation(KIND, bot if bot is not None else "-", title, at, id, ("events", id),
-                           origin=t.Origin.HARNESS, severity=t.Severity.MEDIUM, bot=bot, thread=thread, turn=turn)
+                           origin=t.Origin.HARNESS, severity=t.Severity.HIGH, bot=bot, thread=thread, turn=turn)
 
     def push(self, raw):
         try:
@@ -53,8 +55,11 @@ class Scan(detector.Scan):
             id, cost = batch.text("id", row), batch.float("cost", row)
             if id is None or cost is None:
                 continue
-            at = batch.int("created_at", row)
-            o = self.observe(id, cost, 0 if at is None else at, batch.text("bot_id", row),
+            # A turn without a usable time is skipped, never stamped 1970.
+            at = batch.time("created_at", row)
+            if at is None:
+                continue
+            o = self.observe(id, cost, at, batch.text("bot_id", row),
                              batch.text("thread_id", row), batch.text("turn_id", row))
             if o is not None:
                 out.append(o)

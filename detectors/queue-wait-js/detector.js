@@ -23,9 +23,11 @@ import { Batch, DetectorError, configValue, observation } from './sentinel-batch
 const KIND = 'queue_wait';
 const I64_MAX = (1n << 63n) - 1n;
 
-/// A threshold for a title: whole minutes, else whole seconds (truncated).
+/// A threshold for a title: whole minutes, else seconds (90.5 s stays 90.5 s).
 function human(ms) {
-  return ms % 60000n === 0n ? `${ms / 60000n} min` : `${ms / 1000n} s`;
+  if (ms % 60000n === 0n) return `${ms / 60000n} min`;
+  if (ms % 1000n === 0n) return `${ms / 1000n} s`;
+  return `${Number(ms) / 1000} s`;
 }
 
 class Scan {
@@ -62,6 +64,8 @@ class Scan {
       if (queueEventId === undefined || assignmentId === undefined || queuedAt === undefined || waitMs === undefined) {
         continue;
       }
+      // Work cannot have been queued before 1970: a negative time is a corrupt row.
+      if (queuedAt < 0n) continue;
       const o = this.observe({
         queueEventId,
         assignmentId,

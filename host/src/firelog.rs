@@ -89,7 +89,7 @@ pub struct FireEntry {
     pub evidence_source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_id: Option<String>,
-    /// Fired by a detector on probation (`[PROBATION]`).
+    /// Fired by a detector on probation (the spec's `[PROBATION]`, as a flag).
     pub probation: bool,
     /// For a quarantine or a release: why (failure kind and phase, or the operator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -514,6 +514,7 @@ mod tests {
             evidence_source: "messages".into(),
             evidence_id: format!("m{i}"),
             wasted_turns: 1,
+            probation: false,
         }
     }
 

@@ -5,7 +5,8 @@
 //! clean scan resets the count. At `fails_to_trigger` failures in a row (2)
 //! it is quarantined: it is loaded but not run until `quarantine` (24 h by
 //! default) has passed. Then it comes back on probation: it runs, and every
-//! observation it makes carries the `[PROBATION]` prefix in its title. After
+//! observation it makes carries `probation: true` (a field of the fire and
+//! its issue; titles never change with health). After
 //! `probation_scans` clean scans (3) it is restored; one failure on probation
 //! quarantines it again at once. A component refused at load never runs, so
 //! it is reported as refused, not counted. Health is committed with the scan,
@@ -37,7 +38,7 @@ pub enum State {
     Quarantined {
         until: i64,
     },
-    /// Runs with `[PROBATION]` fires; restored after `clean_left` clean scans.
+    /// Runs with fires marked `probation`; restored after `clean_left` clean scans.
     Probation {
         clean_left: u32,
     },
@@ -101,7 +102,7 @@ impl Health {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     Run,
-    /// Runs, and its fires carry the `[PROBATION]` prefix.
+    /// Runs, and its fires are marked `probation`.
     Probation,
     /// Quarantined: not run.
     Skip {
@@ -176,11 +177,6 @@ pub fn release(mut h: Health, policy: &Policy) -> Health {
     h
 }
 
-/// The title of a fire made on probation.
-pub fn probation_title(title: &str) -> String {
-    crate::observation::clean_title(&format!("[PROBATION] {title}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,12 +229,5 @@ mod tests {
         h = after(h, &Outcome::Clean, 1, &p);
         h = after(h, &Outcome::Failed("x".into()), 2, &p);
         assert_eq!(h.state, State::Ok);
-    }
-
-    #[test]
-    fn probation_titles_stay_within_the_cap() {
-        let t = probation_title(&"x".repeat(200));
-        assert!(t.starts_with("[PROBATION] "));
-        assert_eq!(t.chars().count(), 160);
     }
 }

@@ -13,6 +13,7 @@
 //! schedules that run it. The library never prints: the `sentinel-host`
 //! binary renders what it returns.
 
+pub mod blessing;
 pub mod catalog;
 pub mod config;
 pub mod daemon;

@@ -9,11 +9,6 @@ use serde::Serialize;
 /// Titles are capped at this many characters (privacy rule of the scanner spec).
 pub const TITLE_CHARS: usize = 160;
 
-/// One line, no control characters, at most [`TITLE_CHARS`] characters.
-pub fn clean_title(raw: &str) -> String {
-    raw.chars().map(|c| if c.is_control() { ' ' } else { c }).take(TITLE_CHARS).collect::<String>().trim().to_owned()
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
@@ -89,6 +84,9 @@ pub struct Observation {
     pub evidence_source: String,
     pub evidence_id: String,
     pub wasted_turns: u32,
+    /// Made by a detector on probation: a field of the fire and of its
+    /// issue, never part of the title.
+    pub probation: bool,
 }
 
 /// A typed config value, mirroring the WIT `config-value`.
@@ -137,16 +135,4 @@ pub struct Descriptor {
     pub subscriptions: Vec<Subscription>,
     pub config: Vec<ConfigKey>,
     pub cadence_seconds: Option<u32>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn titles_are_one_line_and_capped_at_160_characters() {
-        let t = clean_title(&format!("first\nsecond {}", "é".repeat(300)));
-        assert!(!t.contains('\n'));
-        assert_eq!(t.chars().count(), TITLE_CHARS);
-    }
 }

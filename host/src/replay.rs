@@ -217,6 +217,7 @@ pub fn run_case(
             message: format!("config key `{unknown}` is not one of the detector's"),
         });
     }
+    let config_text: Vec<String> = config.iter().filter_map(|(_, v)| serde_json::to_string(v).ok()).collect();
     let ctx = ScanContext {
         scan_time_ms: case.scan_time,
         window_start_ms: 0,
@@ -245,10 +246,25 @@ pub fn run_case(
             }
         }
     }
-    let passed = differences.is_empty();
     // Blessing records what a detector that ran produced; a failed call is
-    // never written down as the expectation.
-    if bless && !passed && !call_failed {
+    // never written down as the expectation, nor a title that still holds a
+    // raw value (a normalizer bug would be pinned as expected).
+    let refused = (bless && !differences.is_empty() && !call_failed)
+        .then(|| {
+            let cells = || case.records.iter().flat_map(|b| &b.rows).flat_map(|r| r.values());
+            let texts: Vec<&str> = cells().filter_map(Value::as_str).collect();
+            // Numbers the detector may take from typed cells (an exit code) or the config (a threshold).
+            let typed: Vec<String> =
+                cells().filter(|v| v.is_number()).map(ToString::to_string).chain(config_text.iter().cloned()).collect();
+            got.iter().filter_map(|o| o["title"].as_str()).find_map(|t| {
+                crate::blessing::raw_value(t, &texts, &typed)
+                    .map(|why| format!("not blessed: title {t:?} holds a raw {why}"))
+            })
+        })
+        .flatten();
+    differences.extend(refused.clone());
+    let passed = differences.is_empty();
+    if bless && !passed && !call_failed && refused.is_none() {
         case.expect = got.clone();
         let mut out = serde_json::to_string_pretty(&case).unwrap_or_default();
         out.push('\n');

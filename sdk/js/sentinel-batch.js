@@ -14,7 +14,7 @@
 // --- reading the host's batches (see the `batch` record in wit/detector.wit) ---
 
 // The version of the rules that build the signature (like the Rust SDK's
-// `normalize::VERSION`): bump it when the grouping changes.
+// `Observation::grouping_version`, 1 by default): bump it when the grouping changes.
 export const GROUPING_VERSION = 1;
 
 /// An error returned to the host as a `detector-error` (tag: bad-config, bad-input, failed).

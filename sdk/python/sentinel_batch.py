@@ -22,7 +22,7 @@ from wit_world.imports import types as t
 TEXT, INT, FLOAT, BOOLEAN = t.ColumnType.TEXT, t.ColumnType.INT, t.ColumnType.FLOAT, t.ColumnType.BOOLEAN
 
 # The version of the rules that build the signature (like the Rust SDK's
-# `normalize::VERSION`): bump it when the grouping changes.
+# `Observation::grouping_version`, 1 by default): bump it when the grouping changes.
 GROUPING_VERSION = 1
 
 
@@ -91,6 +91,16 @@ class Batch:
     def int(self, name, row):
         i = self._cell(name, row, INT)
         return None if i is None else self._raw.ints[i]
+
+    def time(self, name, row):
+        """A time in ms: an int cell, or a finite float cell truncated to whole ms; None otherwise."""
+        slot = self._slots.get(name)
+        if slot is not None and slot[1] == INT:
+            return self.int(name, row)
+        v = self.float(name, row)
+        if v is None or not math.isfinite(v) or not (-2.0**63 <= v < 2.0**63):
+            return None
+        return int(v)
 
     def float(self, name, row):
         slot = self._slots.get(name)

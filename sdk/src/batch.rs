@@ -196,6 +196,18 @@ impl Batch {
         Some(self.ints[i * self.rows + row])
     }
 
+    /// A time in ms: an int cell, or a finite float cell truncated to whole
+    /// ms (a source that writes `1791895722799.0`); `None` otherwise.
+    pub fn time(&self, col: usize, row: usize) -> Option<i64> {
+        let f = match *self.slots.get(col)? {
+            Slot::Int(_) => return self.int(col, row),
+            Slot::Float(_) => self.float(col, row)?,
+            Slot::Text(_) => return None,
+        };
+        // `i64::MAX as f64` rounds up to 2^63, itself out of range.
+        (f.is_finite() && f >= i64::MIN as f64 && f < i64::MAX as f64).then_some(f as i64)
+    }
+
     /// A float cell; int columns are widened.
     pub fn float(&self, col: usize, row: usize) -> Option<f64> {
         match *self.slots.get(col)? {

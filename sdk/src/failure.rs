@@ -5,7 +5,9 @@
 //! A shell command is grouped by exit code and error class, never by what it
 //! printed. A tool name that is not a tool identifier is a sentence the
 //! harness wrote: it is recorded as `harness_notice`, and bot names (known
-//! ones, then any capitalised word) are removed before anything is hashed.
+//! ones in any case, then any word that is not a common word) are removed
+//! before anything is hashed. Other tools group by the SDK normalizer's key
+//! (error line by format, secrets redacted, placeholders).
 
 use crate::{Origin, normalize, shell};
 
@@ -73,14 +75,13 @@ pub fn classify(
         }
         Some(tool) => {
             let origin = if harness.contains(tool) { Origin::Harness } else { Origin::External };
-            let normalized = normalize::normalize(output.unwrap_or(""));
-            let title = if normalized.is_empty() { format!("{tool} failed") } else { normalize::cap(&normalized) };
-            Classified { tool: tool.to_owned(), origin, key: normalized, title }
+            let grouped = normalize::group(output.unwrap_or(""));
+            let title = if grouped.title.is_empty() { format!("{tool} failed") } else { grouped.title };
+            Classified { tool: tool.to_owned(), origin, key: grouped.key, title }
         }
         None => {
             let sentence = normalize::scrub(tool_name.unwrap_or(""), bot_names);
-            let sentence = normalize::scrub_capitalised(&sentence);
-            let normalized = normalize::normalize(&sentence);
+            let normalized = normalize::scrub_uncommon(&normalize::normalize(&sentence));
             let title = normalize::cap(&normalized);
             Classified { tool: "harness_notice".to_owned(), origin: Origin::Harness, key: normalized, title }
         }

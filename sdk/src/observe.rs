@@ -12,13 +12,15 @@ pub struct Observation {
 impl Observation {
     /// `signature` groups observations into one issue (the host stores only a
     /// hash of it); `occurrence` is counted once however often it is seen;
-    /// `evidence` is a `(source, id)` reference, never content.
+    /// `evidence` is a `(source, id)` reference, never content. The grouping
+    /// version starts at 1: set it with [`Observation::grouping_version`]
+    /// (`normalize::VERSION` when the signature comes from the normalizer).
     pub fn new(kind: &str, signature: &str, title: &str, at: i64, occurrence: &str, evidence: (&str, &str)) -> Self {
         Observation {
             inner: types::Observation {
                 kind: kind.into(),
                 signature: signature.into(),
-                grouping_version: crate::normalize::VERSION,
+                grouping_version: 1,
                 title: title.into(),
                 origin: Origin::Harness,
                 severity: Severity::Medium,
@@ -34,8 +36,9 @@ impl Observation {
         }
     }
 
-    /// Sets the version of the rules that built the signature, for a
-    /// detector whose grouping does not come from the SDK normalizer.
+    /// Sets the version of the rules that built the signature: bump it when
+    /// they change; `normalize::VERSION` for a signature the SDK normalizer
+    /// built (`failure::classify`), which changes with it.
     pub fn grouping_version(mut self, version: u32) -> Self {
         self.inner.grouping_version = version;
         self

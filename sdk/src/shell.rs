@@ -1,5 +1,12 @@
 //! Shell failures, grouped coarsely: by exit code and an error class, never
 //! by what the command printed (which names the files of the work in hand).
+//!
+//! Owns the classes and the rule that finds one: the output is read with
+//! its secrets, quoted values, paths and file names already replaced by
+//! placeholders, each line is cut at `: ` into segments, the program's name
+//! (a one-word first segment) and one-word operands in the middle are
+//! skipped, and the first segment that names a class decides. So a file or
+//! command merely called `timeout` never makes a timeout. Never keeps output.
 
 use std::sync::LazyLock;
 
@@ -42,9 +49,12 @@ impl ErrorClass {
 }
 
 static CLASSES: LazyLock<Vec<(Regex, ErrorClass)>> = LazyLock::new(|| {
-    let r = |p: &str| Regex::new(&format!("(?i){p}")).expect("valid pattern");
+    // Matched against ASCII-lower-cased text, with ASCII word boundaries:
+    // Unicode case folding and boundaries make the automata several times
+    // larger, to compile inside a call.
+    let r = |p: &str| Regex::new(&crate::normalize::ascii(p)).expect("valid pattern");
     vec![
-        (r(r"timed out|timeout|deadline exceeded"), ErrorClass::TimedOut),
+        (r(r"\btimed out\b|\btime ?out\b|\bdeadline exceeded\b"), ErrorClass::TimedOut),
         (
             r(r"command not found|not recognized as an internal or external command|: not found\b"),
             ErrorClass::CommandNotFound,
@@ -64,10 +74,32 @@ static CLASSES: LazyLock<Vec<(Regex, ErrorClass)>> = LazyLock::new(|| {
     ]
 });
 
+/// Lines of output read: the class is named early.
+const LINES: usize = 64;
+
+/// The segments of a line that may name a class: a one-word first segment
+/// is the program (`cat:`, `timeout:`), a one-word middle one an operand
+/// (`cat: timeout: No such file`).
+fn message_segments(line: &str) -> impl Iterator<Item = &str> {
+    let segments: Vec<&str> = line.split(": ").map(str::trim).collect();
+    let n = segments.len();
+    // The last segment always counts; an earlier one only when it is more than one word.
+    segments.into_iter().enumerate().filter(move |(i, s)| *i + 1 == n || s.contains(' ')).map(|(_, s)| s)
+}
+
+/// The class the output names, if any.
+fn class_named(output: &str) -> Option<ErrorClass> {
+    let text = crate::normalize::placeholders(output);
+    text.lines().take(LINES).flat_map(message_segments).find_map(|seg| {
+        let seg = seg.to_ascii_lowercase();
+        CLASSES.iter().find(|(re, _)| re.is_match(&seg)).map(|(_, c)| *c)
+    })
+}
+
 /// Classifies a failed command from its output and exit code.
 pub fn classify(output: &str, exit_code: Option<i64>) -> ErrorClass {
-    if let Some((_, class)) = CLASSES.iter().find(|(re, _)| re.is_match(output)) {
-        return *class;
+    if let Some(class) = class_named(output) {
+        return class;
     }
     match exit_code {
         Some(124) => ErrorClass::TimedOut,
@@ -104,6 +136,22 @@ mod tests {
             ErrorClass::PermissionDenied
         );
         assert_eq!(classify("curl: (7) Failed to connect: Connection refused", Some(7)), ErrorClass::ConnectionFailed);
+    }
+
+    #[test]
+    fn a_mention_of_a_class_in_a_name_or_argument_decides_nothing() {
+        assert_eq!(classify("cat: timeout.txt: No such file or directory", Some(1)), ErrorClass::NoSuchFile);
+        assert_eq!(classify("grep: timeout: No such file or directory", Some(2)), ErrorClass::NoSuchFile);
+        assert_eq!(classify("cp: 'timeout-notes': Permission denied", Some(1)), ErrorClass::PermissionDenied);
+        assert_eq!(
+            classify("timeout: failed to run command 'x': No such file or directory", Some(127)),
+            ErrorClass::NoSuchFile
+        );
+        assert_eq!(classify("zsh: command not found: timeout", Some(127)), ErrorClass::CommandNotFound);
+        assert_eq!(classify("wrote /tmp/timeout/a", Some(1)), ErrorClass::Other);
+        // A message that is the class still is one.
+        assert_eq!(classify("Error: timeout", Some(1)), ErrorClass::TimedOut);
+        assert_eq!(classify("ssh: connect to host x port 22: Connection timed out", Some(255)), ErrorClass::TimedOut);
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod hostile;
 mod hostile_data;
 mod ledger;
 mod long_lived;
+mod real_errors;
 mod replay;
 mod rotation;
 mod service;

@@ -156,3 +156,35 @@ fn queue_wait_and_cost_flags_reach_the_detectors_typed() {
     let (cost_lo, wait_lo) = count("low", &["--cost", "0.5", "--queue-wait", "1"]);
     assert!(cost_lo > cost && wait_lo > wait, "lower thresholds catch more: {cost_lo} > {cost}, {wait_lo} > {wait}");
 }
+
+#[test]
+fn a_retry_loop_straddling_two_scans_is_found_once() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    let (tool, min) = ("mcp__agents__load_layer", 60_000);
+    let t = 1_791_895_000_000_i64;
+    let fail = |id: &str, at: i64, turn: &str, out: &str| {
+        datagen::insert_activity(&data, &Activity::failed(id, at, turn, tool, out)).unwrap();
+    };
+    fail("m1", t, "t-loop", "no layer 1 in /a");
+    fail("m2", t + min, "t-loop", "no layer 2 in /b");
+    // A later failure elsewhere moves the trailing window past m1 and m2.
+    fail("m9", t + 35 * min, "t-other", "disk full");
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let scan_at = |at: i64| {
+        let o = run(&detectors, &data, &out, &["--no-fast-path", "--scan-time", &at.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        issues_of(&out, "retry_loop")
+    };
+    assert!(scan_at(t + 36 * min).is_empty(), "two failures are no loop yet");
+    fail("m3", t + 40 * min, "t-loop", "no layer 3 in /c");
+    let loops = scan_at(t + 41 * min);
+    assert_eq!(loops.len(), 1, "the third failure, a scan later, makes the loop: {loops:#?}");
+    assert_eq!((loops[0]["count"].as_i64(), loops[0]["firstAt"].as_i64()), (Some(1), Some(t)));
+    assert_eq!(loops[0]["evidenceRef"]["id"], "m3");
+    fail("m4", t + 42 * min, "t-loop", "no layer 4 in /d");
+    let loops = scan_at(t + 43 * min);
+    assert_eq!(loops.len(), 1);
+    assert_eq!(loops[0]["count"], 1, "found once, however many scans see it");
+}

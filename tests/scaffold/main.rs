@@ -31,7 +31,7 @@ fn scratch_repo(dir: &Path) {
         .join("\n");
     std::fs::write(dir.join("Cargo.toml"), manifest + "\n").unwrap();
     std::fs::copy(real.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    for sub in ["wit", "sdk/src", "sdk/python", "sdk/js"] {
+    for sub in ["wit", "sdk/src", "sdk/src/normalize", "sdk/python", "sdk/js"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
         for e in std::fs::read_dir(real.join(sub)).unwrap() {
             let p = e.unwrap().path();

@@ -164,43 +164,75 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     )?;
     let issues = std::fs::read_to_string(out.join("issues.jsonl")).context("the scan wrote no issues.jsonl")?;
     println!("\n{} issues in {}:", issues.lines().count(), out.join("issues.jsonl").display());
-    for line in issues.lines() {
-        let v: serde_json::Value = serde_json::from_str(line)?;
-        println!(
-            "  {:>3}x  {:<12} {:<8} {:<8} {:<28} {}",
+    let issues: Vec<serde_json::Value> = issues.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    print!("{}", listing(&issues));
+    Ok(())
+}
+
+/// The demo's listing of issues: count, kind, origin, severity, tool, and
+/// what tells groups apart. Issues of one kind that share a title are per-bot
+/// groups (`queue_wait`, `cost`), so their bot is shown; a bot on any other
+/// issue is only its newest occurrence's, so it is left out.
+pub fn listing(issues: &[serde_json::Value]) -> String {
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
+    let mut same_title = std::collections::HashMap::<(String, String), usize>::new();
+    for v in issues {
+        *same_title.entry((text(v, "kind"), text(v, "title"))).or_default() += 1;
+    }
+    let mut s = String::new();
+    for v in issues {
+        let per_bot = same_title[&(text(v, "kind"), text(v, "title"))] > 1;
+        let bot = if per_bot { text(v, "botId") } else { String::new() };
+        s.push_str(&format!(
+            "  {:>3}x  {:<12} {:<8} {:<8} {:<28} {:<8} {}{}\n",
             v["count"],
-            v["kind"].as_str().unwrap_or(""),
-            v["origin"].as_str().unwrap_or(""),
-            v["severity"].as_str().unwrap_or(""),
-            v["tool"].as_str().unwrap_or(""),
-            v["title"].as_str().unwrap_or("")
-        );
+            text(v, "kind"),
+            text(v, "origin"),
+            text(v, "severity"),
+            text(v, "tool"),
+            bot,
+            text(v, "title"),
+            if v["probation"] == true { "  (probation)" } else { "" }
+        ));
+    }
+    s
+}
+
+/// Installs Debian's `package` with apt-get (on Linux) when `tool` is not
+/// on `PATH`: the tests drive these real programs.
+fn ensure_debian_tool(tool: &str, package: &str, why: &str) -> Result<()> {
+    if !cfg!(target_os = "linux") || Command::new(tool).arg("--version").output().is_ok() {
+        return Ok(());
+    }
+    eprintln!("installing {tool} with apt-get (package {package})");
+    let install = || Command::new("apt-get").args(["install", "-y", "--no-install-recommends", package]).status();
+    let ok = install().is_ok_and(|s| s.success())
+        || (Command::new("apt-get").arg("update").status().is_ok_and(|s| s.success())
+            && install().is_ok_and(|s| s.success()));
+    if !ok {
+        bail!("cannot install {tool}: run `apt-get install {package}` ({why})");
     }
     Ok(())
 }
 
 /// The service tests check the generated systemd units with
-/// `systemd-analyze verify` (and fail without it): on Linux, install Debian's
-/// `systemd` package when the tool is missing.
+/// `systemd-analyze verify` (and fail without it).
 fn ensure_systemd_analyze() -> Result<()> {
-    if !cfg!(target_os = "linux") || Command::new("systemd-analyze").arg("--version").output().is_ok() {
-        return Ok(());
-    }
-    eprintln!("installing systemd-analyze with apt-get (package systemd)");
-    let install = || Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "systemd"]).status();
-    let ok = install().is_ok_and(|s| s.success())
-        || (Command::new("apt-get").arg("update").status().is_ok_and(|s| s.success())
-            && install().is_ok_and(|s| s.success()));
-    if !ok {
-        bail!("cannot install systemd-analyze: run `apt-get install systemd` (the service tests need it)");
-    }
-    Ok(())
+    ensure_debian_tool("systemd-analyze", "systemd", "the service tests need it")
+}
+
+/// The real-errors test (tests/e2e/real_errors.rs) runs `sqlite3` on a
+/// missing table and `git` outside a repository.
+fn ensure_real_programs() -> Result<()> {
+    ensure_debian_tool("sqlite3", "sqlite3", "the real-errors test needs it")?;
+    ensure_debian_tool("git", "git", "the real-errors test needs it")
 }
 
 fn test(root: &Path) -> Result<()> {
     guest::ensure_wasm_target()?;
     guest::ensure_components(&["rustfmt", "clippy"])?;
     ensure_systemd_analyze()?;
+    ensure_real_programs()?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
@@ -234,4 +266,20 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
         cmd.arg("--json").arg(root.join("docs/benchmarks.json")).arg("--markdown").arg(root.join("docs/benchmarks.md"));
     }
     step("sentinel-bench", &mut cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn per_bot_groups_with_one_title_show_their_bot() {
+        let issue = |kind: &str, bot: &str, title: &str| serde_json::json!({"count": 3, "kind": kind, "origin": "harness", "severity": "high", "botId": bot, "title": title});
+        let out = super::listing(&[
+            issue("queue_wait", "bot-01", "waited more than 5 min"),
+            issue("queue_wait", "bot-02", "waited more than 5 min"),
+            issue("tool_error", "bot-03", "no layer <n>"),
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].contains("bot-01") && lines[1].contains("bot-02"), "{out}");
+        assert!(!lines[2].contains("bot-03"), "a bot that does not group the issue is not shown: {out}");
+    }
 }

@@ -2,8 +2,9 @@
 //! `--cost` on the command line).
 //!
 //! Reads `events` / `turn-completed`. One issue per bot, origin `harness`
-//! (the application spent it), severity `medium`; the event id is the
-//! occurrence.
+//! (the application spent it), severity `high` (the scanner spec ranks
+//! harness failures high); the event id is the occurrence. A turn without a
+//! usable `created_at` is skipped; a float one is truncated to whole ms.
 
 use sentinel_sdk::prelude::*;
 
@@ -36,7 +37,7 @@ impl Cost {
         Some(
             Observation::new(KIND, bot.unwrap_or("-"), &self.title, at, id, ("events", id))
                 .origin(Origin::Harness)
-                .severity(Severity::Medium)
+                .severity(Severity::High)
                 .bot(bot)
                 .thread(thread)
                 .turn(turn),
@@ -74,7 +75,10 @@ impl Detector for Cost {
             let (Some(id), Some(cost)) = (text(id, row), cost.and_then(|col| batch.float(col, row))) else {
                 continue;
             };
-            let at = created_at.and_then(|col| batch.int(col, row)).unwrap_or(0);
+            // A turn without a usable time is skipped, never stamped 1970.
+            let Some(at) = created_at.and_then(|col| batch.time(col, row)) else {
+                continue;
+            };
             out.extend(self.observe(id, cost, at, text(bot, row), text(thread, row), text(turn, row)));
         }
         Ok(())

@@ -29,7 +29,14 @@ pub struct Wait<'a> {
 }
 
 fn human(ms: i64) -> String {
-    if ms % 60_000 == 0 { format!("{} min", ms / 60_000) } else { format!("{} s", ms / 1000) }
+    if ms % 60_000 == 0 {
+        format!("{} min", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        // A threshold of 90.5 s is titled so, never rounded down to a lie.
+        format!("{} s", ms as f64 / 1000.0)
+    }
 }
 
 impl QueueWait {
@@ -91,6 +98,11 @@ impl Detector for QueueWait {
             else {
                 continue;
             };
+            // Work cannot have been queued before 1970: a negative time is a
+            // corrupt row, skipped like a missing one.
+            if queued_at < 0 {
+                continue;
+            }
             let wait = Wait {
                 queue_event_id: id,
                 assignment_id: assignment,
@@ -133,5 +145,7 @@ mod tests {
         assert_eq!(waiting.occurrence(), started.occurrence());
         assert_ne!(waiting.signature(), started.signature());
         assert_eq!(started.title(), "delegated work waited more than 5 min before starting");
+        assert_eq!(human(90_500), "90.5 s");
+        assert_eq!(human(90_000), "90 s");
     }
 }

@@ -2,43 +2,64 @@
 //! (3 by default) or more times in one turn.
 //!
 //! Reads failed tool calls (`messages` / `tool-failure`) and bot names, and
-//! groups them per turn with the same classification as `tool_error`, so a
-//! retry loop and its failures share a signature.
+//! groups them per turn (thread and turn id: turn ids need not be unique
+//! across threads) with the same classification as `tool_error`, so a retry
+//! loop and its failures share a signature.
 //!
 //! It decides in `push`, as soon as a loop is seen: the failure that brings a
-//! (turn, signature) group to `repeats` emits the observation right then, and
-//! later failures of that group emit nothing more. `finish` has nothing left
-//! to decide. The occurrence is the turn and the failure's signature, so the
-//! trailing window seeing the same turn again in a later scan counts it once;
-//! the origin is that of the tool.
+//! (thread, turn, signature) group to `repeats` emits the observation right
+//! then, and later failures of that group emit nothing more. `finish` has
+//! nothing left to decide; it returns the groups as the detector's state, so
+//! a loop whose failures straddle two scans (further apart than the trailing
+//! window rereads) is still found, and found once. The occurrence is the
+//! thread, the turn and the failure's signature; the origin is that
+//! of the tool.
 //!
 //! - **Evidence:** the failure that made it a loop (the `repeats`-th of the
 //!   group, in arrival order); bot and thread are that row's. `at` is the
 //!   earliest `at` of the group's failures seen up to then. Rows arrive
 //!   ordered by (`at`, id), so that is the group's first failure.
-//! - **Memory:** one small fixed record per (turn, signature) group (a 128-bit
-//!   hash of the pair, a count, the earliest `at`, a reported flag), never the
-//!   turn, signature, tool or title strings: tool, origin and title are
-//!   functions of the signature, so they are taken from the failure that
-//!   crosses the threshold.
+//! - **Memory and state:** one small record per group (a 128-bit hash of
+//!   thread, turn and signature, the first and last `at`, a reported flag,
+//!   and 64-bit hashes of the failures counted, fewer than `repeats` and none
+//!   once reported), never the turn, signature, tool or title strings: tool,
+//!   origin and title are functions of the signature, so they are taken from
+//!   the failure that crosses the threshold. Groups whose last failure is
+//!   more than [`HORIZON_MS`] before the scan are dropped from the state.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use sentinel_sdk::failure::{self, Classified, HarnessTools};
 use sentinel_sdk::prelude::*;
+use sha2::{Digest, Sha256};
 
 pub const KIND: &str = "retry_loop";
 
-/// What is kept of one (turn, signature) group: a fixed, small record.
-#[derive(Debug, Clone, Copy)]
+/// How long a group that has not become a loop is kept across scans: a
+/// turn's failures further apart than this are not one retry loop.
+pub const HORIZON_MS: i64 = 24 * 3_600_000;
+
+/// The most state kept, in bytes (the host's cap is 1 MiB): the newest
+/// groups are kept first.
+const STATE_BUDGET: usize = 512 * 1024;
+
+/// The state format's version (its first byte).
+const STATE_VERSION: u8 = 1;
+
+/// What is kept of one (thread, turn, signature) group: a small record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Pending {
-    /// Failures seen, up to the one that made it a loop.
-    count: u32,
-    /// The earliest `at` among them.
+    /// The earliest `at` among the failures seen.
     first_at: i64,
+    /// The latest `at`: how long the group is kept.
+    last_at: i64,
     /// The loop was reported: later failures of the group emit nothing.
     reported: bool,
+    /// 64-bit hashes of the failures counted (fewer than `repeats`; emptied
+    /// once reported), so a failure seen again by the next scan's trailing
+    /// window is not counted twice.
+    seen: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -46,32 +67,101 @@ pub struct RetryLoop {
     repeats: u32,
     harness_tools: HarnessTools,
     bot_names: Vec<String>,
-    /// Hash of (turn, signature) → what is kept of the group. The map hashes
-    /// with fixed keys too: no random state.
+    scan_time: i64,
+    /// Hash of (thread, turn, signature) → what is kept of the group,
+    /// carried from scan to scan in the detector's state. The map hashes
+    /// with fixed keys: no random state.
     groups: HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>,
 }
 
-/// A 128-bit key for (turn, signature), so no group keeps its strings: two
-/// SipHash runs (`DefaultHasher::new()`, fixed keys, no random state) over the
-/// turn, tool and grouping key, told apart by a prefix. The key lives for one
-/// scan only (nothing is kept in state), so it need only be stable within it.
-fn group_key(turn: &str, c: &Classified) -> u128 {
-    let half = |prefix: u8| {
-        let mut h = DefaultHasher::new();
-        prefix.hash(&mut h);
-        // `str` hashes with a terminator, so the three fields cannot run into one another.
-        turn.hash(&mut h);
-        c.tool.hash(&mut h);
-        c.key.hash(&mut h);
-        h.finish()
+/// SHA-256 over NUL-separated parts: stable across builds and Rust
+/// releases, which a key kept in state needs.
+fn digest(parts: &[&str]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().into()
+}
+
+/// A 128-bit key for (thread, turn, signature), so no group keeps its
+/// strings. A turn is identified by its thread and its id: turn ids need
+/// not be unique across threads.
+fn group_key(thread: Option<&str>, turn: &str, c: &Classified) -> u128 {
+    let d = digest(&[thread.unwrap_or(""), turn, &c.tool, &c.key]);
+    u128::from_le_bytes(d[..16].try_into().expect("16 bytes"))
+}
+
+fn id_hash(id: &str) -> u64 {
+    u64::from_le_bytes(digest(&[id])[..8].try_into().expect("8 bytes"))
+}
+
+/// Reads a state written by [`encode`]; anything else reads as no state
+/// (the next scans rebuild it).
+fn decode(bytes: &[u8]) -> HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (b.get(..n)?, b.get(n..)?);
+        *b = tail;
+        Some(head)
+    }
+    let parse = |mut b: &[u8]| -> Option<HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>> {
+        let b = &mut b;
+        if take(b, 1)? != [STATE_VERSION] {
+            return None;
+        }
+        let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?);
+        let mut groups = HashMap::default();
+        for _ in 0..n {
+            let key = u128::from_le_bytes(take(b, 16)?.try_into().ok()?);
+            let first_at = i64::from_le_bytes(take(b, 8)?.try_into().ok()?);
+            let last_at = i64::from_le_bytes(take(b, 8)?.try_into().ok()?);
+            let reported = take(b, 1)?[0] != 0;
+            let seen_n = u16::from_le_bytes(take(b, 2)?.try_into().ok()?);
+            let seen = (0..seen_n)
+                .map(|_| take(b, 8).and_then(|s| s.try_into().ok()).map(u64::from_le_bytes))
+                .collect::<Option<Vec<_>>>()?;
+            groups.insert(key, Pending { first_at, last_at, reported, seen });
+        }
+        b.is_empty().then_some(groups)
     };
-    (u128::from(half(0x5a)) << 64) | u128::from(half(0xa5))
+    parse(bytes).unwrap_or_default()
+}
+
+/// Writes the groups still within [`HORIZON_MS`] of `scan_time`, newest
+/// first, up to [`STATE_BUDGET`] bytes.
+fn encode(groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>, scan_time: i64) -> Vec<u8> {
+    let mut live: Vec<(&u128, &Pending)> =
+        groups.iter().filter(|(_, g)| g.last_at >= scan_time.saturating_sub(HORIZON_MS)).collect();
+    live.sort_by_key(|(k, g)| (std::cmp::Reverse(g.last_at), **k));
+    let mut body = Vec::new();
+    let mut n: u32 = 0;
+    for (key, g) in live {
+        let size = 16 + 8 + 8 + 1 + 2 + 8 * g.seen.len();
+        if body.len() + size > STATE_BUDGET {
+            break;
+        }
+        body.extend_from_slice(&key.to_le_bytes());
+        body.extend_from_slice(&g.first_at.to_le_bytes());
+        body.extend_from_slice(&g.last_at.to_le_bytes());
+        body.push(u8::from(g.reported));
+        body.extend_from_slice(&(g.seen.len() as u16).to_le_bytes());
+        for s in &g.seen {
+            body.extend_from_slice(&s.to_le_bytes());
+        }
+        n += 1;
+    }
+    let mut out = vec![STATE_VERSION];
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&body);
+    out
 }
 
 impl RetryLoop {
     /// Adds one failed call of a turn. Returns the loop's observation when
     /// this failure is the one that makes its group a loop (the `repeats`-th),
-    /// and nothing before or after.
+    /// and nothing before or after. A failure already counted (by this scan
+    /// or an earlier one) counts nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn add(
         &mut self,
@@ -85,21 +175,30 @@ impl RetryLoop {
         exit_code: Option<i64>,
     ) -> Option<Observation> {
         let c = failure::classify(&self.harness_tools, &self.bot_names, tool_name, output, exit_code);
-        let g = self.groups.entry(group_key(turn, &c)).or_insert(Pending { count: 0, first_at: at, reported: false });
-        if g.reported {
+        let g = self.groups.entry(group_key(thread_id, turn, &c)).or_insert(Pending {
+            first_at: at,
+            last_at: at,
+            ..Pending::default()
+        });
+        let hash = id_hash(id);
+        if g.reported || g.seen.contains(&hash) {
             return None;
         }
-        g.count += 1;
+        g.seen.push(hash);
         g.first_at = g.first_at.min(at);
-        if g.count < self.repeats {
+        g.last_at = g.last_at.max(at);
+        if g.seen.len() < self.repeats as usize {
             return None;
         }
         g.reported = true;
+        g.seen = Vec::new();
         let first_at = g.first_at;
         let signature = c.signature();
         let title = sentinel_sdk::normalize::cap(&format!("{} retried {}+ times: {}", c.tool, self.repeats, c.title));
+        let occurrence = format!("{}\u{0}{turn}\u{0}{signature}", thread_id.unwrap_or(""));
         Some(
-            Observation::new(KIND, &signature, &title, first_at, &format!("{turn}\u{0}{signature}"), ("messages", id))
+            Observation::new(KIND, &signature, &title, first_at, &occurrence, ("messages", id))
+                .grouping_version(sentinel_sdk::normalize::VERSION)
                 .origin(c.origin)
                 .severity(if c.origin == Origin::Harness { Severity::High } else { Severity::Medium })
                 .tool(Some(&c.tool))
@@ -131,11 +230,14 @@ impl Detector for RetryLoop {
             .ok()
             .filter(|r| *r >= 2)
             .ok_or_else(|| DetectorError::BadConfig(format!("`repeats` must be 2 or more, got {repeats}")))?;
+        let mut groups = ctx.state().map(decode).unwrap_or_default();
+        groups.retain(|_, g| g.last_at >= ctx.scan_time.saturating_sub(HORIZON_MS));
         Ok(RetryLoop {
             repeats,
             harness_tools: HarnessTools::parse(ctx.text("harness_tools")?),
             bot_names: Vec::new(),
-            groups: HashMap::default(),
+            scan_time: ctx.scan_time,
+            groups,
         })
     }
 
@@ -169,9 +271,11 @@ impl Detector for RetryLoop {
         Ok(())
     }
 
-    /// Nothing left to decide: every loop was reported in `push`.
+    /// Nothing left to decide (every loop was reported in `push`); the
+    /// groups are kept for the next scan, so a loop whose failures straddle
+    /// two scans is still found, once.
     fn finish(&mut self, _out: &mut Vec<Observation>) -> Result<Option<Vec<u8>>, DetectorError> {
-        Ok(None)
+        Ok(Some(encode(&self.groups, self.scan_time)))
     }
 }
 
@@ -188,16 +292,7 @@ mod tests {
     /// One failure of `mcp__agents__load` in `turn` that all share one signature.
     fn load(d: &mut RetryLoop, id: &str, at: i64, turn: &str, n: u32) -> Option<Observation> {
         let out = format!("no layer {n} in /a/{n}");
-        d.add(
-            id,
-            at,
-            turn,
-            Some(&format!("th-{id}")),
-            Some(&format!("b-{id}")),
-            Some("mcp__agents__load"),
-            Some(&out),
-            None,
-        )
+        d.add(id, at, turn, Some("th"), Some(&format!("b-{id}")), Some("mcp__agents__load"), Some(&out), None)
     }
 
     #[test]
@@ -214,7 +309,7 @@ mod tests {
         assert_eq!(loops[0].get_origin(), Origin::Harness);
         assert_eq!(loops[0].get_severity(), Severity::High);
         assert_eq!(loops[0].get_tool(), Some("mcp__agents__load"));
-        assert_eq!(loops[0].occurrence(), "t1\u{0}mcp__agents__load\u{0}no layer <n> in <path>");
+        assert_eq!(loops[0].occurrence(), "th\u{0}t1\u{0}mcp__agents__load\u{0}no layer <n> in <path>");
         assert_eq!(loops[0].signature(), "mcp__agents__load\u{0}no layer <n> in <path>");
     }
 
@@ -237,7 +332,7 @@ mod tests {
         let o = load(&mut d, "m3", 30, "t", 3).expect("the third failure makes it a loop");
         // Evidence, bot and thread: the failure that made it a loop; `at`: the group's first failure.
         assert_eq!(o.evidence(), ("messages", "m3"));
-        assert_eq!((o.get_bot(), o.get_thread()), (Some("b-m3"), Some("th-m3")));
+        assert_eq!((o.get_bot(), o.get_thread()), (Some("b-m3"), Some("th")));
         assert_eq!(o.at(), 10);
         for (i, at) in [40, 50, 60].into_iter().enumerate() {
             assert!(load(&mut d, &format!("m{}", i + 4), at, "t", 9).is_none(), "reported once");
@@ -247,20 +342,65 @@ mod tests {
         assert!(load(&mut d, "n2", 71, "u", 1).is_none());
         assert_eq!(
             load(&mut d, "n3", 72, "u", 1).map(|o| o.occurrence().to_owned()).as_deref(),
-            Some("u\u{0}mcp__agents__load\u{0}no layer <n> in <path>")
+            Some("th\u{0}u\u{0}mcp__agents__load\u{0}no layer <n> in <path>")
         );
     }
 
     #[test]
-    fn finish_has_nothing_left_to_decide() {
+    fn finish_decides_nothing_and_keeps_the_groups() {
         let mut d = detector();
         for i in 0..5 {
             let _ = load(&mut d, &format!("m{i}"), i, "t", 1);
         }
         let _ = load(&mut d, "x1", 9, "t2", 1);
         let mut out = Vec::new();
-        assert_eq!(d.finish(&mut out).unwrap(), None);
-        assert!(out.is_empty(), "the loop was reported in push, the pair below the threshold never is");
+        let state = d.finish(&mut out).unwrap().expect("the groups are kept");
+        assert!(out.is_empty(), "the loop was reported in push, the one below the threshold never is");
+        assert_eq!(decode(&state), d.groups, "the state reads back as it was written");
+    }
+
+    fn next_scan(d: &mut RetryLoop, scan_time: i64) -> RetryLoop {
+        let state = d.finish(&mut Vec::new()).unwrap();
+        let ctx = ScanContext::new(scan_time, RetryLoop::describe().defaults(), state);
+        RetryLoop::start(&ctx).unwrap()
+    }
+
+    #[test]
+    fn a_loop_straddling_two_scans_is_found_once() {
+        let mut first = detector();
+        assert!(load(&mut first, "m1", 10, "t", 1).is_none());
+        assert!(load(&mut first, "m2", 20, "t", 2).is_none());
+        let mut second = next_scan(&mut first, 100);
+        // The trailing window rereads m2: it counts nothing the second time.
+        assert!(load(&mut second, "m2", 20, "t", 2).is_none(), "a failure seen again is not counted twice");
+        let o = load(&mut second, "m3", 40 * 60_000, "t", 3).expect("the third failure, a scan later");
+        assert_eq!((o.at(), o.evidence()), (10, ("messages", "m3")));
+        let mut third = next_scan(&mut second, 200);
+        for (id, at) in [("m2", 20), ("m3", 40 * 60_000), ("m4", 41 * 60_000)] {
+            assert!(load(&mut third, id, at, "t", 4).is_none(), "reported once, across scans too");
+        }
+    }
+
+    #[test]
+    fn the_same_turn_id_in_two_threads_is_two_turns() {
+        let mut d = detector();
+        let mut add = |id: &str, thread: &str| {
+            d.add(id, 1, "t1", Some(thread), None, Some("mcp__agents__load"), Some("no layer 1 in /a"), None)
+        };
+        assert!(add("m1", "th-a").is_none());
+        assert!(add("m2", "th-a").is_none());
+        assert!(add("m3", "th-b").is_none(), "another thread's turn t1 is not this loop");
+        assert!(add("m4", "th-a").is_some());
+    }
+
+    #[test]
+    fn old_groups_leave_the_state_and_bad_state_reads_as_none() {
+        let mut d = detector();
+        let _ = load(&mut d, "m1", 0, "t", 1);
+        let later = next_scan(&mut d, HORIZON_MS + 1);
+        assert!(later.groups.is_empty(), "a group older than the horizon is dropped");
+        assert!(decode(b"not a state").is_empty());
+        assert!(decode(&[]).is_empty());
     }
 
     #[test]
@@ -274,14 +414,16 @@ mod tests {
     }
 
     #[test]
-    fn a_group_keeps_no_strings_only_a_small_fixed_record() {
+    fn a_group_keeps_no_strings_only_a_small_record() {
         let mut d = detector();
         let long = "x".repeat(10_000);
         for i in 0..5 {
             let _ = d.add(&format!("m{i}"), i, &long, None, None, Some("WebFetch"), Some(&long), None);
         }
-        assert_eq!(d.groups.len(), 1, "one record per (turn, signature), before and after the report");
-        // A count, a time and a flag: a string (24 bytes) would not fit.
-        assert!(std::mem::size_of::<Pending>() <= 16);
+        assert_eq!(d.groups.len(), 1, "one record per (thread, turn, signature), before and after the report");
+        let g = d.groups.values().next().unwrap();
+        assert!(g.reported && g.seen.is_empty(), "a reported group keeps no hashes");
+        let state = d.finish(&mut Vec::new()).unwrap().unwrap();
+        assert!(state.len() < 64, "{} bytes for one group", state.len());
     }
 }

@@ -29,6 +29,7 @@ impl ToolError {
             Origin::Shell | Origin::External => Severity::Medium,
         };
         Observation::new(KIND, &c.signature(), &c.title, f.at, f.id, ("messages", f.id))
+            .grouping_version(sentinel_sdk::normalize::VERSION)
             .origin(c.origin)
             .severity(severity)
             .tool(Some(&c.tool))

@@ -4,9 +4,10 @@
 //! running too long (`room_timeout`) is a `turn_timeout`; a turn stopped on
 //! budget (`max_tokens`, `max_turns`) or any other turn that is not ok is a
 //! `turn_stop`. Stops the person chose (`user_stop`, `cancelled`) are not
-//! reported. Account stops (`auth_required`, `quota`, `rate_limited`) have
-//! origin `external`; everything else is the harness's (`high`). Issues group
-//! by kind and stop reason; the event id is the occurrence.
+//! reported. Account stops (config `account_stops`, by default the scanner
+//! spec's `auth_required`, `quota`, `rate_limited`) have origin `external`
+//! (`medium`); everything else is the harness's (`high`). Issues group by
+//! kind and stop reason; the event id is the occurrence.
 
 use sentinel_sdk::prelude::*;
 
@@ -15,10 +16,20 @@ pub const STOP: &str = "turn_stop";
 
 const PERSON_CHOSE: &[&str] = &["user_stop", "cancelled", "canceled"];
 const BUDGET: &[&str] = &["max_tokens", "max_turns"];
-const ACCOUNT: &[&str] = &["auth_required", "quota", "rate_limited"];
+/// The account stops of the scanner spec: the default of `account_stops`.
+pub const DEFAULT_ACCOUNT_STOPS: &str = "auth_required,quota,rate_limited";
 
-#[derive(Debug, Default)]
-pub struct TurnStop;
+#[derive(Debug)]
+pub struct TurnStop {
+    /// Stop reasons that are the account's (external), not the harness's.
+    account: Vec<String>,
+}
+
+impl Default for TurnStop {
+    fn default() -> Self {
+        TurnStop::new(DEFAULT_ACCOUNT_STOPS)
+    }
+}
 
 /// One `turn.completed` event.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,6 +59,13 @@ fn reason_label(reason: Option<&str>) -> &str {
 }
 
 impl TurnStop {
+    /// With the account stops as a comma-separated list.
+    pub fn new(account_stops: &str) -> Self {
+        TurnStop {
+            account: account_stops.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        }
+    }
+
     pub fn observe(&self, e: &Completed<'_>) -> Option<Observation> {
         let reason = reason_label(e.stop_reason);
         if PERSON_CHOSE.contains(&reason) {
@@ -65,7 +83,7 @@ impl TurnStop {
         } else {
             (STOP, format!("turn failed: {reason}"))
         };
-        let origin = if ACCOUNT.contains(&reason) { Origin::External } else { Origin::Harness };
+        let origin = if self.account.iter().any(|a| a == reason) { Origin::External } else { Origin::Harness };
         Some(
             Observation::new(kind, reason, &title, e.created_at, e.id, ("events", e.id))
                 .origin(origin)
@@ -84,10 +102,15 @@ impl Detector for TurnStop {
             .emits(TIMEOUT)
             .emits(STOP)
             .subscribe("events", "turn-completed")
+            .config_text(
+                "account_stops",
+                DEFAULT_ACCOUNT_STOPS,
+                "comma-separated stop reasons that are the account's (origin external, severity medium)",
+            )
     }
 
-    fn start(_: &ScanContext) -> Result<Self, DetectorError> {
-        Ok(TurnStop)
+    fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
+        Ok(TurnStop::new(ctx.text("account_stops")?))
     }
 
     fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
@@ -124,7 +147,12 @@ mod tests {
     use super::*;
 
     fn ev(ok: bool, reason: &str) -> Option<Observation> {
-        TurnStop.observe(&Completed { id: "e", ok: Some(ok), stop_reason: Some(reason), ..Default::default() })
+        TurnStop::default().observe(&Completed {
+            id: "e",
+            ok: Some(ok),
+            stop_reason: Some(reason),
+            ..Default::default()
+        })
     }
 
     #[test]
@@ -137,6 +165,14 @@ mod tests {
         let quota = ev(false, "quota").unwrap();
         assert_eq!((quota.get_origin(), quota.get_severity()), (Origin::External, Severity::Medium));
         assert_eq!(ev(false, "error").unwrap().get_origin(), Origin::Harness);
+    }
+
+    #[test]
+    fn the_account_stops_are_configurable() {
+        let d = TurnStop::new("quota, billing_hold");
+        let e = |reason| Completed { id: "e", ok: Some(false), stop_reason: Some(reason), ..Default::default() };
+        assert_eq!(d.observe(&e("billing_hold")).unwrap().get_origin(), Origin::External);
+        assert_eq!(d.observe(&e("auth_required")).unwrap().get_origin(), Origin::Harness, "not in this list");
     }
 
     #[test]

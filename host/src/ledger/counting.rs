@@ -6,7 +6,7 @@
 //! issue, the issues summed in memory per issue and written once. It never
 //! stores a grouping key or an occurrence key as given: only their hashes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
@@ -52,8 +52,6 @@ pub struct ScanCommit<'a> {
     pub scan_time: i64,
     /// Each detector's version, for its fires.
     pub versions: BTreeMap<String, String>,
-    /// Detectors that ran on probation: their fires are marked so.
-    pub probation: BTreeSet<String>,
     /// Bookkeeping the scan keeps between runs (the fast-path stamp): a
     /// `None` value deletes the key.
     pub meta: Vec<(String, Option<String>)>,
@@ -130,8 +128,8 @@ impl IssueDelta {
                 tx.prepare_cached(
                     "INSERT INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
                                         last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
-                                        grouping_version)
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                                        grouping_version, probation)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                 )?
                 .execute(params![
                     sig,
@@ -150,7 +148,8 @@ impl IssueDelta {
                     ev.evidence_source,
                     ev.evidence_id,
                     self.evidence_at,
-                    first.grouping_version
+                    first.grouping_version,
+                    ev.probation
                 ])?;
             }
             None => {
@@ -170,7 +169,7 @@ impl IssueDelta {
                 if let Some(ev) = ev {
                     tx.prepare_cached(
                         "UPDATE issues SET title = ?2, bot_id = ?3, thread_id = ?4, turn_id = ?5,
-                                evidence_source = ?6, evidence_id = ?7, evidence_at = ?8
+                                evidence_source = ?6, evidence_id = ?7, evidence_at = ?8, probation = ?9
                          WHERE sig = ?1",
                     )?
                     .execute(params![
@@ -181,7 +180,8 @@ impl IssueDelta {
                         ev.turn_id,
                         ev.evidence_source,
                         ev.evidence_id,
-                        ev.at
+                        ev.at,
+                        ev.probation
                     ])?;
                 }
             }
@@ -281,6 +281,9 @@ impl Ledger {
         self.stage(scan.observations)?;
         tracing::debug!("ledger commit begin");
         let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
+        if self.staging {
+            floor_kinds_with_new_rules(&tx).map_err(e("cannot set the count floor"))?;
+        }
         let floors: std::collections::HashMap<String, i64> = {
             let mut stmt = tx.prepare("SELECT kind, at FROM count_floor").map_err(e("cannot read the count floor"))?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(e("cannot read the count floor"))?;
@@ -294,7 +297,7 @@ impl Ledger {
             let mut stmt = tx
                 .prepare(
                     "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
-                            evidence_source, evidence_id, wasted_turns, grouping_version, detector
+                            evidence_source, evidence_id, wasted_turns, grouping_version, detector, probation
                      FROM temp.staged ORDER BY seq",
                 )
                 .map_err(e("cannot read staged observations"))?;
@@ -389,7 +392,7 @@ fn occurrence_fire(o: &Incoming, scan: &ScanCommit<'_>) -> FireEntry {
         turn_id: o.turn_id.clone(),
         evidence_source: Some(o.evidence_source.clone()),
         evidence_id: Some(o.evidence_id.clone()),
-        probation: scan.probation.contains(&o.detector),
+        probation: o.probation,
         reason: None,
         prev: String::new(),
         hash: String::new(),
@@ -446,4 +449,22 @@ pub(super) fn health_fire(
         prev: String::new(),
         hash: String::new(),
     }
+}
+
+/// The reset rule, applied when a kind's grouping rules change: a kind
+/// staged with a grouping version newer than every stored issue of that kind
+/// gets the count floor a reset gives (its newest `lastAt`), so an
+/// occurrence already counted under the old rules, whose key the new rules
+/// may have changed (`retry_loop` keys hold the signature), is never counted
+/// again under the new ones.
+fn floor_kinds_with_new_rules(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO count_floor(kind, at)
+         SELECT i.kind, MAX(i.last_at) FROM issues i
+         JOIN (SELECT kind, MAX(grouping_version) AS v FROM temp.staged GROUP BY kind) s ON s.kind = i.kind
+         GROUP BY i.kind HAVING MAX(i.grouping_version) < MAX(s.v)
+         ON CONFLICT(kind) DO UPDATE SET at = MAX(at, excluded.at)",
+        [],
+    )?;
+    Ok(())
 }

@@ -47,7 +47,7 @@ impl Ledger {
 pub(super) fn read_issues(conn: &Connection) -> rusqlite::Result<Vec<IssueLine>> {
     let mut stmt = conn.prepare(
         "SELECT sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
-                        count, wasted_turns, evidence_source, evidence_id, grouping_version
+                        count, wasted_turns, evidence_source, evidence_id, grouping_version, probation
                  FROM issues ORDER BY first_at, sig",
     )?;
     let rows = stmt.query_map([], |r| {
@@ -67,6 +67,7 @@ pub(super) fn read_issues(conn: &Connection) -> rusqlite::Result<Vec<IssueLine>>
             wasted_turns: r.get(12)?,
             evidence_ref: EvidenceRef { source: r.get(13)?, id: r.get(14)? },
             grouping_version: r.get(15)?,
+            probation: r.get(16)?,
         })
     })?;
     rows.collect()
@@ -98,6 +99,10 @@ pub struct IssueLine {
     /// detectors) that built this issue's signature.
     #[serde(default = "one")]
     pub grouping_version: u32,
+    /// The newest occurrence was reported by a detector on probation (a
+    /// field, never a title prefix, so titles stay stable across scans).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probation: bool,
 }
 
 fn one() -> u32 {

@@ -145,7 +145,47 @@ mod tests {
             evidence_source: "messages".into(),
             evidence_id: occurrence.into(),
             wasted_turns: 1,
+            probation: false,
         }
+    }
+
+    #[test]
+    fn a_store_from_before_probation_gains_the_column_and_keeps_its_issues() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        l.commit(ScanCommit { observations: &[obs("o1", "k", "t1", 1)], ..Default::default() }).unwrap();
+        l.conn.execute_batch("ALTER TABLE issues DROP COLUMN probation").unwrap();
+        drop(l);
+        let mut l = Ledger::open(dir.path()).unwrap();
+        assert_eq!(l.reset, None, "no state reset: only a column with a default was added");
+        let on_probation = Observation { probation: true, ..obs("o2", "k", "t2", 2) };
+        l.commit(ScanCommit { observations: &[on_probation], ..Default::default() }).unwrap();
+        let issues = l.issues().unwrap();
+        assert_eq!((issues.len(), issues[0].count, issues[0].probation), (1, 2, true));
+        assert!(std::fs::read_to_string(l.issues_path()).unwrap().contains("\"probation\":true"));
+    }
+
+    #[test]
+    fn new_grouping_rules_never_count_an_old_occurrence_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        let old = obs("occ-1", "old key", "t1", 100);
+        l.commit(ScanCommit { observations: std::slice::from_ref(&old), ..Default::default() }).unwrap();
+        // Version 2 rules change both the signature and the occurrence key
+        // of the same event, seen again by the trailing window, and see a
+        // new one later.
+        let again = Observation {
+            grouping_version: 2,
+            signature: "new key".into(),
+            occurrence: "v2-occ-1".into(),
+            ..old.clone()
+        };
+        let newer = Observation { at: 200, occurrence: "v2-occ-2".into(), ..again.clone() };
+        let r = l.commit(ScanCommit { observations: &[again, newer], ..Default::default() }).unwrap();
+        assert_eq!((r.counted, r.below_floor), (1, 1), "the old event is not counted again, the new one is");
+        let issues = l.issues().unwrap();
+        assert_eq!(issues.len(), 2, "the old issue is kept, the new rules start a new one");
+        assert_eq!(issues.iter().map(|i| (i.grouping_version, i.count)).collect::<Vec<_>>(), vec![(1, 1), (2, 1)]);
     }
 
     #[test]

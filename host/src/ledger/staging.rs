@@ -24,7 +24,7 @@ CREATE TEMP TABLE IF NOT EXISTS staged(
     title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
     bot_id TEXT, thread_id TEXT, turn_id TEXT, at INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, wasted_turns INTEGER NOT NULL,
-    grouping_version INTEGER NOT NULL);
+    grouping_version INTEGER NOT NULL, probation INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS temp.staged_detector ON staged(detector);
 DELETE FROM temp.staged;
 ";
@@ -47,6 +47,7 @@ pub(super) struct Incoming {
     pub(super) wasted_turns: u32,
     pub(super) grouping_version: u32,
     pub(super) detector: String,
+    pub(super) probation: bool,
 }
 
 impl Incoming {
@@ -69,6 +70,7 @@ impl Incoming {
             wasted_turns: r.get(13)?,
             grouping_version: r.get(14)?,
             detector: r.get(15)?,
+            probation: r.get(16)?,
         })
     }
 }
@@ -92,8 +94,9 @@ impl Ledger {
             let mut stmt = tx
                 .prepare_cached(
                     "INSERT INTO temp.staged(detector, kind, sig, occ, title, origin, severity, tool, bot_id, thread_id,
-                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version)
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version,
+                                             probation)
+                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 )
                 .map_err(&e)?;
             for o in observations {
@@ -113,7 +116,8 @@ impl Ledger {
                     o.evidence_source,
                     o.evidence_id,
                     o.wasted_turns,
-                    o.grouping_version
+                    o.grouping_version,
+                    o.probation
                 ])
                 .map_err(&e)?;
             }

@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS issues(
     first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, count INTEGER NOT NULL,
     wasted_turns INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL,
-    grouping_version INTEGER NOT NULL DEFAULT 1);
+    grouping_version INTEGER NOT NULL DEFAULT 1, probation INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
@@ -100,6 +100,7 @@ impl Ledger {
         // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
         conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
+        add_probation_column(&conn).map_err(err("cannot add the probation column"))?;
         for suffix in ["-wal", "-shm"] {
             crate::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
         }
@@ -223,8 +224,8 @@ impl Ledger {
             tx.execute(
                 "INSERT OR IGNORE INTO issues(sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id,
                         first_at, last_at, count, wasted_turns, evidence_source, evidence_id, evidence_at,
-                        grouping_version)
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11, ?16)",
+                        grouping_version, probation)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?11, ?16, ?17)",
                 params![
                     i.sig,
                     i.kind,
@@ -241,7 +242,8 @@ impl Ledger {
                     i.wasted_turns,
                     i.evidence_ref.source,
                     i.evidence_ref.id,
-                    i.grouping_version
+                    i.grouping_version,
+                    i.probation
                 ],
             )
             .map_err(|source| LedgerError::Store {
@@ -435,6 +437,19 @@ pub(super) fn write_health(tx: &Connection, h: &Health) -> rusqlite::Result<()> 
         h.last_failure,
         h.last_scan_at
     ])?;
+    Ok(())
+}
+
+/// Adds `issues.probation` to a store written before it existed (a column
+/// with a default: no state is lost, nothing is recounted).
+fn add_probation_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool =
+        conn.query_row("SELECT COUNT(*) > 0 FROM pragma_table_info('issues') WHERE name = 'probation'", [], |r| {
+            r.get(0)
+        })?;
+    if !has {
+        conn.execute_batch("ALTER TABLE issues ADD COLUMN probation INTEGER NOT NULL DEFAULT 0")?;
+    }
     Ok(())
 }
 

@@ -467,6 +467,7 @@ impl DetectorScan<'_> {
                 evidence_source: output::identifier(o.evidence.source, c),
                 evidence_id: output::identifier(o.evidence.id, c),
                 wasted_turns: output::wasted_turns(o.wasted_turns, c),
+                probation: false,
             });
         }
         Ok(())

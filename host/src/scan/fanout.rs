@@ -9,7 +9,6 @@
 //! commits.
 
 use super::plan::{Slot, Unit};
-use crate::health;
 use crate::ledger::{Ledger, LedgerError};
 use crate::observation::Observation;
 use crate::record::Batch;
@@ -41,17 +40,15 @@ pub(crate) fn push(slots: &mut [Slot<'_>], unit: &Unit, batch: Batch, ledger: &m
     Ok(u64::from(batch.rows()))
 }
 
-/// Stages one call's observations, with the `[PROBATION]` prefix on titles
-/// of a detector on probation.
+/// Stages one call's observations, marked `probation` (a field of the fire
+/// and its issue, never the title) when their detector is on probation.
 pub(crate) fn stage(
     ledger: &mut Ledger,
     mut observations: Vec<Observation>,
     probation: bool,
 ) -> Result<(), LedgerError> {
-    if probation {
-        for o in &mut observations {
-            o.title = health::probation_title(&o.title);
-        }
+    for o in &mut observations {
+        o.probation = probation;
     }
     ledger.stage(&observations)
 }

@@ -242,7 +242,6 @@ impl Scan<'_> {
         meta.append(&mut plan.meta);
         let versions =
             plan.slots.iter().map(|s| (s.name().to_owned(), s.detector.descriptor.version.clone())).collect();
-        let probation = plan.slots.iter().filter(|s| s.probation).map(|s| s.name().to_owned()).collect();
         let issues = ledger.commit(ScanCommit {
             observations: &[],
             cursors,
@@ -251,7 +250,6 @@ impl Scan<'_> {
             health,
             scan_time,
             versions,
-            probation,
             meta,
         })?;
         for slot in plan.slots.iter().filter(|s| s.woken) {

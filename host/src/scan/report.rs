@@ -70,7 +70,7 @@ pub struct DetectorSummary {
     pub next_due: Option<i64>,
     /// Its health after this scan.
     pub health: Standing,
-    /// It ran on probation: its fires carried the `[PROBATION]` prefix.
+    /// It ran on probation: its fires were marked `probation` (a field, never the title).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub probation: bool,
     /// Whether its compiled code came from the cache: `hit`, `miss`, `replaced`, `off`.

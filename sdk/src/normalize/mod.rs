@@ -1,0 +1,598 @@
+//! The signature normalizer: every Rust detector groups errors the same way.
+//!
+//! Owns the grouping key and title of an error text, in three steps:
+//! credentials are redacted ([`secrets`]), the line that names the error is
+//! picked by format ([`formats`]: Python tracebacks, Java/Kotlin, Node.js,
+//! Rust and Go panics, else the first meaningful line), then ordered rules
+//! replace what varies between occurrences of the same failure with
+//! placeholders: email addresses, URLs, quoted values, UUIDs, IP addresses,
+//! dates and times, paths (POSIX, `~`, Windows, relative), file names, host
+//! names, the operand of `no such …:`, long hashes, hex ids, durations, then
+//! any remaining number (but an HTTP status or a curl error code, which name
+//! the failure). So "no layer 12 in /a/b" and "no layer 104 in /c/d" both
+//! become "no layer <n> in <path>" and group into one issue. The order
+//! matters: earlier rules take text that later rules would cut into pieces
+//! (a URL holds a path and numbers). Sentry's grouping is the anchor:
+//! exception type plus normalized message, with the chained causes' types and
+//! the failing frame's function (code, never user data) as a secondary key.
+//! Never keeps the raw text: callers get the key and the title only.
+
+pub mod formats;
+pub mod secrets;
+pub mod words;
+
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+
+pub use formats::first_line;
+
+/// The version of these rules. Bump it with any change that changes an
+/// output: it is stored with every issue (`groupingVersion`). 2: error
+/// formats, secrets, relative paths, file and host names, apostrophes.
+pub const VERSION: u32 = 2;
+
+/// Characters kept in a title.
+pub const TITLE_CHARS: usize = 160;
+
+/// How much of a long output is looked at: its head and its tail (where a
+/// traceback puts the error), so one huge output costs no more than this.
+const HEAD_TAIL: usize = 16 * 1024;
+
+enum With {
+    Text(&'static str),
+    /// The number rule: keeps an HTTP status and a curl error code.
+    Number,
+    /// Runs until nothing changes (a match may consume the separator the
+    /// next one needs).
+    Repeat(&'static str),
+}
+
+struct Rule {
+    re: Regex,
+    with: With,
+}
+
+/// ASCII word boundaries, digits and spaces: Unicode versions of `\b`, `\d`
+/// and `\s` make the automata many times larger, and a detector compiles
+/// them inside its first call, under the deadline.
+pub(crate) fn ascii(pattern: &str) -> String {
+    pattern
+        .replace(r"\b", r"(?-u:\b)")
+        .replace(r"\d", "[0-9]")
+        .replace(r"\s", r"[\t\n\x0B\x0C\r ]")
+        .replace(r"\w", "[A-Za-z0-9_]")
+}
+
+fn rule(pattern: &str, with: With) -> Rule {
+    Rule { re: Regex::new(&ascii(pattern)).expect("normalizer patterns are valid"), with }
+}
+
+/// File extensions that make a bare word a file name (`plan.txt`).
+const EXTENSIONS: &str = "txt|json|jsonl|ndjson|csv|tsv|log|py|pyc|js|mjs|cjs|ts|tsx|jsx|rs|go|java|kt|class|jar|rb|php|c|h|cc|cpp|hpp|cs|swift|md|rst|yaml|yml|toml|ini|cfg|conf|env|db|sqlite|sqlite3|sql|html|htm|css|xml|pdf|png|jpe?g|gif|svg|webp|mp3|mp4|wav|sh|bash|zsh|ps1|bat|zip|gz|tgz|tar|xz|bz2|7z|lock|bak|tmp|wasm|bin|exe|dll|so|dylib|docx?|xlsx?|pptx?|pem|key|crt";
+
+/// Top-level domains that make a dotted word a host name.
+const TLDS: &str = "com|org|net|io|dev|app|ai|co|uk|de|fr|nl|es|it|jp|cn|ru|br|in|au|ca|ch|se|eu|us|edu|gov|mil|info|biz|cloud|me|xyz|tech|local|internal|lan|home|corp|example|test|invalid|localdomain";
+
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    use With::*;
+    vec![
+        rule(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", Text("<email>")),
+        rule(r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>`]+"#, Text("<url>")),
+        rule(r#""(?:[^"\\\n]|\\.)*"|`[^`\n]*`|“[^”\n]*”|‘[^’\n]*’"#, Text("<quoted>")),
+        // A single quote opens a value only where no word precedes it and
+        // closes only where none follows: `can't` and `Couldn't` are words.
+        rule(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)", Repeat("${1}<quoted>${2}")),
+        rule(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", Text("<uuid>")),
+        rule(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", Text("<ip>")),
+        rule(
+            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b",
+            Text("<date>"),
+        ),
+        rule(r"(?:\b[A-Za-z]:\\|\\\\)[^\s:*?<>|]+", Text("<path>")),
+        // A POSIX path starts a word: `src/a/b.rs` is not cut in two.
+        rule(r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#, Text("${1}<path>")),
+        // A relative path: two slashes or more, or one and a file extension
+        // (`src/a/12.rs`, `a/b/c`; not `and/or`, `HTTP/1.1`, `text/plain`).
+        rule(
+            r#"(^|[\s=(\[{,;:"'])(?:[\w.@+-]+/){2,}[\w.@+-]*|(^|[\s=(\[{,;:"'])[\w.@+-]+/[\w@+-]+\.[A-Za-z][A-Za-z0-9]{0,7}\b"#,
+            Text("${1}${2}<path>"),
+        ),
+        rule(&format!(r"\b[\w-]+(?:\.[\w-]+)*\.(?:{EXTENSIONS})\b"), Text("<path>")),
+        rule(&format!(r"\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{TLDS})\b"), Text("<host>")),
+        // The operand of a `no such …:` message is what the caller asked for.
+        rule(
+            r"\b((?i-u:no such|unknown|unrecognized|undefined) [A-Za-z]+|(?i-u:could not resolve)(?: (?i-u:host))?)([ \t]*:[ \t]*)[^\s,;()<>]+",
+            Text("${1}${2}<value>"),
+        ),
+        rule(r"\b[0-9a-fA-F]{16,}\b", Text("<hash>")),
+        rule(
+            r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b",
+            Text("<hex>"),
+        ),
+        rule(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b", Text("<duration>")),
+        rule(r"[-+]?\b\d+(?:[.,]\d+)*\b", Number),
+    ]
+});
+
+static SPACES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid"));
+
+/// Words after which a three-digit number is an HTTP status, which names
+/// the failure (`HTTP/1.1 503`, `status code 404`, `returned error: 500`).
+const STATUS_BEFORE: &[&str] = &[
+    "http",
+    "http/<n>",
+    "http/2",
+    "http error",
+    "http error:",
+    "status",
+    "status:",
+    "status code",
+    "status code:",
+    "response code",
+    "response code:",
+    "returned error:",
+];
+
+/// Whether the number `n` at `start..end` of `line` is an HTTP status or a
+/// curl error code, kept because it tells failures apart.
+fn names_the_failure(line: &str, start: usize, end: usize, n: &str) -> bool {
+    if !n.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let before = line[..start].trim_end().to_ascii_lowercase();
+    let after = line[end..].to_ascii_lowercase();
+    let status = n.len() == 3 && (b'1'..=b'5').contains(&n.as_bytes()[0]);
+    (status
+        && (STATUS_BEFORE.iter().any(|w| before.ends_with(w))
+            || before.rsplit(char::is_whitespace).next().is_some_and(|w| w.starts_with("http/"))
+            || after.starts_with(" client error")
+            || after.starts_with(" server error")))
+        || (before.ends_with("curl: (") && after.starts_with(')'))
+}
+
+/// Applies the placeholder rules to one line.
+fn placeholders_line(line: &str) -> String {
+    // Control characters (NUL among them, the signature separator) become spaces.
+    let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    for r in RULES.iter() {
+        if !r.re.is_match(&line) {
+            continue;
+        }
+        line = match r.with {
+            With::Text(with) => r.re.replace_all(&line, with).into_owned(),
+            With::Repeat(with) => {
+                let mut l = line;
+                for _ in 0..4 {
+                    let next = r.re.replace_all(&l, with).into_owned();
+                    if next == l {
+                        break;
+                    }
+                    l = next;
+                }
+                l
+            }
+            With::Number => {
+                r.re.replace_all(&line, |c: &Captures| {
+                    let m = c.get(0).expect("a match");
+                    if names_the_failure(&line, m.start(), m.end(), m.as_str()) {
+                        m.as_str().to_owned()
+                    } else {
+                        "<n>".to_owned()
+                    }
+                })
+                .into_owned()
+            }
+        };
+    }
+    SPACES.replace_all(line.trim(), " ").into_owned()
+}
+
+/// The head and tail of a long text, cut at line ends (so no half line
+/// reads as a line of its own).
+fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= 2 * HEAD_TAIL {
+        return text.into();
+    }
+    let mut head = HEAD_TAIL;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let head = text[..head].rfind('\n').unwrap_or(head);
+    let mut tail = text.len() - HEAD_TAIL;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let tail = text[tail..].find('\n').map_or(tail, |i| tail + i + 1);
+    format!("{}\n{}", &text[..head], &text[tail..]).into()
+}
+
+/// What an error groups by, and what its issue is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grouped {
+    /// The normalized error line, then the secondary parts (chained causes'
+    /// types, the failing frame's function), ` | `-separated.
+    pub key: String,
+    /// The normalized error line, capped at [`TITLE_CHARS`].
+    pub title: String,
+}
+
+/// Groups an error text: secrets redacted, the error line picked by format,
+/// placeholders applied.
+pub fn group(text: &str) -> Grouped {
+    let text = bounded(text);
+    let located = formats::locate(&secrets::redact(&text));
+    let line = placeholders_line(&located.line);
+    let mut key = line.clone();
+    for extra in &located.extra {
+        key.push_str(" | ");
+        key.push_str(&placeholders_line(extra));
+    }
+    Grouped { title: cap(&line), key }
+}
+
+/// The normalized error line of `text` (the title, uncapped).
+pub fn normalize(text: &str) -> String {
+    let text = bounded(text);
+    placeholders_line(&formats::locate(&secrets::redact(&text)).line)
+}
+
+/// Every line of `text` with secrets redacted and placeholders applied:
+/// what a classifier may read without a file name or a quoted argument
+/// deciding anything.
+pub fn placeholders(text: &str) -> String {
+    let text = bounded(text);
+    secrets::redact(&text).lines().map(placeholders_line).collect::<Vec<_>>().join("\n")
+}
+
+/// A title: the normalized line, capped at [`TITLE_CHARS`] characters.
+pub fn title(text: &str) -> String {
+    cap(&normalize(text))
+}
+
+/// Caps a line at [`TITLE_CHARS`] characters.
+pub fn cap(s: &str) -> String {
+    s.chars().take(TITLE_CHARS).collect()
+}
+
+/// Whether `text[start..end]` stands as a whole word (no letter, digit or
+/// `_` on either side).
+fn whole_word(text: &str, start: usize, end: usize) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    !text[..start].chars().next_back().is_some_and(word) && !text[end..].chars().next().is_some_and(word)
+}
+
+/// Removes every occurrence of each name (bot names, say) before hashing,
+/// as a whole word and whatever its ASCII case (`marvin`, `MARVIN`),
+/// longest first so a name containing another is removed whole.
+pub fn scrub(text: &str, names: &[String]) -> String {
+    let mut names: Vec<&String> = names.iter().filter(|n| n.trim().len() >= 2).collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    let mut out = text.to_owned();
+    for n in names {
+        let needle = n.to_ascii_lowercase();
+        let mut from = 0;
+        loop {
+            // ASCII lower-casing keeps byte offsets.
+            let hay = out.to_ascii_lowercase();
+            let Some(pos) = hay[from..].find(&needle).map(|p| p + from) else { break };
+            let end = pos + needle.len();
+            if whole_word(&out, pos, end) {
+                out.replace_range(pos..end, "<name>");
+                from = pos + "<name>".len();
+            } else {
+                from = end;
+            }
+        }
+    }
+    out
+}
+
+/// Replaces every word that is not a common word ([`words`]) with `<name>`,
+/// whatever its case or position: the rule that keeps names out of a
+/// harness sentence when the list of names is missing or incomplete (a
+/// deleted bot, an unreadable `bots.json`, a name in lower case or first).
+/// Placeholders and words holding a digit (left to the number rules) stay.
+/// It scrubs some ordinary rare words too; for a harness sentence that is
+/// the right trade.
+pub fn scrub_uncommon(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '<' {
+            // A placeholder: copied whole.
+            let end = rest.find('>').map_or(rest.len(), |e| e + 1);
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+        } else if c.is_alphanumeric() {
+            let end = rest
+                .char_indices()
+                .find(|&(_, d)| !(d.is_alphanumeric() || matches!(d, '_' | '\'' | '-')))
+                .map_or(rest.len(), |(i, _)| i);
+            let word = &rest[..end];
+            if words::is_common(word) || word.chars().any(|d| d.is_ascii_digit()) {
+                out.push_str(word);
+            } else {
+                out.push_str("<name>");
+            }
+            rest = &rest[end..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (input, expected placeholder text). Each case is also checked with a
+    /// prefix and a suffix around it, so a rule anchored by accident shows up.
+    const CASES: &[(&str, &str)] = &[
+        ("12", "<n>"),
+        ("104", "<n>"),
+        ("-3", "<n>"),
+        ("3.25", "<n>"),
+        ("/a/b", "<path>"),
+        ("/var/log/app-1.log", "<path>"),
+        ("~/work/x.txt", "<path>"),
+        ("./build/out", "<path>"),
+        ("src/a/12.rs", "<path>"),
+        ("src/main.rs", "<path>"),
+        ("a/b/c", "<path>"),
+        ("plan.txt", "<path>"),
+        ("report-2026.final.pdf", "<path>"),
+        (r"C:\Users\me\file.txt", "<path>"),
+        ("https://api.example.com/v1/items?id=9", "<url>"),
+        ("api.example.com", "<host>"),
+        ("db-7.internal", "<host>"),
+        ("ops@example.com", "<email>"),
+        ("550e8400-e29b-41d4-a716-446655440000", "<uuid>"),
+        ("10.0.0.12", "<ip>"),
+        ("127.0.0.1:8080", "<ip>"),
+        ("2026-11-30T10:15:00Z", "<date>"),
+        ("10:15:00", "<date>"),
+        ("deadbeefcafebabe1234", "<hash>"),
+        ("0x7ffe", "<hex>"),
+        ("a1b2c3", "<hex>"),
+        ("250ms", "<duration>"),
+        ("1.5s", "<duration>"),
+        ("\"some value\"", "<quoted>"),
+        ("'x y'", "<quoted>"),
+        ("'don't'", "<quoted>"),
+        ("`cmd --flag`", "<quoted>"),
+        ("“curly”", "<quoted>"),
+        ("password hunter2", "password <secret>"),
+        ("token=sk-live-4eC39HqLyjWDarjtT1zdp7dc", "token=<secret>"),
+        ("Bearer abcdef123456", "Bearer <secret>"),
+        ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", "<secret>"),
+        ("https://bob:hunter2@db.example.com/x", "<url>"),
+    ];
+
+    #[test]
+    fn every_case_bare_with_prefix_and_with_suffix() {
+        for (input, want) in CASES {
+            assert_eq!(normalize(input), *want, "bare {input:?}");
+            assert_eq!(normalize(&format!("failed at {input}")), format!("failed at {want}"), "prefix {input:?}");
+            assert_eq!(normalize(&format!("{input} failed")), format!("{want} failed"), "suffix {input:?}");
+        }
+    }
+
+    /// One error family per row: (title every variation gets, variations).
+    /// Variations change the prefix, the suffix, the arguments and the
+    /// secrets, the way Sentry's parameterization tests do; each must give
+    /// the title, and all of a row one key.
+    const FAMILIES: &[(&str, &[&str])] = &[
+        (
+            "no layer <n> in <path>",
+            &["no layer 12 in /a/b", "no layer 104 in /c/d", "\n---\nno layer 7 in ~/x\n  at foo (/x/y.js:1:2)"],
+        ),
+        (
+            "ModuleNotFoundError: No module named <quoted>",
+            &[
+                "Traceback (most recent call last):\n  File \"/srv/app/main.py\", line 3, in <module>\n    import zqxmod\nModuleNotFoundError: No module named 'zqxmod'\n",
+                "Traceback (most recent call last):\n  File \"/home/bob/run.py\", line 12, in <module>\n    import pandas\nModuleNotFoundError: No module named 'pandas'",
+                "some log line first\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nModuleNotFoundError: No module named \"yaml\"\n",
+            ],
+        ),
+        (
+            "KeyError: <quoted>",
+            &[
+                "Traceback (most recent call last):\n  File \"a.py\", line 4, in <module>\n    d['user_id']\nKeyError: 'user_id'",
+                "Traceback (most recent call last):\n  File \"b.py\", line 9, in <module>\n    x[\"k\"]\nKeyError: 'password'",
+            ],
+        ),
+        (
+            "json.decoder.JSONDecodeError: Expecting value: line <n> column <n> (char <n>)",
+            &[
+                "Traceback (most recent call last):\n  File \"/usr/lib/python3.11/json/decoder.py\", line 355, in <module>\njson.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+                "Traceback (most recent call last):\n  File \"/x.py\", line 2, in <module>\njson.decoder.JSONDecodeError: Expecting value: line 3 column 17 (char 42)",
+            ],
+        ),
+        (
+            "RuntimeError: login failed for <email>: password <secret>",
+            &[
+                "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\nRuntimeError: login failed for bob@example.com: password hunter2",
+                "Traceback (most recent call last):\n  File \"a.py\", line 7, in <module>\nRuntimeError: login failed for ann@corp.io: password Tr0ub4dor&3",
+            ],
+        ),
+        (
+            "java.lang.IllegalStateException: queue <n> is closed",
+            &[
+                "Exception in thread \"main\" java.lang.IllegalStateException: queue 3 is closed\n\tat com.acme.Q.put(Q.java:40)\n\tat com.acme.Main.main(Main.java:9)",
+                "Exception in thread \"pool-1-thread-2\" java.lang.IllegalStateException: queue 17 is closed\n\tat com.acme.Q.put(Q.java:41)",
+            ],
+        ),
+        (
+            // Kotlin prints the JVM's format; the frame's module (`java.base/`) is left out.
+            "java.lang.NumberFormatException: For input string: <quoted>",
+            &[
+                "Exception in thread \"main\" java.lang.NumberFormatException: For input string: \"zq\"\n\tat java.base/java.lang.NumberFormatException.forInputString(NumberFormatException.java:67)\n\tat MainKt.main(Main.kt:2)",
+                "Exception in thread \"main\" java.lang.NumberFormatException: For input string: \"12a\"\n\tat java.base/java.lang.NumberFormatException.forInputString(NumberFormatException.java:68)\n\tat MainKt.parse(Main.kt:9)",
+            ],
+        ),
+        (
+            "TypeError: Cannot read properties of undefined (reading <quoted>)",
+            &[
+                "/app/x.js:3\n  a.b.c;\n    ^\n\nTypeError: Cannot read properties of undefined (reading 'c')\n    at run (/app/x.js:3:5)",
+                "TypeError: Cannot read properties of undefined (reading 'userName')\n    at run (/srv/other.js:88:12)\n    at main (/srv/other.js:99:1)",
+            ],
+        ),
+        (
+            "panicked: index out of bounds: the len is <n> but the index is <n>",
+            &[
+                "thread 'main' panicked at src/main.rs:2:5:\nindex out of bounds: the len is 3 but the index is 7\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+                "thread 'worker-bob' panicked at 'index out of bounds: the len is 0 but the index is 0', src/lib.rs:10:9",
+            ],
+        ),
+        (
+            "panic: runtime error: index out of range [<n>] with length <n>",
+            &[
+                "panic: runtime error: index out of range [5] with length 3\n\ngoroutine 1 [running]:\nmain.main()\n\t/tmp/x.go:8 +0x1d\nexit status 2",
+                "panic: runtime error: index out of range [12] with length 12\n\ngoroutine 7 [running]:\nmain.main()\n\t/home/ann/y.go:80 +0x2f",
+            ],
+        ),
+        (
+            "curl: (6) Could not resolve host: <host>",
+            &["curl: (6) Could not resolve host: api.example.com", "curl: (6) Could not resolve host: zqx.internal"],
+        ),
+        (
+            "curl: (22) The requested URL returned error: 404",
+            &["curl: (22) The requested URL returned error: 404", "curl: (22) The requested URL returned error: 404\n"],
+        ),
+        (
+            "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: <url>",
+            &[
+                "Traceback (most recent call last):\n  File \"c.py\", line 3, in fetch\nrequests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://api.example.com/v1/x?id=9",
+                "Traceback (most recent call last):\n  File \"d.py\", line 30, in fetch\nrequests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://other.example.org/y",
+            ],
+        ),
+        (
+            "Parse error near line <n>: no such table: <value>",
+            &[
+                "Parse error near line 1: no such table: zqx_orders\n  SELECT * FROM zqx_orders;\n       ^--- error here",
+                "Parse error near line 3: no such table: users",
+            ],
+        ),
+        (
+            "fatal: not a git repository (or any of the parent directories): .git",
+            &["fatal: not a git repository (or any of the parent directories): .git\n"],
+        ),
+        ("Couldn't open <quoted>", &["Couldn't open 'plan.txt'", "Couldn't open 'other file.md'"]),
+        ("can't find <quoted> here", &["can't find 'x' here", "can't find 'zqx' here"]),
+        ("cannot open <path>", &["cannot open src/a/12.rs", "cannot open lib/b/c.rs", "cannot open notes.txt"]),
+        (
+            "auth failed: token=<secret>",
+            &["auth failed: token=sk-live-abc123", "auth failed: token=ghp_zzzzzzzzzzzzzzzzzzzzzzzz"],
+        ),
+        (
+            "recipient <email> rejected token <secret>",
+            &[
+                "recipient user3@example.com rejected token \"sk-live-37\"",
+                "recipient user45994@example.com rejected token \"sk-live-45994615\"",
+                "recipient ann@example.org rejected token 'ghp_16C7e42F292c6912E7710c838347Ae178B4a'",
+            ],
+        ),
+        ("HTTP/<n> 502 Bad Gateway", &["HTTP/1.1 502 Bad Gateway", "HTTP/1.0 502 Bad Gateway"]),
+        ("Request failed with status code 429", &["Request failed with status code 429"]),
+    ];
+
+    #[test]
+    fn each_family_has_its_title_and_one_key_over_its_variations() {
+        for (title, variations) in FAMILIES {
+            let keys: Vec<String> = variations
+                .iter()
+                .map(|v| {
+                    let g = group(v);
+                    assert_eq!(g.title, *title, "variation {v:?}");
+                    g.key
+                })
+                .collect();
+            assert!(keys.windows(2).all(|w| w[0] == w[1]), "{title}: {keys:?}");
+        }
+    }
+
+    #[test]
+    fn families_are_never_merged() {
+        let keys: Vec<String> = FAMILIES.iter().map(|(_, v)| group(v[0]).key).collect();
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        // Statuses and curl codes name the failure: they are never merged.
+        assert_ne!(group("HTTP/1.1 502 Bad Gateway").key, group("HTTP/1.1 503 Bad Gateway").key);
+        assert_ne!(group("curl: (6) x").key, group("curl: (7) x").key);
+    }
+
+    #[test]
+    fn chained_causes_and_frames_are_secondary_keys() {
+        let chained = |cause: &str| {
+            format!(
+                "Traceback (most recent call last):\n  File \"a.py\", line 1, in load\n{cause}: x\n\nThe above exception was the direct cause of the following exception:\n\nTraceback (most recent call last):\n  File \"a.py\", line 9, in main\nRuntimeError: load failed"
+            )
+        };
+        let (a, b) = (group(&chained("KeyError")), group(&chained("OSError")));
+        assert_eq!(a.title, "RuntimeError: load failed");
+        assert_eq!(a.title, b.title);
+        assert_ne!(a.key, b.key, "another cause is another group");
+        assert_eq!(a.key, "RuntimeError: load failed | cause KeyError | in main");
+    }
+
+    #[test]
+    fn different_numbers_and_paths_group_together() {
+        assert_eq!(normalize("no layer 12 in /a/b"), "no layer <n> in <path>");
+        assert_eq!(normalize("no layer 12 in /a/b"), normalize("no layer 104 in /c/d"));
+    }
+
+    #[test]
+    fn control_characters_never_survive() {
+        assert_eq!(normalize("bad\u{0}byte\u{7}here"), "bad byte here");
+    }
+
+    #[test]
+    fn words_that_look_like_hex_or_paths_are_kept() {
+        // "cafe" and "deadbeef" have no digit: they are words, not ids.
+        assert_eq!(normalize("cafe deadbeef added"), "cafe deadbeef added");
+        assert_eq!(normalize("read and/or write text/plain over HTTP/2"), "read and/or write text/plain over HTTP/<n>");
+    }
+
+    #[test]
+    fn a_huge_output_is_read_at_its_head_and_tail() {
+        let t = format!(
+            "Traceback (most recent call last):\n{}ValueError: bad 7",
+            "  File \"a.py\", line 1, in f\n".repeat(5000)
+        );
+        assert_eq!(title(&t), "ValueError: bad <n>");
+    }
+
+    /// Known imperfect cases: pinned so a change is a decision.
+    #[test]
+    fn known_imperfect_cases() {
+        // A version reads as a number.
+        assert_eq!(normalize("needs node 20.1.0"), "needs node <n>");
+    }
+
+    #[test]
+    fn titles_are_capped() {
+        assert_eq!(title(&"word ".repeat(100)).chars().count(), TITLE_CHARS);
+    }
+
+    #[test]
+    fn uncommon_words_are_scrubbed_whatever_their_case_or_place() {
+        assert_eq!(
+            scrub_uncommon("Room turn stopped: Zoë ran longer than <duration>"),
+            "Room turn stopped: <name> ran longer than <duration>"
+        );
+        assert_eq!(scrub_uncommon("marvin stopped the turn"), "<name> stopped the turn");
+        assert_eq!(scrub_uncommon("Marvin stopped; then O'Brien-Smith"), "<name> stopped; then <name>");
+    }
+
+    #[test]
+    fn names_are_scrubbed_longest_first_in_any_case_as_whole_words() {
+        let names = vec!["Ann".to_string(), "Annabel".to_string()];
+        assert_eq!(scrub("Annabel stopped; ann too, not Annex", &names), "<name> stopped; <name> too, not Annex");
+    }
+}
