@@ -21,6 +21,7 @@ pub mod runtime;
 pub mod scan;
 pub mod service;
 pub mod sources;
+pub mod wit_export;
 
 pub use scan::{ScanError, ScanOptions, ScanReport, run_scan};
 
