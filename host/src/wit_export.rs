@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::runtime::capabilities::{WIT_PACKAGE, WIT_VERSION};
+use crate::runtime::capabilities::WIT_VERSION;
 
 /// One WIT version the host speaks: its version and its text, exactly as the
 /// host's bindings were generated from it.
@@ -29,13 +29,13 @@ pub const VERSIONS: &[WitVersion] = &[WitVersion { version: WIT_VERSION, text: i
 
 #[derive(Debug, Error)]
 pub enum WitExportError {
-    #[error("the WIT text of {WIT_PACKAGE}@{version} does not parse")]
+    #[error("the WIT text of sentinel:detector@{version} does not parse")]
     Parse {
         version: &'static str,
         #[source]
         source: anyhow::Error,
     },
-    #[error("cannot encode {WIT_PACKAGE}@{version} as a binary WIT package")]
+    #[error("cannot encode sentinel:detector@{version} as a binary WIT package")]
     Encode {
         version: &'static str,
         #[source]
@@ -109,6 +109,7 @@ pub fn run(out: Option<&Path>, stdout: &mut impl std::io::Write) -> Result<(), W
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::capabilities::WIT_PACKAGE;
 
     #[test]
     fn every_version_names_the_package_and_version_it_is_listed_under() {
