@@ -28,6 +28,7 @@ const STANDALONE_RUST_CARGO: &str = include_str!("../templates/standalone/rust-C
 const STANDALONE_PY_REQUIREMENTS: &str = include_str!("../templates/standalone/python-requirements.txt");
 const STANDALONE_JS_PACKAGE: &str = include_str!("../templates/standalone/js-package.json");
 const STANDALONE_GITIGNORE: &str = include_str!("../templates/standalone/gitignore");
+const STANDALONE_NPMRC: &str = include_str!("../templates/standalone/npmrc");
 const STANDALONE_README: &str = include_str!("../templates/standalone/README.md");
 
 /// Where a new detector lives, which decides how its sources reach the SDK.
@@ -213,6 +214,7 @@ pub fn new_standalone(root: &Path, name: &str, lang: Lang, dir: &Path) -> Result
         Lang::Js => {
             write("detector.js", fill(JS_DETECTOR))?;
             write("package.json", fill(STANDALONE_JS_PACKAGE).replace("{{sdk}}", &sdk("sdk/js")?))?;
+            write(".npmrc", STANDALONE_NPMRC.to_owned())?;
         }
         Lang::C => unreachable!("refused above"),
     }
