@@ -25,7 +25,8 @@ pub struct WitVersion {
 }
 
 /// Every WIT version this binary speaks, oldest first.
-pub const VERSIONS: &[WitVersion] = &[WitVersion { version: WIT_VERSION, text: include_str!("../../wit/detector.wit") }];
+pub const VERSIONS: &[WitVersion] =
+    &[WitVersion { version: WIT_VERSION, text: include_str!("../../wit/detector.wit") }];
 
 #[derive(Debug, Error)]
 pub enum WitExportError {

@@ -27,10 +27,10 @@ impl Detector for ExpensiveTurn {
         if !batch.is("events", "turn-completed") {
             return Ok(());
         }
-        let (id, cost, at, bot) = (batch.column("id"), batch.column("cost"), batch.column("created_at"), batch.column("bot_id"));
+        let (id, cost, at, bot) =
+            (batch.column("id"), batch.column("cost"), batch.column("created_at"), batch.column("bot_id"));
         for row in 0..batch.rows() {
-            let (Some(id), Some(cost)) =
-                (id.and_then(|c| batch.text(c, row)), cost.and_then(|c| batch.float(c, row)))
+            let (Some(id), Some(cost)) = (id.and_then(|c| batch.text(c, row)), cost.and_then(|c| batch.float(c, row)))
             else {
                 continue;
             };

@@ -31,7 +31,8 @@ fn scratch_repo(dir: &Path) {
         .join("\n");
     std::fs::write(dir.join("Cargo.toml"), manifest + "\n").unwrap();
     std::fs::copy(real.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    for sub in ["wit", "sdk", "sdk/src", "sdk/wit", "sdk/examples", "sdk/python", "sdk/js", "sdk/js/toolchain", "sdk/c"] {
+    for sub in ["wit", "sdk", "sdk/src", "sdk/wit", "sdk/examples", "sdk/python", "sdk/js", "sdk/js/toolchain", "sdk/c"]
+    {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
         for e in std::fs::read_dir(real.join(sub)).unwrap() {
             let p = e.unwrap().path();
@@ -49,8 +50,7 @@ fn a_new_detector_in_each_language_builds_passes_its_case_and_runs() {
     let repo = s.path("repo");
     std::fs::create_dir_all(&repo).unwrap();
     scratch_repo(&repo);
-    let langs =
-        [("fresh_rust", Lang::Rust), ("fresh_py", Lang::Python), ("fresh_js", Lang::Js), ("fresh_c", Lang::C)];
+    let langs = [("fresh_rust", Lang::Rust), ("fresh_py", Lang::Python), ("fresh_js", Lang::Js), ("fresh_c", Lang::C)];
     for (name, lang) in langs {
         let dir = xtask::scaffold::new_detector(&repo, name, lang).unwrap();
         assert!(dir.join(lang.marker()).is_file() && dir.join("cases/example.json").is_file());
@@ -59,7 +59,10 @@ fn a_new_detector_in_each_language_builds_passes_its_case_and_runs() {
 
     let out = s.path("built");
     let built = xtask::guest::build_detectors_with(&repo, &out, &build_options()).expect("the new detectors build");
-    assert_eq!(built.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["fresh_c", "fresh_js", "fresh_py", "fresh_rust"]);
+    assert_eq!(
+        built.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
+        ["fresh_c", "fresh_js", "fresh_py", "fresh_rust"]
+    );
 
     for (name, _) in langs {
         let cases = repo.join("detectors").join(name.replace('_', "-")).join("cases");
@@ -105,10 +108,13 @@ fn plain(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> std::process::Comm
     c.current_dir(dir);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
-        let set_by_cargo = ["CARGO_PKG_", "CARGO_BIN_", "CARGO_CRATE_", "CARGO_MANIFEST_", "CARGO_TARGET_", "CARGO_BUILD_"]
-            .iter()
-            .any(|p| k.starts_with(p));
-        if set_by_cargo || ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_PRIMARY_PACKAGE", "VIRTUAL_ENV"].contains(&k.as_str()) {
+        let set_by_cargo =
+            ["CARGO_PKG_", "CARGO_BIN_", "CARGO_CRATE_", "CARGO_MANIFEST_", "CARGO_TARGET_", "CARGO_BUILD_"]
+                .iter()
+                .any(|p| k.starts_with(p));
+        if set_by_cargo
+            || ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_PRIMARY_PACKAGE", "VIRTUAL_ENV"].contains(&k.as_str())
+        {
             c.env_remove(&k);
         }
     }
@@ -137,7 +143,13 @@ fn build_standalone(name: &str, lang: Lang, dir: &Path) -> std::path::PathBuf {
             let venv = dir.join(".venv");
             must(
                 "pip install -r requirements.txt",
-                plain(venv.join("bin/pip"), dir).args(["install", "--quiet", "--disable-pip-version-check", "-r", "requirements.txt"]),
+                plain(venv.join("bin/pip"), dir).args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "-r",
+                    "requirements.txt",
+                ]),
             );
             // What `. .venv/bin/activate` sets.
             let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap_or_default());
@@ -179,7 +191,13 @@ fn a_standalone_detector_in_each_language_builds_with_its_own_tools_replays_and_
         }
         let wasm = build_standalone(name, lang, &dir);
         let o = replay(&wasm, &dir.join("cases"));
-        assert_eq!(o.status.code(), Some(0), "{name}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         built.push((name, wasm));
     }
     assert!(
@@ -213,7 +231,10 @@ fn a_standalone_detector_in_each_language_builds_with_its_own_tools_replays_and_
     let pip = s.path("outside-py/.venv/bin/pip");
     must(
         "pip wheel sdk/python",
-        plain(&pip, &packs).args(["wheel", "--quiet", "--disable-pip-version-check", "--no-deps", "-w"]).arg(&packs).arg(root().join("sdk/python")),
+        plain(&pip, &packs)
+            .args(["wheel", "--quiet", "--disable-pip-version-check", "--no-deps", "-w"])
+            .arg(&packs)
+            .arg(root().join("sdk/python")),
     );
     assert!(packs.join("sentinel_batch-0.1.0-py3-none-any.whl").is_file(), "{:?}", listing(&packs));
     must("npm pack", plain("npm", &root().join("sdk/js")).args(["pack", "--quiet", "--pack-destination"]).arg(&packs));

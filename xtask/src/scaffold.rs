@@ -152,9 +152,8 @@ fn pins(root: &Path) -> Result<Pins> {
         .context("sdk/python/requirements.txt pins no componentize-py==")?
         .to_owned();
     let pkg = root.join("sdk/js/toolchain/package.json");
-    let pkg: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&pkg).with_context(|| format!("cannot read {}", pkg.display()))?,
-    )?;
+    let pkg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&pkg).with_context(|| format!("cannot read {}", pkg.display()))?)?;
     let dep = |n: &str| {
         pkg["dependencies"][n].as_str().map(str::to_owned).with_context(|| format!("sdk/js/toolchain pins no {n}"))
     };

@@ -289,7 +289,9 @@ fn main() -> ExitCode {
         Command::Service(ServiceCommand::Install(args)) => service_install(&args),
         Command::Service(ServiceCommand::Uninstall(args)) => service_uninstall(&args),
         Command::CheckInstall(args) => check_install(&args),
-        Command::Wit { out } => sentinel_host::wit_export::run(out.as_deref(), &mut std::io::stdout()).map(|()| exit::OK).map_err(Into::into),
+        Command::Wit { out } => sentinel_host::wit_export::run(out.as_deref(), &mut std::io::stdout())
+            .map(|()| exit::OK)
+            .map_err(Into::into),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -64,7 +64,9 @@ pub fn ensure() -> Result<()> {
     let Some(what) = missing() else { return Ok(()) };
     let packages = DEBIAN_PACKAGES.join(" ");
     if !cfg!(target_os = "linux") || Command::new("apt-get").arg("--version").output().is_err() {
-        bail!("building C detectors needs {what}: install clang, lld and wasi-libc for wasm32-wasi (Debian: apt-get install {packages})");
+        bail!(
+            "building C detectors needs {what}: install clang, lld and wasi-libc for wasm32-wasi (Debian: apt-get install {packages})"
+        );
     }
     eprintln!("installing the C toolchain with apt-get ({packages}): {what} is missing");
     run("apt-get update", Command::new("apt-get").args(["update", "-q"]))?;
@@ -91,7 +93,10 @@ fn wit_files(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         .filter(|p| p.extension().is_some_and(|x| x == "wit"))
         .collect();
     files.sort();
-    files.into_iter().map(|f| Ok((f.file_name().unwrap_or_default().to_string_lossy().into_owned(), read(&f)?))).collect()
+    files
+        .into_iter()
+        .map(|f| Ok((f.file_name().unwrap_or_default().to_string_lossy().into_owned(), read(&f)?)))
+        .collect()
 }
 
 /// Generates the C bindings of `wit/` (unless made already from the same
