@@ -1,4 +1,4 @@
-//! `cargo xtask new-detector NAME --lang rust|python|js` makes a detector
+//! `cargo xtask new-detector NAME --lang rust|python|js|c` makes a detector
 //! that builds, passes its own replay case and runs in a scan: checked for
 //! every language in a scratch copy of the parts of the repository a
 //! detector needs (the WIT package, the Rust SDK, the toolchain pins), built
@@ -7,6 +7,8 @@
 //! A test binary of its own, so that its builds and compiles (tens of
 //! seconds of both cores) never run beside the end-to-end tests that hold
 //! detectors to a 100 ms deadline: cargo runs test binaries one at a time.
+//! With `--standalone`, the same for a project of its own outside the
+//! repository, built with its language's own commands.
 
 use std::path::Path;
 

@@ -1,8 +1,8 @@
 //! `cargo xtask`: the project's chores.
 //!
 //! - `build-detectors`: every detector under `detectors/` (Rust, Python,
-//!   JavaScript) → `detectors/<name>.wasm`
-//! - `new-detector NAME --lang rust|python|js [--standalone DIR]`: a new
+//!   JavaScript, C) → `detectors/<name>.wasm`
+//! - `new-detector NAME --lang rust|python|js|c [--standalone DIR]`: a new
 //!   detector folder that builds and passes its own replay case (with
 //!   `--standalone`, a project of its own outside the repository)
 //! - `demo`: build, generate a reference data dir, scan it, show the issues
@@ -31,7 +31,7 @@ enum Cmd {
     NewDetector {
         /// The detector's name: lowercase letters, digits and _.
         name: String,
-        /// rust, python or js.
+        /// rust, python, js or c (c: in this repository only).
         #[arg(long, default_value = "rust")]
         lang: guest::Lang,
         /// Make a project of its own in DIR (new or empty), outside the
