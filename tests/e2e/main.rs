@@ -17,3 +17,4 @@ mod support;
 mod tool_error;
 mod twins;
 mod wal;
+mod wit;

@@ -292,6 +292,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_standalone_readme_keeps_the_blocks_of_its_language_only() {
+        let text = "top\n<!-- rust -->\ncargo\n<!-- python -->\npip\n<!-- end -->\nbottom\n";
+        assert_eq!(readme(text, Lang::Python), "top\npip\nbottom\n");
+        assert_eq!(readme(text, Lang::Rust), "top\ncargo\nbottom\n");
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            let r = readme(STANDALONE_README, lang);
+            assert!(!r.contains("<!--") && r.contains("sentinel-host replay"), "{}", lang.as_str());
+        }
+    }
+
+    #[test]
+    fn a_standalone_c_project_is_refused_with_what_to_do_instead() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = new_standalone(&crate::guest::repo_root(), "x", Lang::C, &dir.path().join("x")).unwrap_err();
+        assert!(e.to_string().contains("--lang c"), "{e}");
+        assert!(!dir.path().join("x").exists(), "nothing is written");
+    }
+
+    #[test]
     fn names_are_identifiers() {
         assert!(check_name("slow_tool").is_ok());
         for bad in ["Slow", "1x", "a-b", "", "a b"] {
