@@ -31,6 +31,7 @@ pub mod scan;
 pub mod sentinel;
 pub mod service;
 pub mod sources;
+pub mod wit_export;
 
 pub use scan::{ScanError, ScanOptions, ScanReport};
 pub use sentinel::run_scan;

@@ -43,7 +43,9 @@ pub mod shell;
 pub mod __bindings {
     wit_bindgen::generate!({
         world: "detector-world",
-        path: "../wit",
+        // `sdk/wit` links to the repository's `wit/`: `cargo package` copies the
+        // WIT files into the package, so the crate builds on its own.
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_detector_world",
         default_bindings_module: "sentinel_sdk::__bindings",

@@ -20,3 +20,4 @@ mod support;
 mod tool_error;
 mod twins;
 mod wal;
+mod wit;

@@ -1,4 +1,4 @@
-//! Detectors in other languages: the Python port of `cost` and the
+//! Detectors in other languages: the Python and C ports of `cost` and the
 //! JavaScript port of `queue_wait` return exactly the observations their Rust
 //! originals return on the same generated data (compared one by one, and as
 //! the issues a scan keeps), ship the same replay cases, and beside their
@@ -9,7 +9,7 @@ use crate::support::*;
 
 /// (Rust original, its port, the port's folder).
 const TWINS: &[(&str, &str, &str)] =
-    &[("cost", "cost_py", "cost-py"), ("queue_wait", "queue_wait_js", "queue-wait-js")];
+    &[("cost", "cost_py", "cost-py"), ("queue_wait", "queue_wait_js", "queue-wait-js"), ("cost", "cost_c", "cost-c")];
 
 /// A data dir with a few hundred turns and queue waits, and thresholds low
 /// enough that both detectors fire often.
@@ -40,10 +40,11 @@ fn each_port_observes_exactly_what_its_rust_original_does() {
     let s = Scratch::new();
     let data = data(&s);
     for (original, port, _) in TWINS {
+        // Folders named after the port: an original may have several.
         let a = scan_with(
-            &s.detectors_in(&format!("d-{original}"), &[original], &[]),
+            &s.detectors_in(&format!("d-{port}-original"), &[original], &[]),
             &data,
-            &s.path(&format!("out-{original}")),
+            &s.path(&format!("out-{port}-original")),
         );
         let b = scan_with(&s.detectors_in(&format!("d-{port}"), &[port], &[]), &data, &s.path(&format!("out-{port}")));
         let (da, db) = (detector(&a, original), detector(&b, port));
@@ -53,19 +54,19 @@ fn each_port_observes_exactly_what_its_rust_original_does() {
         assert_eq!(db["observations"].as_u64(), Some(n), "{port} reports as many observations as {original}");
         // The issues hold everything an observation carries but the detector's
         // name: signature, title, origin, severity, ids, times, counts, evidence.
-        let (ia, ib) = (issues(&s.path(&format!("out-{original}"))), issues(&s.path(&format!("out-{port}"))));
+        let (ia, ib) = (issues(&s.path(&format!("out-{port}-original"))), issues(&s.path(&format!("out-{port}"))));
         assert!(!ia.is_empty());
         assert_eq!(ia, ib, "{port} and {original} keep the same issues");
         // Together, every observation of the port is an occurrence the
         // original reported too: counted once.
         let both = scan_with(
-            &s.detectors_in(&format!("d-both-{original}"), &[original, port], &[]),
+            &s.detectors_in(&format!("d-both-{port}"), &[original, port], &[]),
             &data,
-            &s.path(&format!("out-both-{original}")),
+            &s.path(&format!("out-both-{port}")),
         );
         assert_eq!(both["issues"]["counted"].as_u64(), Some(n), "{both:#}");
         assert_eq!(both["issues"]["repeated"].as_u64(), Some(n), "{both:#}");
-        assert_eq!(issues(&s.path(&format!("out-both-{original}"))), ia);
+        assert_eq!(issues(&s.path(&format!("out-both-{port}"))), ia);
     }
 }
 

@@ -1,8 +1,9 @@
 //! Building components: the shipped detectors and the hostile test fixtures.
 //!
 //! A detector folder is written in Rust (it has a `Cargo.toml`), Python (an
-//! `app.py`, built with componentize-py) or JavaScript (a `detector.js`,
-//! built with componentize-js). Rust components are built from source with
+//! `app.py`, built with componentize-py), JavaScript (a `detector.js`,
+//! built with componentize-js) or C (a `detector.c`, built with clang and
+//! wit-component, see [`c`]). Rust components are built from source with
 //! cargo for `wasm32-wasip2` (the target is installed with rustup when
 //! missing) in the `guest` profile, into a target dir of their own so a build
 //! started from inside a test never waits on the test's own cargo lock. The
@@ -17,6 +18,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+pub mod c;
 pub mod toolchain;
 
 pub const TARGET: &str = "wasm32-wasip2";
@@ -152,6 +154,7 @@ pub enum Lang {
     Rust,
     Python,
     Js,
+    C,
 }
 
 impl Lang {
@@ -161,6 +164,7 @@ impl Lang {
             Lang::Rust => "Cargo.toml",
             Lang::Python => "app.py",
             Lang::Js => "detector.js",
+            Lang::C => "detector.c",
         }
     }
 
@@ -169,6 +173,7 @@ impl Lang {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::Js => "js",
+            Lang::C => "c",
         }
     }
 }
@@ -180,7 +185,8 @@ impl std::str::FromStr for Lang {
             "rust" => Ok(Lang::Rust),
             "python" | "py" => Ok(Lang::Python),
             "js" | "javascript" => Ok(Lang::Js),
-            other => Err(format!("unknown language `{other}` (rust, python or js)")),
+            "c" => Ok(Lang::C),
+            other => Err(format!("unknown language `{other}` (rust, python, js or c)")),
         }
     }
 }
@@ -203,7 +209,7 @@ pub fn detectors_under(parent: &Path) -> Result<Vec<DetectorSource>> {
         .collect();
     for entry in std::fs::read_dir(parent).with_context(|| format!("cannot list {}", parent.display()))? {
         let dir = entry?.path();
-        for lang in [Lang::Python, Lang::Js] {
+        for lang in [Lang::Python, Lang::Js, Lang::C] {
             if dir.join(lang.marker()).is_file() && !dir.join("Cargo.toml").is_file() {
                 let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 out.push(DetectorSource { name: folder.replace('-', "_"), dir: dir.clone(), lang });
@@ -264,6 +270,7 @@ pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Re
                 .map(|(_, path)| path.clone())
                 .with_context(|| format!("{} was not built", src.name))?,
             Lang::Python | Lang::Js => toolchain::build_component(root, src, &opts.target_dir)?,
+            Lang::C => c::build_component(root, src, &opts.target_dir)?,
         };
         components.push((src.clone(), path));
     }

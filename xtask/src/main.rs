@@ -1,9 +1,10 @@
 //! `cargo xtask`: the project's chores.
 //!
 //! - `build-detectors`: every detector under `detectors/` (Rust, Python,
-//!   JavaScript) → `detectors/<name>.wasm`
-//! - `new-detector NAME --lang rust|python|js`: a new detector folder that
-//!   builds and passes its own replay case
+//!   JavaScript, C) → `detectors/<name>.wasm`
+//! - `new-detector NAME --lang rust|python|js|c [--standalone DIR]`: a new
+//!   detector folder that builds and passes its own replay case (with
+//!   `--standalone`, a project of its own outside the repository)
 //! - `demo`: build, generate a reference data dir, scan it, show the issues
 //! - `test`: the whole suite as CI runs it (format, lints, tests)
 //! - `bench`: the benchmark (release build) → `docs/benchmarks.md` and `.json`
@@ -30,9 +31,13 @@ enum Cmd {
     NewDetector {
         /// The detector's name: lowercase letters, digits and _.
         name: String,
-        /// rust, python or js.
+        /// rust, python, js or c (c: in this repository only).
         #[arg(long, default_value = "rust")]
         lang: guest::Lang,
+        /// Make a project of its own in DIR (new or empty), outside the
+        /// workspace, that builds with its language's own commands.
+        #[arg(long, value_name = "DIR")]
+        standalone: Option<PathBuf>,
     },
     /// Generate a reference data dir and scan it with every detector.
     Demo {
@@ -81,7 +86,12 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::BuildDetectors => {
             build_detectors(&root)?;
         }
-        Cmd::NewDetector { name, lang } => {
+        Cmd::NewDetector { name, lang, standalone: Some(dir) } => {
+            let dir = xtask::scaffold::new_standalone(&root, &name, lang, &dir)?;
+            println!("created {} ({}): a standalone detector project", dir.display(), lang.as_str());
+            println!("next: its README.md says how to build, replay, inspect and install it");
+        }
+        Cmd::NewDetector { name, lang, standalone: None } => {
             let dir = xtask::scaffold::new_detector(&root, &name, lang)?;
             let folder = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
             println!("created {folder} ({})", lang.as_str());

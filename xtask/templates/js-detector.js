@@ -4,14 +4,10 @@
 // severity `low`; the event id is the occurrence. Replace the rule with
 // yours, and the replay case in `cases/` with cases of your own.
 //
-// Built with componentize-js against wit/detector.wit (world
-// `detector-world`): `cargo xtask build-detectors` does it, with the SDK's
-// batch reader (sdk/js/sentinel-batch.js) beside it. WIT `s64`/`u64` values
-// are BigInts in JavaScript.
+{{build}}
 
-// Reading the host's packed batches: the SDK's module (sdk/js/sentinel-batch.js),
-// which `cargo xtask build-detectors` builds into every JavaScript detector.
-import { Batch, DetectorError, observation } from './sentinel-batch.js';
+{{sdk_note}}
+import { Batch, DetectorError, observation } from '{{batch_module}}';
 
 // --- the detector ---
 

@@ -4,9 +4,7 @@ Reads `events` / `turn-completed`. One issue per bot, origin `harness`,
 severity `low`; the event id is the occurrence. Replace the rule with yours,
 and the replay case in `cases/` with cases of your own.
 
-Built with componentize-py against wit/detector.wit (world `detector-world`):
-`cargo xtask build-detectors` does it, with the SDK's batch reader
-(sdk/python/sentinel_batch.py) beside it.
+{{build}}
 """
 
 from componentize_py_types import Err
@@ -14,8 +12,7 @@ from wit_world import exports
 from wit_world.exports import detector
 from wit_world.imports import types as t
 
-# Reading the host's packed batches: the SDK's module (sdk/python/sentinel_batch.py),
-# which `cargo xtask build-detectors` builds into every Python detector.
+{{sdk_note}}
 from sentinel_batch import BadInput, Batch, observation
 
 # --- the detector ---

@@ -66,6 +66,13 @@ enum Command {
     /// Check that the installed schedule still runs: its binary and detectors
     /// exist and the detectors load.
     CheckInstall(CheckInstallArgs),
+    /// The contract: every WIT version this binary speaks (printed, or with
+    /// --out written as `.wit` folders and binary WIT packages).
+    Wit {
+        /// Write the files into this folder instead of printing the text.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Check the fire log: every segment, the hash chain and the signed head
     /// (exit 12 when it does not verify).
     Verify(VerifyArgs),
@@ -304,6 +311,9 @@ fn main() -> ExitCode {
         Command::Service(ServiceCommand::Install(args)) => service_install(&args),
         Command::Service(ServiceCommand::Uninstall(args)) => service_uninstall(&args),
         Command::CheckInstall(args) => check_install(&args),
+        Command::Wit { out } => sentinel_host::wit_export::run(out.as_deref(), &mut std::io::stdout())
+            .map(|()| exit::OK)
+            .map_err(Into::into),
     };
     match result {
         Ok(code) => ExitCode::from(code),

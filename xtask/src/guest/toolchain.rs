@@ -1,7 +1,7 @@
 //! The Python and JavaScript toolchains, and the components built with them.
 //!
 //! Each toolchain is pinned in the repository (`sdk/python/requirements.txt`,
-//! `sdk/js/package.json` with its `package-lock.json`) and installed on first
+//! `sdk/js/toolchain/package.json` with its `package-lock.json`) and installed on first
 //! use into `target/toolchains/`: a venv made with `python3 -m venv` and pip
 //! for componentize-py, `npm ci` for componentize-js. An install is redone
 //! only when its pin files change. A missing `python3` or `npm` is an error
@@ -26,12 +26,12 @@ use super::{DetectorSource, Lang};
 fn pins(lang: Lang) -> &'static [&'static str] {
     match lang {
         Lang::Python => &["sdk/python/requirements.txt"],
-        Lang::Js => &["sdk/js/package.json", "sdk/js/package-lock.json"],
-        Lang::Rust => &[],
+        Lang::Js => &["sdk/js/toolchain/package.json", "sdk/js/toolchain/package-lock.json"],
+        Lang::Rust | Lang::C => &[],
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
+pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
@@ -46,10 +46,10 @@ fn pins_hash(root: &Path, lang: Lang) -> Result<String> {
 }
 
 /// Holds an exclusive lock on `dir/.lock` while alive.
-struct Lock(std::fs::File);
+pub(super) struct Lock(std::fs::File);
 
 impl Lock {
-    fn take(dir: &Path) -> Result<Lock> {
+    pub(super) fn take(dir: &Path) -> Result<Lock> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(".lock");
         let f = std::fs::OpenOptions::new()
@@ -69,7 +69,7 @@ impl Drop for Lock {
     }
 }
 
-fn run(what: &str, cmd: &mut Command) -> Result<()> {
+pub(super) fn run(what: &str, cmd: &mut Command) -> Result<()> {
     let out = cmd.output().with_context(|| format!("cannot start {what}"))?;
     if !out.status.success() {
         bail!(
@@ -115,7 +115,7 @@ pub fn ensure(root: &Path, lang: Lang, target_dir: &Path) -> Result<PathBuf> {
     let tool = match lang {
         Lang::Python => dir.join("venv").join("bin").join("componentize-py"),
         Lang::Js => dir.join("node_modules").join(".bin").join("componentize-js"),
-        Lang::Rust => bail!("the rust toolchain is rustup's"),
+        Lang::Rust | Lang::C => bail!("the {} toolchain is not installed here", lang.as_str()),
     };
     if tool.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want) {
         return Ok(tool);
@@ -139,12 +139,12 @@ pub fn ensure(root: &Path, lang: Lang, target_dir: &Path) -> Result<PathBuf> {
             require(lang, found)?;
             eprintln!("installing componentize-js into {} (npm ci)", dir.display());
             for f in ["package.json", "package-lock.json"] {
-                std::fs::copy(root.join("sdk/js").join(f), dir.join(f))
-                    .with_context(|| format!("cannot copy sdk/js/{f} to {}", dir.display()))?;
+                std::fs::copy(root.join("sdk/js/toolchain").join(f), dir.join(f))
+                    .with_context(|| format!("cannot copy sdk/js/toolchain/{f} to {}", dir.display()))?;
             }
             run("npm ci", Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir))?;
         }
-        Lang::Rust => unreachable!(),
+        Lang::Rust | Lang::C => unreachable!(),
     }
     if !tool.is_file() {
         bail!("the {} toolchain installed no {}", lang.as_str(), tool.display());
@@ -159,7 +159,7 @@ fn shared(root: &Path, lang: Lang) -> PathBuf {
     match lang {
         Lang::Python => root.join("sdk/python/sentinel_batch.py"),
         Lang::Js => root.join("sdk/js/sentinel-batch.js"),
-        Lang::Rust => unreachable!("Rust detectors are built by cargo"),
+        Lang::Rust | Lang::C => unreachable!("Rust and C detectors are built elsewhere"),
     }
 }
 
@@ -251,20 +251,24 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
                 .args(["--world-name", "detector-world", "-d", "http", "-d", "fetch-event", "-o"])
                 .arg(&tmp);
         }
-        Lang::Rust => unreachable!(),
+        Lang::Rust | Lang::C => unreachable!(),
     }
     run(&format!("building {} with {}", src.name, tool.display()), &mut cmd)?;
-    // Drop the components of earlier versions of this detector.
-    if let Ok(entries) = std::fs::read_dir(&out_dir) {
+    remove_older(&out_dir, &src.name);
+    std::fs::rename(&tmp, &out).with_context(|| format!("cannot move {} to {}", tmp.display(), out.display()))?;
+    Ok(out)
+}
+
+/// Drops the components of earlier versions of detector `name` from `out_dir`.
+pub(super) fn remove_older(out_dir: &Path, name: &str) {
+    if let Ok(entries) = std::fs::read_dir(out_dir) {
         for e in entries.filter_map(Result::ok) {
             let n = e.file_name().to_string_lossy().into_owned();
-            if n.starts_with(&format!("{}-", src.name)) && n.ends_with(".wasm") {
+            if n.starts_with(&format!("{name}-")) && n.ends_with(".wasm") {
                 let _ = std::fs::remove_file(e.path());
             }
         }
     }
-    std::fs::rename(&tmp, &out).with_context(|| format!("cannot move {} to {}", tmp.display(), out.display()))?;
-    Ok(out)
 }
 
 #[cfg(test)]
