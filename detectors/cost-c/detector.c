@@ -2,7 +2,9 @@
  *
  * A single turn that cost more than `cost` USD (5 by default, `--cost` on the
  * command line). Reads `events` / `turn-completed`. One issue per bot, origin
- * `harness`, severity `medium`; the event id is the occurrence. It is an exact
+ * `harness`, severity `high` (the scanner spec ranks harness failures high);
+ * the event id is the occurrence; a turn without a usable `created_at` is
+ * skipped, a float one truncated to whole ms. It is an exact
  * port of the Rust `cost` detector (detectors/cost): on the same records it
  * returns the same observations, which the end-to-end suite checks.
  *
@@ -64,7 +66,7 @@ static bool observe(const exports_sentinel_detector_detector_scan_t *scan, sb_ob
     o->signature = bot ? sb_dup_text(*bot) : sb_dup("-");
     o->title = sb_dup(scan->title);
     o->origin = SENTINEL_DETECTOR_TYPES_ORIGIN_HARNESS;
-    o->severity = SENTINEL_DETECTOR_TYPES_SEVERITY_MEDIUM;
+    o->severity = SENTINEL_DETECTOR_TYPES_SEVERITY_HIGH;
     o->bot_id = sb_some(bot);
     o->thread_id = sb_some(thread);
     o->turn_id = sb_some(turn);
@@ -91,8 +93,9 @@ static bool push(exports_sentinel_detector_detector_scan_t *scan, const sb_raw_b
         sb_text id, bot, thread, turn;
         double cost;
         if (!sb_text_at(b, id_c, row, &id) || !sb_float_at(b, cost_c, row, &cost)) continue;
-        int64_t at = 0;
-        if (!sb_int_at(b, at_c, row, &at)) at = 0;
+        /* A turn without a usable time is skipped, never stamped 1970. */
+        int64_t at;
+        if (!sb_time_at(b, at_c, row, &at)) continue;
         bool has_bot = sb_text_at(b, bot_c, row, &bot), has_thread = sb_text_at(b, thread_c, row, &thread),
              has_turn = sb_text_at(b, turn_c, row, &turn);
         if (!observe(scan, out, id, cost, at, has_bot ? &bot : NULL, has_thread ? &thread : NULL,

@@ -6,14 +6,16 @@
 //! what it loaded; a changed or added file is loaded (compiled code from the
 //! cache when its sha256 is known), a removed one dropped, an unchanged one
 //! kept, refusals included (a bad file is not compiled again every tick).
-//! Two files declaring one name: the first by path is kept, the other
-//! refused naming both. It never runs a detector and never writes.
+//! Two files declaring one name (or a kind one of them does not own) are
+//! both refused, each naming the other, while they share it; the components
+//! stay loaded, so removing one brings the other back at once. It never runs
+//! a detector and never writes.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::errors::error_chain;
-use crate::runtime::{LoadError, LoadedDetector, Runtime, RuntimeError, detector_files};
+use crate::runtime::{LoadError, LoadedDetector, Runtime, RuntimeError, detector_files, shared_refusals};
 use crate::scan::{DetectorSummary, LoadKind};
 
 /// What tells that a file changed without reading it.
@@ -92,27 +94,28 @@ impl Catalog {
     }
 
     /// The loaded detectors with their summaries, and the summaries of the
-    /// files that did not load (a second file declaring a name already
-    /// taken among them).
+    /// files that did not load or are refused for sharing a name or a kind
+    /// with another (both are refused, each naming the other: see
+    /// [`shared_refusals`]).
     pub fn listing(&self) -> (Vec<(&LoadedDetector, DetectorSummary)>, Vec<DetectorSummary>) {
-        let mut ready: Vec<(&LoadedDetector, DetectorSummary)> = Vec::new();
+        let live: Vec<Option<&LoadedDetector>> = self.entries.iter().map(|e| e.loaded.as_ref().ok()).collect();
+        let shared = shared_refusals(&live);
+        let mut ready = Vec::new();
         let mut refused = Vec::new();
-        for e in &self.entries {
-            match &e.loaded {
-                Ok(d) => {
-                    if let Some((other, _)) = ready.iter().find(|(o, _)| o.descriptor.name == d.descriptor.name) {
-                        let err = LoadError::DuplicateName {
-                            path: e.path.clone(),
-                            name: d.descriptor.name.clone(),
-                            other: other.path.clone(),
-                        };
-                        refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), error_chain(&err)));
-                        continue;
-                    }
+        for (i, e) in self.entries.iter().enumerate() {
+            let error = match (&e.loaded, shared.iter().find(|(r, _)| *r == i)) {
+                (Err(err), _) | (Ok(_), Some((_, err))) => Some(err),
+                (Ok(_), None) => None,
+            };
+            match (error, &e.loaded) {
+                (Some(err), _) => {
+                    refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), error_chain(err)))
+                }
+                (None, Ok(d)) => {
                     let load = if e.fresh { LoadKind::Loaded } else { LoadKind::Kept };
                     ready.push((d, DetectorSummary::loaded(d, load)));
                 }
-                Err(err) => refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), error_chain(err))),
+                (None, Err(_)) => unreachable!("an error is always refused"),
             }
         }
         (ready, refused)

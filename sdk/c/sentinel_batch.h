@@ -184,6 +184,19 @@ static inline bool sb_float_at(const sb_raw_batch *b, sb_column col, uint32_t ro
     return true;
 }
 
+/* A time in ms (the Rust SDK's `time`): an int cell as it is, a float cell
+ * truncated to whole ms when finite and in range; false otherwise. */
+static inline bool sb_time_at(const sb_raw_batch *b, sb_column col, uint32_t row, int64_t *out) {
+    if (col.group == SENTINEL_DETECTOR_TYPES_COLUMN_TYPE_INT) return sb_int_at(b, col, row, out);
+    long i = sb_cell(b, col, SENTINEL_DETECTOR_TYPES_COLUMN_TYPE_FLOAT, row);
+    if (i < 0) return false;
+    double f = b->floats.ptr[i];
+    /* (double)INT64_MAX rounds up to 2^63, itself out of range. */
+    if (!isfinite(f) || f < (double)INT64_MIN || f >= (double)INT64_MAX) return false;
+    *out = (int64_t)f;
+    return true;
+}
+
 /* A boolean cell: only a boolean column has one. */
 static inline bool sb_bool_at(const sb_raw_batch *b, sb_column col, uint32_t row, bool *out) {
     if (col.index < 0 || b->columns.ptr[col.index].ty != SENTINEL_DETECTOR_TYPES_COLUMN_TYPE_BOOLEAN) return false;

@@ -5,7 +5,7 @@
 //! that a slow machine could outrun.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -14,22 +14,6 @@ use xtask::datagen::{self, Activity};
 use crate::support::*;
 
 const TOOL: &str = "mcp__agents__load_layer";
-
-/// Polls `f` every 100 ms until it is true, or fails after `secs`.
-fn wait_for(secs: u64, what: &str, child: &mut Child, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("sentinel-host exited ({status}) while waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    panic!("timed out after {secs} s waiting for {what}");
-}
 
 /// The total count of every issue in `issues.jsonl`, 0 when there is none yet.
 fn total_count(out: &Path) -> i64 {

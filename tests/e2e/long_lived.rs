@@ -5,8 +5,7 @@
 
 use std::io::Write as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use rusqlite::Connection;
 use serde_json::Value;
@@ -168,22 +167,6 @@ fn two_runs_on_one_output_folder_at_once_never_count_twice() {
     let last = scan(&detectors, &data, &out);
     assert_eq!(last["issues"]["counted"], 0, "{last:#}");
     assert_eq!(["messages", "runtime", "events"].map(|src| fickle_count(&out, src)), expected.map(i64::from));
-}
-
-/// Polls `f` every 100 ms until it is true, or fails after `secs`.
-fn wait_for(secs: u64, what: &str, child: &mut Child, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("sentinel-host exited ({status}) while waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    panic!("timed out after {secs} s waiting for {what}");
 }
 
 /// Every JSON summary the long-running mode printed so far.

@@ -234,3 +234,19 @@ pub fn tree_state(dir: &Path) -> Vec<(String, String, u64, Option<std::time::Sys
     out.sort();
     out
 }
+
+/// Polls `f` every 100 ms until it is true, or fails after `secs`.
+pub fn wait_for(secs: u64, what: &str, child: &mut std::process::Child, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("sentinel-host exited ({status}) while waiting for {what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("timed out after {secs} s waiting for {what}");
+}

@@ -165,8 +165,10 @@ impl Runtime {
     pub fn load_dir(&self, dir: &Path) -> Result<Vec<Result<LoadedDetector, LoadError>>, RuntimeError> {
         let files = detector_files(dir)?;
         let mut out: Vec<Result<LoadedDetector, LoadError>> = files.iter().map(|path| self.load(path)).collect();
-        refuse_shared_names(&mut out);
-        refuse_shared_kinds(&mut out);
+        let refusals = shared_refusals(&out.iter().map(|r| r.as_ref().ok()).collect::<Vec<_>>());
+        for (i, e) in refusals {
+            out[i] = Err(e);
+        }
         Ok(out)
     }
 
@@ -318,44 +320,44 @@ impl Runtime {
 }
 
 /// Replaces each loaded detector named in `refusals` by its refusal.
-fn apply(out: &mut [Result<LoadedDetector, LoadError>], refusals: Vec<(usize, String, PathBuf, bool)>) {
-    for (i, what, other, is_name) in refusals {
-        let path = match &out[i] {
-            Ok(d) => d.path.clone(),
-            Err(_) => continue,
-        };
-        out[i] = Err(if is_name {
-            LoadError::DuplicateName { path, name: what, other }
-        } else {
-            LoadError::KindClaimed { path, kind: what, other }
-        });
+/// The files refused because they share a name or a kind with another
+/// (`loaded[i]` is `None` for a file that did not load): two components
+/// declaring one name are both refused, each naming the other (the name keys
+/// state and health, so neither may take the other's); then two emitting one
+/// kind, unless one is the other's port. Pure: the caller decides what to do
+/// with the refusals (the catalog keeps the components loaded, so removing
+/// the squatter brings the original back without a reload).
+pub fn shared_refusals(loaded: &[Option<&LoadedDetector>]) -> Vec<(usize, LoadError)> {
+    let mut live = loaded.to_vec();
+    let mut out = Vec::new();
+    for (i, e) in name_refusals(&live) {
+        out.push((i, e));
     }
+    for (i, _) in &out {
+        live[*i] = None;
+    }
+    out.extend(kind_refusals(&live));
+    out
 }
 
-/// Two components declaring one name are both refused, each naming the
-/// other: the name keys state and health, so neither may take the other's.
-fn refuse_shared_names(out: &mut [Result<LoadedDetector, LoadError>]) {
+fn name_refusals(live: &[Option<&LoadedDetector>]) -> Vec<(usize, LoadError)> {
     let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, d) in out.iter().enumerate() {
-        if let Ok(d) = d {
+    for (i, d) in live.iter().enumerate() {
+        if let Some(d) = d {
             by_name.entry(d.descriptor.name.as_str()).or_default().push(i);
         }
     }
     let mut refusals = Vec::new();
     for (name, idx) in by_name.into_iter().filter(|(_, v)| v.len() > 1) {
         for &i in &idx {
-            let other = idx.iter().find(|&&j| j != i).map(|&j| path_of(&out[j])).unwrap_or_default();
-            refusals.push((i, name.to_owned(), other, true));
+            let other =
+                idx.iter().find(|&&j| j != i).and_then(|&j| live[j]).map(|d| d.path.clone()).unwrap_or_default();
+            let path = live[i].map(|d| d.path.clone()).unwrap_or_default();
+            refusals.push((i, LoadError::DuplicateName { path, name: name.to_owned(), other }));
         }
     }
-    apply(out, refusals);
-}
-
-fn path_of(d: &Result<LoadedDetector, LoadError>) -> PathBuf {
-    match d {
-        Ok(d) => d.path.clone(),
-        Err(e) => e.path().to_owned(),
-    }
+    refusals.sort_by_key(|(i, _)| *i);
+    refusals
 }
 
 /// Whether detectors named `names` may all emit `kind`: one of them (or the
@@ -371,30 +373,34 @@ pub fn may_share_kind(kind: &str, names: &[&str]) -> bool {
 /// kind are both refused unless one is the other's port (see
 /// [`may_share_kind`]), so that a component dropped in the folder cannot
 /// quietly write another detector's issues.
-fn refuse_shared_kinds(out: &mut [Result<LoadedDetector, LoadError>]) {
+fn kind_refusals(live: &[Option<&LoadedDetector>]) -> Vec<(usize, LoadError)> {
     let mut by_kind: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, d) in out.iter().enumerate() {
-        if let Ok(d) = d {
+    for (i, d) in live.iter().enumerate() {
+        if let Some(d) = d {
             for kind in &d.descriptor.emits {
                 by_kind.entry(kind.as_str()).or_default().push(i);
             }
         }
     }
-    let mut refusals = Vec::new();
+    let mut refusals: Vec<(usize, LoadError)> = Vec::new();
     let mut kinds: Vec<_> = by_kind.into_iter().filter(|(_, v)| v.len() > 1).collect();
     kinds.sort();
     for (kind, idx) in kinds {
-        let names: Vec<&str> =
-            idx.iter().filter_map(|&i| out[i].as_ref().ok()).map(|d| d.descriptor.name.as_str()).collect();
+        let names: Vec<&str> = idx.iter().filter_map(|&i| live[i]).map(|d| d.descriptor.name.as_str()).collect();
         if may_share_kind(kind, &names) {
             continue;
         }
         for &i in &idx {
-            let other = idx.iter().find(|&&j| j != i).map(|&j| path_of(&out[j])).unwrap_or_default();
-            refusals.push((i, kind.to_owned(), other, false));
+            if refusals.iter().any(|(r, _)| *r == i) {
+                continue;
+            }
+            let other =
+                idx.iter().find(|&&j| j != i).and_then(|&j| live[j]).map(|d| d.path.clone()).unwrap_or_default();
+            let path = live[i].map(|d| d.path.clone()).unwrap_or_default();
+            refusals.push((i, LoadError::KindClaimed { path, kind: kind.to_owned(), other }));
         }
     }
-    apply(out, refusals);
+    refusals
 }
 
 fn is_identifier(s: &str) -> bool {

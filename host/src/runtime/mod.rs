@@ -26,7 +26,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 pub use cache::CacheUse;
-pub use loader::{Inspection, LoadError, LoadedDetector, detector_files};
+pub use loader::{Inspection, LoadError, LoadedDetector, detector_files, shared_refusals};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
 pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
 
