@@ -205,9 +205,17 @@ impl Sentinel {
     /// fan out → stage → settle → commit, with the detectors kept loaded.
     pub fn scan(&mut self) -> Result<ScanReport, ScanError> {
         let started = Instant::now();
+        // The watchdog's budget runs for this scan only, never between scans.
+        self.opts.deadline = self.opts.scan_budget.map(|b| started + b);
+        let result = self.scan_from(started);
+        self.opts.deadline = None;
+        result
+    }
+
+    fn scan_from(&mut self, started: Instant) -> Result<ScanReport, ScanError> {
         let scan_time = self.opts.scan_time_ms.unwrap_or_else(now_ms);
         if self.opts.stopped() {
-            return Err(ScanError::Interrupted);
+            return Err(self.opts.stop_error("starting"));
         }
         self.ledger.finish_pending_export()?;
         let mut sources = self.opts.config.sources();
@@ -225,6 +233,9 @@ impl Sentinel {
         }
         self.opts.tell(|| crate::scan::Progress::at("loading", 0, 0, 0));
         self.reload()?;
+        if self.opts.stopped() {
+            return Err(self.opts.stop_error("loading the detectors"));
+        }
         let runtime = self.runtime.as_ref().expect("reload made it");
         let (loaded, refused) = self.catalog.listing();
         let scan = Scan {

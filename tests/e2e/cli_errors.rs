@@ -147,3 +147,23 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
         }
     }
 }
+
+#[test]
+fn a_scan_that_overruns_its_budget_stops_before_its_commit_names_what_held_it_and_exits_13() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let out = s.path("out");
+    let detectors = s.detectors_with(&[]);
+    // A budget no scan of this data dir can meet: the watchdog stops it.
+    let o = run(&detectors, &data, &out, &["--no-fast-path", "--scan-timeout", "1ms"]);
+    assert_eq!(o.status.code(), Some(13), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert!(err.contains("overran its 1 ms budget while "), "{err}");
+    assert!(!out.join("issues.jsonl").exists(), "nothing committed, nothing exported");
+    // The next run with the default budget counts everything, once.
+    let summary = scan(&detectors, &data, &out);
+    assert!(summary["issues"]["counted"].as_u64().unwrap() > 0, "{summary:#}");
+    let again = scan(&detectors, &data, &out);
+    assert_eq!(again["issues"]["counted"], 0);
+}

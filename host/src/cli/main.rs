@@ -38,6 +38,7 @@ mod exit {
     pub const NOT_INSTALLED: u8 = 10;
     pub const OUT_IN_USE: u8 = 11;
     pub const CHAIN_BROKEN: u8 = 12;
+    pub const SCAN_OVERRUN: u8 = 13;
 }
 
 #[derive(Parser, Debug)]
@@ -144,6 +145,13 @@ impl PlatformArg {
     fn get(&self) -> Platform {
         self.platform.unwrap_or_else(Platform::current)
     }
+}
+
+fn parse_budget(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s).map(Duration::from_millis).ok_or_else(|| format!("`{s}` is not a duration (300s, 2m, 500ms)"))
 }
 
 fn parse_platform(s: &str) -> Result<Platform, String> {
@@ -254,6 +262,10 @@ struct RunArgs {
     /// How long a detector that failed twice in a row is not run, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 86_400)]
     quarantine_secs: u64,
+    /// The whole-scan watchdog: a scan still running after this long stops
+    /// before its commit, names what held it and exits 13 (`300s`, `2m`, `500ms`; `0` for none).
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_budget)]
+    scan_timeout: Duration,
     /// Fuel per call into a detector.
     #[arg(long, value_name = "UNITS")]
     fuel: Option<u64>,
@@ -450,6 +462,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     opts.no_fast_path = args.no_fast_path;
     opts.cache_dir = args.cache_dir.clone();
     opts.health.quarantine_ms = i64::try_from(args.quarantine_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    opts.scan_budget = (!args.scan_timeout.is_zero()).then_some(args.scan_timeout);
     opts.scan_time_ms = args.scan_time;
     opts.data_dir = args.location.data_dir.clone();
     opts.out = args.location.out.clone();
@@ -529,8 +542,9 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
                 }
                 true
             }
-            // A first scan that fails is a mistake in the flags: stop with its code.
-            Err(e) if scans == 1 => {
+            // A first scan that fails is a mistake in the flags: stop with its
+            // code. An overrun is not: the next interval tries again.
+            Err(e) if scans == 1 && !matches!(e, ScanError::Overrun { .. }) => {
                 fatal = Some(
                     anyhow::Error::new(e).context(format!("scan with detectors from {}", args.detectors.display())),
                 );
@@ -683,6 +697,7 @@ fn scan_code(e: &ScanError) -> u8 {
     match e {
         ScanError::OutDir(e) => out_dir_code(e),
         ScanError::Ledger(LedgerError::Lock(LockError::Held { .. })) => exit::OUT_IN_USE,
+        ScanError::Overrun { .. } => exit::SCAN_OVERRUN,
         ScanError::Ledger(_) => exit::OUTPUT_IO,
         ScanError::DataDir { .. } | ScanError::NoDataDir => exit::DATA_DIR,
         ScanError::Runtime(RuntimeError::DetectorsDir { .. }) => exit::CONFIG,

@@ -26,7 +26,7 @@ pub mod settle;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -74,6 +74,12 @@ pub struct ScanOptions {
     pub stop: Option<Arc<AtomicBool>>,
     /// Told how the scan is going, after every batch.
     pub progress: Option<ProgressFn>,
+    /// The whole-scan watchdog: a scan still running this long after it
+    /// started stops before its commit and returns [`ScanError::Overrun`]
+    /// naming what held it. `None`: no budget (the binary's default is 300 s).
+    pub scan_budget: Option<Duration>,
+    /// When the scan in flight overruns its budget (set as each scan starts).
+    pub(crate) deadline: Option<Instant>,
 }
 
 /// How far a scan has got, for a progress display.
@@ -123,11 +129,29 @@ impl ScanOptions {
             health: Policy::default(),
             stop: None,
             progress: None,
+            scan_budget: None,
+            deadline: None,
         }
     }
 
+    /// Stop asked for by a signal, or the scan's budget spent.
     pub(crate) fn stopped(&self) -> bool {
-        self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
+        self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) || self.overrun()
+    }
+
+    fn overrun(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Why the scan stopped before its commit: its budget was spent while
+    /// `held_by` ran, or a signal asked.
+    pub(crate) fn stop_error(&self, held_by: impl Into<String>) -> ScanError {
+        match (self.overrun(), self.scan_budget) {
+            (true, Some(budget)) => {
+                ScanError::Overrun { budget_ms: budget.as_millis() as u64, held_by: held_by.into() }
+            }
+            _ => ScanError::Interrupted,
+        }
     }
 
     pub(crate) fn tell(&self, p: impl FnOnce() -> Progress) {
@@ -151,6 +175,10 @@ pub enum ScanError {
     Ledger(#[from] LedgerError),
     #[error("scan stopped before it committed: nothing was written")]
     Interrupted,
+    #[error(
+        "scan overran its {budget_ms} ms budget while {held_by}; it stopped before its commit, nothing was written (--scan-timeout)"
+    )]
+    Overrun { budget_ms: u64, held_by: String },
 }
 
 /// Resolves the data dir and checks it is a directory.
@@ -220,14 +248,14 @@ impl Scan<'_> {
         let (ends, mut source_summaries, records, next_wake) =
             read_and_fan_out(&mut plan, &sources, ledger, opts, data_dir, scan_time, total, running)?;
         if opts.stopped() {
-            return Err(ScanError::Interrupted);
+            return Err(opts.stop_error("reading the last source"));
         }
         opts.tell(|| Progress::at("deciding", records, running, total));
         let states = settle::finish(&mut plan.slots, ledger)?;
         let health = settle::health(&mut plan.slots, scan_time, &opts.health);
         let (positions, cursors) = settle::positions(&plan.slots, &plan.units, &ends, &sources);
         if opts.stopped() {
-            return Err(ScanError::Interrupted);
+            return Err(opts.stop_error("the detectors made their decisions"));
         }
         opts.tell(|| Progress::at("committing", records, 0, total));
         let next_wake = [next_wake, plan.next_due].into_iter().flatten().min();
@@ -318,12 +346,16 @@ fn read_and_fan_out(
             batch_rows: opts.batch_rows,
             stopped: &stopped,
         };
+        let mut reading: Option<usize> = units.first().map(|u| u.source);
         for msg in reader.spawn(s) {
             if opts.stopped() {
-                return Err(ScanError::Interrupted);
+                let held_by =
+                    reading.map_or_else(|| "reading".to_owned(), |i| format!("reading source {}", sources[i].name()));
+                return Err(opts.stop_error(held_by));
             }
             match msg {
                 read::Read::Batch(u, batch) => {
+                    reading = Some(units[u].source);
                     records += fanout::push(&mut plan.slots, &units[u], batch, ledger)?;
                     opts.tell(|| Progress {
                         source: sources[units[u].source].name().to_owned(),
@@ -337,6 +369,7 @@ fn read_and_fan_out(
                 }
                 read::Read::Done(u, result) => {
                     let unit = &units[u];
+                    reading = units.get(u + 1).map(|n| n.source);
                     let name = sources[unit.source].name();
                     let summary = match summaries.iter_mut().find(|s| s.name == name) {
                         Some(s) => s,
