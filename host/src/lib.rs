@@ -29,6 +29,7 @@ pub mod scan;
 pub mod sentinel;
 pub mod service;
 pub mod sources;
+pub mod stock;
 
 pub use scan::{ScanError, ScanOptions, ScanReport};
 pub use sentinel::run_scan;

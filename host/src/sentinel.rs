@@ -211,6 +211,9 @@ impl Sentinel {
         }
         self.ledger.finish_pending_export()?;
         let mut sources = self.opts.config.sources();
+        if self.opts.config.health_bound() {
+            sources.push(Box::new(crate::sources::HealthSource::new(self.out.clone())));
+        }
         sources.sort_by_key(|s| !s.is_reference());
         let stamp = crate::scan::fast_path::stamp(&sources, &self.data_dir, &self.opts);
         let unchanged = crate::scan::fast_path::unchanged(

@@ -3,10 +3,12 @@
 //!
 //! Reads the `inbox` role (a directory source, kind `file`: every regular
 //! file with its size, mtime and whether it changed since the previous
-//! listing). It owns the rule only. Its state is the moment it was armed (its
-//! first scan) and whether it has seen a listing: on the first listing, files
-//! last modified before it was armed are the baseline, not news (unless
-//! `initial_listing_fires`); after that every new or changed file fires once,
+//! listing). It owns the rule only. Its state is the moment it was armed and
+//! whether it has seen a listing. Until a listing arrives (an empty or
+//! missing inbox, or an unbound role, sends none) it re-arms at every scan;
+//! on the first listing, files last modified before it was armed (before its
+//! previous scan) are the baseline, not news (unless `initial_listing_fires`),
+//! and files that arrived since fire; after that every new or changed file fires once,
 //! its occurrence being the name, size and mtime (a file changed again fires
 //! again). The evidence is the file name in the `inbox` source; it never sees
 //! contents.
@@ -108,7 +110,10 @@ impl Detector for FileInboxWatch {
     }
 
     fn finish(&mut self, _out: &mut Vec<Observation>) -> Result<Option<Vec<u8>>, DetectorError> {
-        let armed = Armed { at: self.armed.at, listed: self.armed.listed || self.seen };
+        let listed = self.armed.listed || self.seen;
+        // Not listed yet: arm again, so the first listing's baseline is "before the previous scan".
+        let at = if listed { self.armed.at } else { self.scan_time };
+        let armed = Armed { at, listed };
         Ok(Some(armed.encode()))
     }
 }

@@ -30,10 +30,10 @@ impl Windows {
         for line in text.lines() {
             if let Some(first) = line.strip_prefix("first=") {
                 w.first = first.parse().ok();
-            } else if let Some((i, v)) = line.split_once('=') {
-                if let (Ok(i), Ok(v)) = (i.parse(), v.parse()) {
-                    w.sums.insert(i, v);
-                }
+            } else if let Some((i, v)) = line.split_once('=')
+                && let (Ok(i), Ok(v)) = (i.parse(), v.parse())
+            {
+                w.sums.insert(i, v);
             }
         }
         w

@@ -8,7 +8,9 @@
 //! scan that saw it), and `backlog`, a directory source whose regular files
 //! are the pending work. Its state is the last audit event it knows of and
 //! the moment it was armed (silence is counted from the later of the two, so
-//! a fresh sentinel never claims hours of silence it did not watch). One fire
+//! a fresh sentinel never claims hours of silence it did not watch; until the
+//! audit role first sends anything, as when it is unbound, it re-arms every
+//! scan). One fire
 //! per stretch of silence: the occurrence is the moment the silence began.
 //! It asks for a cadence, so it still runs when nothing in the data changes.
 
@@ -20,19 +22,24 @@ pub const KIND: &str = "silence_watch";
 pub struct Memory {
     pub armed_at: i64,
     pub last_audit: Option<i64>,
+    /// The audit role has sent something at least once.
+    pub audit_seen: bool,
 }
 
 impl Memory {
     pub fn decode(state: Option<&[u8]>, scan_time: i64) -> Self {
         let parsed = state.and_then(|s| std::str::from_utf8(s).ok()).and_then(|s| {
-            let (armed, last) = s.split_once(';')?;
-            Some(Memory { armed_at: armed.parse().ok()?, last_audit: last.parse().ok() })
+            let mut parts = s.split(';');
+            let armed_at = parts.next()?.parse().ok()?;
+            let last_audit = parts.next()?.parse().ok();
+            let audit_seen = parts.next() == Some("1");
+            Some(Memory { armed_at, last_audit, audit_seen })
         });
-        parsed.unwrap_or(Memory { armed_at: scan_time, last_audit: None })
+        parsed.unwrap_or(Memory { armed_at: scan_time, last_audit: None, audit_seen: false })
     }
     pub fn encode(&self) -> Vec<u8> {
         let last = self.last_audit.map_or_else(|| "-".to_owned(), |l| l.to_string());
-        format!("{};{last}", self.armed_at).into_bytes()
+        format!("{};{last};{}", self.armed_at, u8::from(self.audit_seen)).into_bytes()
     }
     /// When the current silence began.
     pub fn silent_since(&self) -> i64 {
@@ -104,6 +111,9 @@ impl Detector for SilenceWatch {
     }
 
     fn push(&mut self, batch: &Batch, _out: &mut Vec<Observation>) -> Result<(), DetectorError> {
+        if batch.source() == "audit" {
+            self.memory.audit_seen = true;
+        }
         if batch.is("audit", "file") {
             let mtime = batch.column("mtime");
             for row in 0..batch.rows() {
@@ -133,6 +143,9 @@ impl Detector for SilenceWatch {
     }
 
     fn finish(&mut self, out: &mut Vec<Observation>) -> Result<Option<Vec<u8>>, DetectorError> {
+        if !self.memory.audit_seen {
+            self.memory.armed_at = self.scan_time;
+        }
         out.extend(self.decide());
         Ok(Some(self.memory.encode()))
     }
@@ -146,7 +159,7 @@ mod tests {
 
     fn watch(last_audit: Option<i64>, backlog: u64, scan_time: i64) -> SilenceWatch {
         SilenceWatch {
-            memory: Memory { armed_at: 0, last_audit },
+            memory: Memory { armed_at: 0, last_audit, audit_seen: true },
             threshold_ms: 3_600_000,
             threshold_hours: 1.0,
             scan_time,
@@ -167,10 +180,10 @@ mod tests {
 
     #[test]
     fn silence_counts_from_the_arming_at_the_earliest() {
-        let m = Memory { armed_at: 10, last_audit: Some(5) };
+        let m = Memory { armed_at: 10, last_audit: Some(5), audit_seen: true };
         assert_eq!(m.silent_since(), 10);
         assert_eq!(Memory::decode(Some(&m.encode()), 0), m);
-        let none = Memory { armed_at: 10, last_audit: None };
+        let none = Memory { armed_at: 10, last_audit: None, audit_seen: false };
         assert_eq!(Memory::decode(Some(&none.encode()), 0), none);
     }
 }
