@@ -131,7 +131,7 @@ impl Detector for AnomalyWatch {
     fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
         let hours = ctx.float("window_hours")?;
         let alpha = ctx.float("alpha")?;
-        if !(hours.is_finite() && hours > 0.0) || !(alpha > 0.0 && alpha <= 1.0) {
+        if !(hours.is_finite() && hours > 0.0 && alpha > 0.0 && alpha <= 1.0) {
             return Err(DetectorError::BadConfig("`window_hours` must be positive and `alpha` in (0, 1]".into()));
         }
         Ok(AnomalyWatch {
