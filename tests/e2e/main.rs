@@ -14,6 +14,7 @@ mod replay;
 mod rotation;
 mod service;
 mod sources;
+mod stock;
 mod support;
 mod tool_error;
 mod twins;
