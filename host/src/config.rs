@@ -595,6 +595,26 @@ impl Config {
         self.sentinel("watch_health_watch").is_some() && self.sentinel_off("watch_health_watch").is_none()
     }
 
+    /// The directories the fast sentinels read (relative to the data dir
+    /// unless absolute): an enabled fast sentinel's roles, through their
+    /// bindings, to configured directory sources.
+    pub fn fast_dirs(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for stock in stock::STOCK.iter().filter(|s| s.fast) {
+            let sc = self.sentinel(stock.name);
+            if sc.is_none() || self.sentinel_off(stock.name).is_some() {
+                continue;
+            }
+            for role in stock.roles {
+                let source = sc.and_then(|c| c.roles.get(role.name)).map_or(role.name, String::as_str);
+                if let Some(d) = self.sources.directory.iter().find(|d| d.name == source) {
+                    out.push(PathBuf::from(&d.path));
+                }
+            }
+        }
+        out
+    }
+
     /// Role bindings to build, `(role, source)`, for enabled sentinels whose
     /// role is not already the source's own name.
     fn bindings(&self) -> BTreeMap<String, String> {
@@ -834,6 +854,7 @@ sentinels:
         assert!(c.sentinel_off("anomaly_watch").unwrap().contains("enabled: false"));
         assert_eq!(c.sentinel_off("ledger_delta_watch"), None, "not in the file: inert, not off");
         assert!(!c.health_bound());
+        assert_eq!(c.fast_dirs(), [PathBuf::from("inbox")]);
         let c = Config::parse_yaml("sentinels:\n  watch-health-watch: {}\n", Path::new("s.yaml")).unwrap();
         assert!(c.health_bound());
     }

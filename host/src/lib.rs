@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod errors;
 pub mod firelog;
 pub mod health;
+pub mod kick;
 pub mod ledger;
 pub mod observation;
 pub mod private_fs;

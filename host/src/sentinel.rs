@@ -175,6 +175,11 @@ impl Sentinel {
         &self.out
     }
 
+    /// The data dir, resolved.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     pub fn options(&self) -> &ScanOptions {
         &self.opts
     }

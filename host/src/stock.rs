@@ -47,6 +47,8 @@ pub struct Stock {
     pub spec_name: &'static str,
     /// Off unless the config enables it.
     pub experimental: bool,
+    /// Kicked when its source stirs (the long-running mode), besides every scan.
+    pub fast: bool,
     pub roles: &'static [Role],
 }
 
@@ -58,12 +60,14 @@ pub const STOCK: &[Stock] = &[
         name: "file_inbox_watch",
         spec_name: "file-inbox-watch",
         experimental: false,
+        fast: true,
         roles: &[Role { name: "inbox", kinds: &[K::Directory] }],
     },
     Stock {
         name: "silence_watch",
         spec_name: "silence-watch",
         experimental: false,
+        fast: false,
         roles: &[
             Role { name: "audit", kinds: &[K::Directory, K::Digest] },
             Role { name: "backlog", kinds: &[K::Directory] },
@@ -73,36 +77,42 @@ pub const STOCK: &[Stock] = &[
         name: "queue_depth_watch",
         spec_name: "queue-depth-watch",
         experimental: false,
+        fast: false,
         roles: &[Role { name: "queue", kinds: &[K::Http] }],
     },
     Stock {
         name: "watch_health_watch",
         spec_name: "watch-health-watch",
         experimental: false,
+        fast: false,
         roles: &[Role { name: "health", kinds: &[K::Host] }],
     },
     Stock {
         name: "ledger_delta_watch",
         spec_name: "ledger-delta-watch",
         experimental: true,
+        fast: false,
         roles: &[Role { name: "spend", kinds: &[K::Sqlite] }],
     },
     Stock {
         name: "anomaly_watch",
         spec_name: "anomaly-watch",
         experimental: true,
+        fast: false,
         roles: &[Role { name: "escalations", kinds: &[K::Sqlite] }],
     },
     Stock {
         name: "completion_verify_watch",
         spec_name: "completion-verify-watch",
         experimental: false,
+        fast: false,
         roles: &[Role { name: "outbox", kinds: &[K::Sqlite] }],
     },
     Stock {
         name: "precedent_integrity_watch",
         spec_name: "precedent-integrity-watch",
         experimental: false,
+        fast: false,
         roles: &[Role { name: "precedents", kinds: &[K::Digest] }],
     },
 ];

@@ -274,3 +274,46 @@ fn a_bad_sentinels_file_is_exit_3_naming_the_key_and_the_line() {
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+    use std::io::BufRead;
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    std::fs::create_dir_all(data.join("inbox")).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    // An interval of an hour: only a kick can bring the second scan.
+    let mut child = run_command(&s.detectors_with(&[]), &data, &out)
+        .args(["--interval", "3600", "--json"])
+        .env("SENTINELS_CONFIG_PATH", &yaml)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(detector(&first, "file_inbox_watch")["status"], "ok", "{first:#}");
+    std::fs::write(data.join("inbox/order-7.json"), "{}").unwrap();
+    let second = rx.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    let second: Value = serde_json::from_str(&second.expect("a kicked scan, long before the hour")).unwrap();
+    assert_eq!(detector(&second, "file_inbox_watch")["observations"], 1, "{second:#}");
+    assert_eq!(count(&out, "file_inbox_watch"), 1);
+}
