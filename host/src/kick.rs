@@ -12,7 +12,8 @@
 //! sees (a missed event costs at most one interval).
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use notify::Watcher;
@@ -28,6 +29,8 @@ pub struct Kicker {
     _watcher: Box<dyn Watcher + Send>,
     /// The directories watched.
     pub watched: Vec<PathBuf>,
+    /// When the last kick was sent (ms since the epoch; 0: none yet).
+    last: Arc<AtomicI64>,
 }
 
 impl std::fmt::Debug for Kicker {
@@ -60,17 +63,24 @@ impl Kicker {
                 }
             }
         }
+        let last = Arc::new(AtomicI64::new(0));
+        let stamp = last.clone();
         std::thread::Builder::new()
             .name("sentinel-kick".into())
-            .spawn(move || kick_loop(&rx, &handle))
+            .spawn(move || kick_loop(&rx, &handle, &stamp))
             .map_err(notify::Error::io)?;
-        Ok(Kicker { _watcher: w, watched })
+        Ok(Kicker { _watcher: w, watched, last })
+    }
+
+    /// When the last kick was sent, ms since the epoch.
+    pub fn last_kick(&self) -> Option<i64> {
+        Some(self.last.load(Ordering::SeqCst)).filter(|&t| t > 0)
     }
 }
 
 /// One `ScanNow` per burst of changes, until the watcher is dropped or the
 /// sentinel is gone.
-fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle) {
+fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle, last: &AtomicI64) {
     while let Ok(first) = rx.recv() {
         if !stirs(&first) {
             continue;
@@ -78,6 +88,8 @@ fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle
         // Collect the rest of the burst.
         while rx.recv_timeout(SETTLE).is_ok() {}
         tracing::info!("a watched directory changed: kicking a scan for the fast sentinels");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        last.store(i64::try_from(now).unwrap_or(i64::MAX), Ordering::SeqCst);
         if handle.send(Command::ScanNow).is_err() {
             return;
         }

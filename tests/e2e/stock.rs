@@ -315,5 +315,6 @@ fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
     let _ = child.wait();
     let second: Value = serde_json::from_str(&second.expect("a kicked scan, long before the hour")).unwrap();
     assert_eq!(detector(&second, "file_inbox_watch")["observations"], 1, "{second:#}");
+    assert!(first["lastKick"].is_null() && second["lastKick"].as_i64().unwrap() > 0, "the summary says when");
     assert_eq!(count(&out, "file_inbox_watch"), 1);
 }

@@ -494,7 +494,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
     let (handle, commands) = sentinel_host::sentinel::Handle::channel();
-    let _kicker = kicker(&sentinel, handle);
+    let kicker = kicker(&sentinel, handle);
     let mut scans = 0u64;
     let mut fatal: Option<anyhow::Error> = None;
     let end = sentinel_host::daemon::run_every(&mut sentinel, interval, Some(&commands), |result| {
@@ -503,7 +503,8 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
         }
         scans += 1;
         match result {
-            Ok(report) => {
+            Ok(mut report) => {
+                report.last_kick = kicker.as_ref().and_then(|k| k.last_kick());
                 tracing::info!(
                     scan = scans,
                     unchanged = report.unchanged_since.is_some(),

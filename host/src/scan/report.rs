@@ -226,6 +226,10 @@ pub struct ScanReport {
     /// absent where the system does not tell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_kib: Option<u64>,
+    /// In the long-running mode, when a change in a fast sentinel's
+    /// directory last kicked a scan (ms); set by the caller that watches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_kick: Option<i64>,
 }
 
 impl ScanReport {
