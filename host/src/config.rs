@@ -456,13 +456,16 @@ impl Config {
                 ));
             }
         }
-        let values = self.sentinels.iter().map(|(n, c)| (n, &c.values));
-        for (det, keys) in self.detectors.iter().chain(values) {
+        let detectors = self.detectors.iter().map(|(n, c)| (format!("detectors.{n}"), c));
+        let sentinels = self.sentinels.iter().map(|(n, c)| (format!("sentinels.{n}.values"), &c.values));
+        for (table, keys) in detectors.chain(sentinels) {
             for (key, value) in keys {
                 if to_config_value(value).is_none() {
-                    return Err(self.invalid(format!(
-                        "detectors.{det}.{key}: use a boolean, number, string or duration string like \"30s\""
-                    )));
+                    return Err(self.invalid_at(
+                        text,
+                        key,
+                        format!("{table}.{key}: use a boolean, number, string or duration string like \"30s\""),
+                    ));
                 }
             }
         }
@@ -665,13 +668,13 @@ impl Config {
         if on(&s.runtime) {
             out.push(Box::new(RuntimeSource { file: file(&s.runtime, "runtime.db") }));
         }
-        // A source bound to a role is also read under the role's name, with
-        // positions of its own (the sentinel subscribes to the role).
+        // A source bound to a role is read under the role's name (the
+        // sentinel subscribes to the role), once per role; its own name is
+        // then only the config's handle for it, so it is not read twice.
         let bindings = self.bindings();
         let names = |name: &str| -> Vec<String> {
-            std::iter::once(name.to_owned())
-                .chain(bindings.iter().filter(|(_, s)| *s == name).map(|(r, _)| r.clone()))
-                .collect()
+            let roles: Vec<String> = bindings.iter().filter(|(_, s)| *s == name).map(|(r, _)| r.clone()).collect();
+            if roles.is_empty() { vec![name.to_owned()] } else { roles }
         };
         for d in &s.directory {
             for name in names(&d.name) {
@@ -844,7 +847,7 @@ sentinels:
     fn the_sentinels_yaml_binds_roles_to_configured_sources() {
         let c = Config::parse_yaml(YAML, Path::new("s.yaml")).unwrap();
         let names: Vec<String> = c.sources().iter().map(|s| s.name().to_owned()).collect();
-        assert_eq!(names, ["bots", "messages", "events", "runtime", "gw-inbox", "inbox", "gw-queue", "queue"]);
+        assert_eq!(names, ["bots", "messages", "events", "runtime", "inbox", "queue"], "each read once, as its role");
         assert!(c.detector_values().contains(&(
             "queue_depth_watch".into(),
             "threshold".into(),
@@ -889,7 +892,11 @@ sentinels:
                 "line 8",
                 "needs a `jsonpath`",
             ),
-            ("sentinels:\n  silence-watch:\n    values:\n      threshold_hours: [1]\n", "", "use a boolean"),
+            (
+                "sentinels:\n  silence-watch:\n    values:\n      threshold_hours: [1]\n",
+                "line 4",
+                "sentinels.silence-watch.values.threshold_hours",
+            ),
             ("sentinels: [\n", "line", "s.yaml"),
         ];
         for (text, line, needle) in bad {
