@@ -22,7 +22,7 @@ use crate::sources::query::{QuerySource, parse_column_type};
 use crate::sources::{
     BotsSource, DigestSource, DirectorySource, EventsSource, HttpSource, MessagesSource, RuntimeSource, Source,
 };
-use crate::stock::{self, SourceKind};
+use crate::stock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -391,12 +391,12 @@ impl Config {
         Ok(self)
     }
 
-    fn invalid(&self, message: String) -> ConfigError {
+    pub(crate) fn invalid(&self, message: String) -> ConfigError {
         ConfigError::Invalid { path: self.path.clone().unwrap_or_default(), message }
     }
 
     /// An error about `key`, with the line of `text` that mentions it.
-    fn invalid_at(&self, text: &str, key: &str, message: String) -> ConfigError {
+    pub(crate) fn invalid_at(&self, text: &str, key: &str, message: String) -> ConfigError {
         match line_of(text, key) {
             Some(line) => self.invalid(format!("line {line}: {message}")),
             None => self.invalid(message),
@@ -470,169 +470,6 @@ impl Config {
             }
         }
         Ok(())
-    }
-
-    /// The kind of the generic source named `name`, if one is configured.
-    fn generic_kind(&self, name: &str) -> Option<SourceKind> {
-        let s = &self.sources;
-        if s.directory.iter().any(|d| d.name == name) {
-            Some(SourceKind::Directory)
-        } else if s.digest.iter().any(|d| d.name == name) {
-            Some(SourceKind::Digest)
-        } else if s.http.iter().any(|h| h.name == name) {
-            Some(SourceKind::Http)
-        } else if s.sqlite.iter().any(|q| q.name == name) {
-            Some(SourceKind::Sqlite)
-        } else {
-            None
-        }
-    }
-
-    /// `[sentinels.NAME]`: a stock sentinel, roles it has, bound to a
-    /// configured source of a kind that fits; one role bound to one source.
-    fn check_sentinels(&self, text: &str) -> Result<(), ConfigError> {
-        let mut bound: BTreeMap<&str, &str> = BTreeMap::new();
-        for (name, sc) in &self.sentinels {
-            let Some(stock) = stock::find(name) else {
-                let known: Vec<&str> = stock::STOCK.iter().map(|s| s.spec_name).collect();
-                return Err(self.invalid_at(
-                    text,
-                    name,
-                    format!("sentinels.{name}: not a stock sentinel (one of {})", known.join(", ")),
-                ));
-            };
-            for (role, source) in &sc.roles {
-                let key = format!("sentinels.{name}.roles.{role}");
-                let Some(r) = stock.role(role) else {
-                    let roles: Vec<&str> = stock.roles.iter().map(|r| r.name).collect();
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!("{key}: {name} has no role `{role}` (its roles: {})", roles.join(", ")),
-                    ));
-                };
-                if r.kinds == [SourceKind::Host] {
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!("{key}: the `{role}` source is made by the host; leave it out"),
-                    ));
-                }
-                let Some(kind) = self.generic_kind(source) else {
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!(
-                            "{key}: no source named `{source}` (bind it to a name from {})",
-                            r.kinds.iter().map(|k| k.label()).collect::<Vec<_>>().join(" or ")
-                        ),
-                    ));
-                };
-                if !r.kinds.contains(&kind) {
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!(
-                            "{key}: `{source}` is in {}, the role takes {}",
-                            kind.label(),
-                            r.kinds.iter().map(|k| k.label()).collect::<Vec<_>>().join(" or ")
-                        ),
-                    ));
-                }
-                if kind == SourceKind::Http
-                    && self.sources.http.iter().any(|h| h.name == *source && h.jsonpath.is_none())
-                {
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!("{key}: sources.http `{source}` needs a `jsonpath` (for example \"$.active_total\")"),
-                    ));
-                }
-                if *role != *source && self.generic_kind(role).is_some() {
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!("{key}: another source is already named `{role}`; bind that one or rename it"),
-                    ));
-                }
-                if let Some(other) = bound.insert(role, source)
-                    && other != source
-                {
-                    return Err(self.invalid_at(
-                        text,
-                        role,
-                        format!("{key}: role `{role}` is bound both to `{other}` and to `{source}`"),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The stock sentinel `detector`'s settings, if the config has any.
-    fn sentinel(&self, detector: &str) -> Option<&SentinelConfig> {
-        let stock = stock::find(detector)?;
-        self.sentinels.get(stock.name).or_else(|| self.sentinels.get(stock.spec_name))
-    }
-
-    /// Why the config keeps `detector` from running, if it does: a stock
-    /// sentinel set `enabled: false`, or an experimental one not enabled
-    /// while the config speaks of it. (With no entry at all an experimental
-    /// sentinel has no role bound, so it is inert rather than off.)
-    pub fn sentinel_off(&self, detector: &str) -> Option<String> {
-        let stock = stock::find(detector)?;
-        let sc = self.sentinel(detector)?;
-        if stock.enabled(sc.enabled) {
-            return None;
-        }
-        Some(if stock.experimental && sc.enabled.is_none() {
-            format!("{}: experimental, off unless `enabled: true` in the sentinels config", stock.spec_name)
-        } else {
-            format!("{}: `enabled: false` in the sentinels config", stock.spec_name)
-        })
-    }
-
-    /// Whether the host makes the `health` source: watch-health-watch is
-    /// in the config and enabled.
-    pub fn health_bound(&self) -> bool {
-        self.sentinel("watch_health_watch").is_some() && self.sentinel_off("watch_health_watch").is_none()
-    }
-
-    /// The directories the fast sentinels read (relative to the data dir
-    /// unless absolute): an enabled fast sentinel's roles, through their
-    /// bindings, to configured directory sources.
-    pub fn fast_dirs(&self) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        for stock in stock::STOCK.iter().filter(|s| s.fast) {
-            let sc = self.sentinel(stock.name);
-            if sc.is_none() || self.sentinel_off(stock.name).is_some() {
-                continue;
-            }
-            for role in stock.roles {
-                let source = sc.and_then(|c| c.roles.get(role.name)).map_or(role.name, String::as_str);
-                if let Some(d) = self.sources.directory.iter().find(|d| d.name == source) {
-                    out.push(PathBuf::from(&d.path));
-                }
-            }
-        }
-        out
-    }
-
-    /// Role bindings to build, `(role, source)`, for enabled sentinels whose
-    /// role is not already the source's own name.
-    fn bindings(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        for (name, sc) in &self.sentinels {
-            if self.sentinel_off(name).is_some() {
-                continue;
-            }
-            for (role, source) in &sc.roles {
-                if role != source {
-                    out.insert(role.clone(), source.clone());
-                }
-            }
-        }
-        out
     }
 
     /// The sources this config describes, in the host's fixed order:
