@@ -318,3 +318,33 @@ fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
     assert!(first["lastKick"].is_null() && second["lastKick"].as_i64().unwrap() > 0, "the summary says when");
     assert_eq!(count(&out, "file_inbox_watch"), 1);
 }
+
+#[test]
+fn with_no_sentinels_config_the_stock_sentinels_are_inert_and_change_nothing() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let scanners = ["tool_error", "turn_stop", "queue_wait", "cost", "retry_loop"];
+    let without = s.detectors_in("without", &scanners, &[]);
+    let with = s.detectors_with(&[]);
+    let quiet = |dir: &Path, out: &str| {
+        let o = run_command(dir, &data, &s.path(out))
+            .args(["--once", "--json"])
+            .env("SENTINELS_CONFIG_PATH", "")
+            .env("XDG_CONFIG_HOME", s.path("no-config"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    quiet(&without, "out-without");
+    let summary = quiet(&with, "out-with");
+    for stock in sentinel_host::stock::STOCK {
+        let d = detector(&summary, stock.name);
+        assert_eq!((d["status"].as_str(), d["observations"].as_i64()), (Some("ok"), Some(0)), "{d:#}");
+        assert!(d["note"].as_str().unwrap().starts_with("inert"), "{d:#}");
+    }
+    let read = |out: &str| std::fs::read_to_string(s.path(out).join("issues.jsonl")).unwrap();
+    assert!(!read("out-without").is_empty());
+    assert_eq!(read("out-with"), read("out-without"), "the same issues, byte for byte");
+}
