@@ -153,9 +153,11 @@ fn unbound_note(d: &LoadedDetector, sources: &BTreeSet<&str>) -> Option<String> 
 }
 
 /// Whether a detector reads nothing at all here (every source it subscribes
-/// to is absent): its cadence then asks for no scan of its own.
+/// to is absent): its cadence then asks for no scan of its own. One that
+/// subscribes to nothing keeps its cadence (a timer).
 fn reads_nothing(slot: &Slot<'_>, sources: &[Box<dyn Source>]) -> bool {
-    slot.sources().iter().all(|s| !sources.iter().any(|src| src.name() == *s))
+    let subscribed = slot.sources();
+    !subscribed.is_empty() && subscribed.iter().all(|s| !sources.iter().any(|src| src.name() == *s))
 }
 
 /// The operator's switch and the health gate: whether a detector may run.
