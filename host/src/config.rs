@@ -1,10 +1,15 @@
 //! The config file: where each source's data lives and detector settings.
 //!
 //! One TOML file, `--config FILE` or else
-//! `$XDG_CONFIG_HOME/openmausbot-sentinel/config.toml` when it exists; with
-//! no file at all the defaults read the reference data-dir layout. This module
-//! parses and checks the file and builds the sources it describes; it never
-//! reads the data dir itself. Its format is documented in `docs/config.md`.
+//! `$XDG_CONFIG_HOME/openmausbot-sentinel/config.toml` when it exists, and the
+//! sentinels file, YAML, at `$SENTINELS_CONFIG_PATH` (else
+//! `/etc/gateway/sentinels.yaml` when it exists): one schema, read into the
+//! same structure and merged (a section in both is an error naming it). With
+//! no file at all the defaults read the reference data-dir layout. This
+//! module parses and checks the files, binds the stock sentinels' roles to
+//! configured sources (`stock`), and builds the sources they describe; it
+//! never reads the data dir itself. Its format is documented in
+//! `docs/config.md`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +22,7 @@ use crate::sources::query::{QuerySource, parse_column_type};
 use crate::sources::{
     BotsSource, DigestSource, DirectorySource, EventsSource, HttpSource, MessagesSource, RuntimeSource, Source,
 };
+use crate::stock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -44,6 +50,10 @@ pub struct Config {
     /// `[limits]`: the sandbox's caps (docs/sandbox.md).
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// `[sentinels.NAME]`: the stock sentinels, enabled or not, their roles
+    /// bound to configured sources, and their values.
+    #[serde(default)]
+    pub sentinels: BTreeMap<String, SentinelConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -67,6 +77,20 @@ pub struct SourcesConfig {
     pub http: Vec<HttpConfig>,
     #[serde(default)]
     pub sqlite: Vec<QueryConfig>,
+}
+
+/// One stock sentinel's settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentinelConfig {
+    /// Absent: stock sentinels run, experimental ones do not.
+    pub enabled: Option<bool>,
+    /// Role → the name of a configured source.
+    #[serde(default)]
+    pub roles: BTreeMap<String, String>,
+    /// Its config values, as `[detectors.NAME]` takes them.
+    #[serde(default)]
+    pub values: BTreeMap<String, toml::Value>,
 }
 
 /// Every limit of the sandbox; an absent key keeps its default.
@@ -156,6 +180,8 @@ pub struct HttpConfig {
     pub timeout_ms: u64,
     #[serde(default = "default_max_bytes")]
     pub max_bytes: usize,
+    /// An RFC 9535 JSONPath evaluated on each body: the column `value`.
+    pub jsonpath: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -192,6 +218,37 @@ fn default_max_rows() -> usize {
     10_000
 }
 
+/// The variable naming the sentinels file.
+pub const SENTINELS_ENV: &str = "SENTINELS_CONFIG_PATH";
+/// Where the sentinels file is looked for when the variable is not set.
+pub const SENTINELS_DEFAULT: &str = "/etc/gateway/sentinels.yaml";
+
+/// The sentinels file: the variable's path (which must then exist), else the
+/// default path when a file is there.
+pub fn sentinels_path() -> Option<PathBuf> {
+    match std::env::var_os(SENTINELS_ENV).filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None => Some(PathBuf::from(SENTINELS_DEFAULT)).filter(|p| p.is_file()),
+    }
+}
+
+/// The line (from 1) where `key` is written: first as a key (`key:`,
+/// `key =`, `[...key]`), else as a value, else anywhere.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let as_key = |l: &str| {
+        let t = l.trim_start().trim_start_matches("- ").trim_start_matches(['"', '\'', '[']);
+        t.strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start_matches(['"', '\'', ']']).trim_start().starts_with([':', '=']))
+    };
+    let as_value = |l: &str| {
+        let t = l.trim_end().trim_end_matches(['"', '\'']);
+        t.ends_with(key)
+            && t[..t.len() - key.len()].trim_end().trim_end_matches(['"', '\'']).trim_end().ends_with([':', '='])
+    };
+    let find = |f: &dyn Fn(&str) -> bool| text.lines().position(f).map(|i| i + 1);
+    find(&as_key).or_else(|| find(&as_value)).or_else(|| find(&|l: &str| l.contains(key)))
+}
+
 /// The default location, when it exists.
 pub fn default_path() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -203,32 +260,151 @@ pub fn default_path() -> Option<PathBuf> {
 }
 
 impl Config {
-    /// Loads `path`, or the default file when there is one, or the defaults.
+    /// Loads `path`, or the default file when there is one, or the defaults;
+    /// then the sentinels file ([`sentinels_path`]) when there is one.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let Some(path) = path.map(Path::to_owned).or_else(default_path) else {
-            return Ok(Config::default());
+        Self::load_with(path, sentinels_path().as_deref())
+    }
+
+    /// [`Config::load`] with the sentinels file given.
+    pub fn load_with(path: Option<&Path>, sentinels: Option<&Path>) -> Result<Self, ConfigError> {
+        let read = |path: &Path| {
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-        Self::parse(&text, &path)
+        let toml = match path.map(Path::to_owned).or_else(default_path) {
+            Some(path) => Some(Self::parse(&read(&path)?, &path)?),
+            None => None,
+        };
+        let (yaml, yaml_text) = match sentinels {
+            Some(path) => {
+                let text = read(path)?;
+                (Some(Self::parse_yaml_alone(&text, path)?), text)
+            }
+            None => (None, String::new()),
+        };
+        match (toml, yaml) {
+            (None, None) => Ok(Config::default()),
+            (Some(c), None) => Ok(c),
+            (None, Some(y)) => {
+                y.check_sentinels(&yaml_text)?;
+                Ok(y)
+            }
+            (Some(t), Some(y)) => t.merge(y, &yaml_text),
+        }
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let mut config: Config =
+        let config: Config =
             toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
-        config.path = Some(path.to_owned());
-        config.digest = {
-            use sha2::{Digest, Sha256};
-            crate::hex(&Sha256::digest(text.as_bytes())[..8])
-        };
-        config.check()?;
+        config.finish(text, path, true)
+    }
+
+    /// The sentinels file's format: the same schema in YAML. serde_yaml_ng
+    /// names the line and column of a syntax error, an unknown key or a
+    /// value of the wrong type.
+    pub fn parse_yaml(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config = Self::parse_yaml_alone(text, path)?;
+        config.check_sentinels(text)?;
         Ok(config)
     }
 
-    fn invalid(&self, message: String) -> ConfigError {
+    /// The YAML file checked except for its roles, which may name sources of
+    /// the TOML file (checked once both are merged).
+    fn parse_yaml_alone(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: Config = if text.trim().is_empty() {
+            Config::default()
+        } else {
+            serde_yaml_ng::from_str(text)
+                .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?
+        };
+        config.finish(text, path, false)
+    }
+
+    fn finish(mut self, text: &str, path: &Path, roles: bool) -> Result<Self, ConfigError> {
+        self.path = Some(path.to_owned());
+        self.digest = {
+            use sha2::{Digest, Sha256};
+            crate::hex(&Sha256::digest(text.as_bytes())[..8])
+        };
+        self.check(text)?;
+        if roles {
+            self.check_sentinels(text)?;
+        }
+        Ok(self)
+    }
+
+    /// The TOML file's settings and the sentinels file's, together. A
+    /// reference-layout source, `[limits]`, or one detector's or sentinel's
+    /// table set in both is an error naming both files.
+    fn merge(mut self, other: Config, other_text: &str) -> Result<Self, ConfigError> {
+        let both = |what: &str| ConfigError::Invalid {
+            path: other.path.clone().unwrap_or_default(),
+            message: format!(
+                "`{what}` is set both here and in {}; set it in one file",
+                self.path.as_deref().unwrap_or(Path::new("?")).display()
+            ),
+        };
+        let (a, b) = (&mut self.sources, other.sources);
+        for (mine, theirs, name) in [
+            (&mut a.messages, b.messages, "sources.messages"),
+            (&mut a.runtime, b.runtime, "sources.runtime"),
+            (&mut a.bots, b.bots, "sources.bots"),
+        ] {
+            if theirs.is_some() {
+                if mine.is_some() {
+                    return Err(both(name));
+                }
+                *mine = theirs;
+            }
+        }
+        if b.events.is_some() {
+            if a.events.is_some() {
+                return Err(both("sources.events"));
+            }
+            a.events = b.events;
+        }
+        a.directory.extend(b.directory);
+        a.digest.extend(b.digest);
+        a.http.extend(b.http);
+        a.sqlite.extend(b.sqlite);
+        for (k, v) in other.detectors {
+            if self.detectors.insert(k.clone(), v).is_some() {
+                return Err(both(&format!("detectors.{k}")));
+            }
+        }
+        for (k, v) in other.sentinels {
+            if self.sentinels.insert(k.clone(), v).is_some() {
+                return Err(both(&format!("sentinels.{k}")));
+            }
+        }
+        if format!("{:?}", other.limits) != format!("{:?}", LimitsConfig::default()) {
+            if format!("{:?}", self.limits) != format!("{:?}", LimitsConfig::default()) {
+                return Err(both("limits"));
+            }
+            self.limits = other.limits;
+        }
+        self.digest = format!("{}+{}", self.digest, other.digest);
+        let toml_path = std::mem::replace(&mut self.path, other.path.clone());
+        // Names across both files, and the roles with the sentinels file's lines.
+        self.check("")?;
+        self.check_sentinels(other_text)?;
+        self.path = toml_path;
+        Ok(self)
+    }
+
+    pub(crate) fn invalid(&self, message: String) -> ConfigError {
         ConfigError::Invalid { path: self.path.clone().unwrap_or_default(), message }
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    /// An error about `key`, with the line of `text` that mentions it.
+    pub(crate) fn invalid_at(&self, text: &str, key: &str, message: String) -> ConfigError {
+        match line_of(text, key) {
+            Some(line) => self.invalid(format!("line {line}: {message}")),
+            None => self.invalid(message),
+        }
+    }
+
+    fn check(&self, text: &str) -> Result<(), ConfigError> {
         let mut names: Vec<&str> = vec!["messages", "runtime", "bots", "events"];
         let s = &self.sources;
         let extra = s
@@ -271,13 +447,26 @@ impl Config {
             if !h.url.starts_with("http://") {
                 return Err(self.invalid(format!("sources.http `{}`: only plain http:// URLs can be fetched", h.name)));
             }
+            if let Some(path) = &h.jsonpath
+                && let Err(e) = serde_json_path::JsonPath::parse(path)
+            {
+                return Err(self.invalid_at(
+                    text,
+                    path,
+                    format!("sources.http `{}`: jsonpath `{path}` is not an RFC 9535 JSONPath: {e}", h.name),
+                ));
+            }
         }
-        for (det, keys) in &self.detectors {
+        let detectors = self.detectors.iter().map(|(n, c)| (format!("detectors.{n}"), c));
+        let sentinels = self.sentinels.iter().map(|(n, c)| (format!("sentinels.{n}.values"), &c.values));
+        for (table, keys) in detectors.chain(sentinels) {
             for (key, value) in keys {
                 if to_config_value(value).is_none() {
-                    return Err(self.invalid(format!(
-                        "detectors.{det}.{key}: use a boolean, number, string or duration string like \"30s\""
-                    )));
+                    return Err(self.invalid_at(
+                        text,
+                        key,
+                        format!("{table}.{key}: use a boolean, number, string or duration string like \"30s\""),
+                    ));
                 }
             }
         }
@@ -317,41 +506,59 @@ impl Config {
         if on(&s.runtime) {
             out.push(Box::new(RuntimeSource { file: file(&s.runtime, "runtime.db") }));
         }
+        // A source bound to a role is read under the role's name (the
+        // sentinel subscribes to the role), once per role; its own name is
+        // then only the config's handle for it, so it is not read twice.
+        let bindings = self.bindings();
+        let names = |name: &str| -> Vec<String> {
+            let roles: Vec<String> = bindings.iter().filter(|(_, s)| *s == name).map(|(r, _)| r.clone()).collect();
+            if roles.is_empty() { vec![name.to_owned()] } else { roles }
+        };
         for d in &s.directory {
-            out.push(Box::new(DirectorySource { name: d.name.clone(), path: PathBuf::from(&d.path) }));
+            for name in names(&d.name) {
+                out.push(Box::new(DirectorySource { name, path: PathBuf::from(&d.path) }));
+            }
         }
         for d in &s.digest {
-            out.push(Box::new(DigestSource { name: d.name.clone(), path: PathBuf::from(&d.path) }));
+            for name in names(&d.name) {
+                out.push(Box::new(DigestSource { name, path: PathBuf::from(&d.path) }));
+            }
         }
         for h in &s.http {
-            out.push(Box::new(HttpSource {
-                name: h.name.clone(),
-                url: h.url.clone(),
-                timeout: Duration::from_millis(h.timeout_ms),
-                max_bytes: h.max_bytes,
-            }));
+            for name in names(&h.name) {
+                let mut source = HttpSource::new(name, h.url.clone(), Duration::from_millis(h.timeout_ms), h.max_bytes);
+                // Checked when the file was read.
+                if let Some(path) = h.jsonpath.as_deref().and_then(|p| serde_json_path::JsonPath::parse(p).ok()) {
+                    source = source.with_jsonpath(path);
+                }
+                out.push(Box::new(source));
+            }
         }
         for q in &s.sqlite {
-            out.push(Box::new(QuerySource {
-                name: q.name.clone(),
-                file: PathBuf::from(&q.file),
-                kind: q.kind.clone(),
-                query: q.query.clone(),
-                cursor: q.cursor.clone(),
-                columns: q.columns.iter().filter_map(|(k, v)| Some((k.clone(), parse_column_type(v)?))).collect(),
-                max_rows: q.max_rows,
-            }));
+            for name in names(&q.name) {
+                out.push(Box::new(QuerySource {
+                    name,
+                    file: PathBuf::from(&q.file),
+                    kind: q.kind.clone(),
+                    query: q.query.clone(),
+                    cursor: q.cursor.clone(),
+                    columns: q.columns.iter().filter_map(|(k, v)| Some((k.clone(), parse_column_type(v)?))).collect(),
+                    max_rows: q.max_rows,
+                }));
+            }
         }
         out
     }
 
-    /// `[detectors.NAME]` values as `(detector, key, value)`.
+    /// `[detectors.NAME]` values, then each sentinel's `values` (under its
+    /// detector name), as `(detector, key, value)`.
     pub fn detector_values(&self) -> Vec<(String, String, ConfigValue)> {
         let mut out = Vec::new();
-        for (det, keys) in &self.detectors {
+        let sentinels = self.sentinels.iter().map(|(n, c)| (stock::find(n).map_or(n.as_str(), |s| s.name), &c.values));
+        for (det, keys) in self.detectors.iter().map(|(d, k)| (d.as_str(), k)).chain(sentinels) {
             for (key, value) in keys {
                 if let Some(v) = to_config_value(value) {
-                    out.push((det.clone(), key.clone(), v));
+                    out.push((det.to_owned(), key.clone(), v));
                 }
             }
         }
@@ -452,6 +659,108 @@ mod tests {
         assert_eq!((l.memory_bytes, l.deadline), (32 << 20, Duration::from_millis(50)));
         assert_eq!(l.fuel_per_call, crate::runtime::Limits::default().fuel_per_call);
         assert!(Config::parse("[limits]\nmemory = 1\n", Path::new("t.toml")).is_err(), "unknown keys are errors");
+    }
+
+    const YAML: &str = r#"
+sources:
+  directory:
+    - name: gw-inbox
+      path: inbox
+  http:
+    - name: gw-queue
+      url: http://127.0.0.1:9/metrics
+      jsonpath: $.active_total
+sentinels:
+  file-inbox-watch:
+    roles:
+      inbox: gw-inbox
+  queue-depth-watch:
+    roles:
+      queue: gw-queue
+    values:
+      threshold: 25
+  anomaly-watch:
+    enabled: false
+"#;
+
+    #[test]
+    fn the_sentinels_yaml_binds_roles_to_configured_sources() {
+        let c = Config::parse_yaml(YAML, Path::new("s.yaml")).unwrap();
+        let names: Vec<String> = c.sources().iter().map(|s| s.name().to_owned()).collect();
+        assert_eq!(names, ["bots", "messages", "events", "runtime", "inbox", "queue"], "each read once, as its role");
+        assert!(c.detector_values().contains(&(
+            "queue_depth_watch".into(),
+            "threshold".into(),
+            ConfigValue::Integer(25)
+        )));
+        assert_eq!(c.sentinel_off("file_inbox_watch"), None);
+        assert!(c.sentinel_off("anomaly_watch").unwrap().contains("enabled: false"));
+        assert_eq!(c.sentinel_off("ledger_delta_watch"), None, "not in the file: inert, not off");
+        assert!(!c.health_bound());
+        assert_eq!(c.fast_dirs(), [PathBuf::from("inbox")]);
+        let c = Config::parse_yaml("sentinels:\n  watch-health-watch: {}\n", Path::new("s.yaml")).unwrap();
+        assert!(c.health_bound());
+    }
+
+    #[test]
+    fn yaml_mistakes_name_the_key_and_the_line() {
+        let bad = [
+            ("sentinels:\n  file-inbox-watch:\n    enabeld: true\n", "line 3", "enabeld"),
+            ("sentinels:\n  nosuch-watch: {}\n", "line 2", "not a stock sentinel"),
+            (
+                "sources:\n  directory:\n    - name: a\n      path: x\nsentinels:\n  file-inbox-watch:\n    roles:\n      outbox: a\n",
+                "line 8",
+                "has no role `outbox`",
+            ),
+            (
+                "sentinels:\n  file-inbox-watch:\n    roles:\n      inbox: nowhere\n",
+                "line 4",
+                "no source named `nowhere`",
+            ),
+            (
+                "sources:\n  digest:\n    - name: d\n      path: x\nsentinels:\n  file-inbox-watch:\n    roles:\n      inbox: d\n",
+                "line 8",
+                "the role takes sources.directory",
+            ),
+            (
+                "sources:\n  http:\n    - name: q\n      url: http://127.0.0.1:9/\n      jsonpath: $.[oops\n",
+                "line 5",
+                "RFC 9535",
+            ),
+            (
+                "sources:\n  http:\n    - name: q\n      url: http://127.0.0.1:9/\nsentinels:\n  queue-depth-watch:\n    roles:\n      queue: q\n",
+                "line 8",
+                "needs a `jsonpath`",
+            ),
+            (
+                "sentinels:\n  silence-watch:\n    values:\n      threshold_hours: [1]\n",
+                "line 4",
+                "sentinels.silence-watch.values.threshold_hours",
+            ),
+            ("sentinels: [\n", "line", "s.yaml"),
+        ];
+        for (text, line, needle) in bad {
+            let err = Config::parse_yaml(text, Path::new("s.yaml")).unwrap_err().to_string();
+            assert!(err.contains(needle) && err.contains(line) && err.contains("s.yaml"), "{needle}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_toml_file_and_the_sentinels_file_merge_and_a_section_in_both_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let toml_path = dir.path().join("config.toml");
+        let yaml_path = dir.path().join("sentinels.yaml");
+        std::fs::write(&toml_path, "[[sources.directory]]\nname = \"gw-inbox\"\npath = \"inbox\"\n").unwrap();
+        std::fs::write(&yaml_path, "sentinels:\n  file-inbox-watch:\n    roles:\n      inbox: gw-inbox\n").unwrap();
+        let c = Config::load_with(Some(&toml_path), Some(&yaml_path)).unwrap();
+        assert!(c.sources().iter().any(|s| s.name() == "inbox"), "bound across the two files");
+        std::fs::write(&toml_path, "[limits]\nmemory_mib = 32\n").unwrap();
+        std::fs::write(&yaml_path, "limits:\n  memory_mib: 64\n").unwrap();
+        let err = Config::load_with(Some(&toml_path), Some(&yaml_path)).unwrap_err().to_string();
+        assert!(err.contains("`limits` is set both"), "{err}");
+        let missing = dir.path().join("nope.yaml");
+        let err = Config::load_with(Some(&toml_path), Some(&missing)).unwrap_err().to_string();
+        assert!(err.contains("nope.yaml"), "an explicit path that is not there is an error: {err}");
     }
 
     #[test]

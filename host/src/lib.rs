@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod errors;
 pub mod firelog;
 pub mod health;
+pub mod kick;
 pub mod ledger;
 pub mod observation;
 pub mod private_fs;
@@ -31,6 +32,7 @@ pub mod scan;
 pub mod sentinel;
 pub mod service;
 pub mod sources;
+pub mod stock;
 pub mod wit_export;
 
 pub use scan::{ScanError, ScanOptions, ScanReport};

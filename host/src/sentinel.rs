@@ -175,6 +175,11 @@ impl Sentinel {
         &self.out
     }
 
+    /// The data dir, resolved.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     pub fn options(&self) -> &ScanOptions {
         &self.opts
     }
@@ -219,6 +224,9 @@ impl Sentinel {
         }
         self.ledger.finish_pending_export()?;
         let mut sources = self.opts.config.sources();
+        if self.opts.config.health_bound() {
+            sources.push(Box::new(crate::sources::HealthSource::new(self.out.clone())));
+        }
         sources.sort_by_key(|s| !s.is_reference());
         let stamp = crate::scan::fast_path::stamp(&sources, &self.data_dir, &self.opts);
         let unchanged = crate::scan::fast_path::unchanged(

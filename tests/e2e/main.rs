@@ -16,6 +16,7 @@ mod replay;
 mod rotation;
 mod service;
 mod sources;
+mod stock;
 mod support;
 mod tool_error;
 mod twins;

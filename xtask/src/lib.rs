@@ -3,5 +3,6 @@
 //! scaffolding new detectors, and generating data dirs.
 
 pub mod datagen;
+pub mod gateway;
 pub mod guest;
 pub mod scaffold;

@@ -176,7 +176,7 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     println!("\n{} issues in {}:", issues.lines().count(), out.join("issues.jsonl").display());
     let issues: Vec<serde_json::Value> = issues.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
     print!("{}", listing(&issues));
-    Ok(())
+    gateway_demo(root)
 }
 
 /// The demo's listing of issues: count, kind, origin, severity, tool, and
@@ -221,6 +221,65 @@ fn ensure_debian_tool(tool: &str, package: &str, why: &str) -> Result<()> {
             && install().is_ok_and(|s| s.success()));
     if !ok {
         bail!("cannot install {tool}: run `apt-get install {package}` ({why})");
+    }
+    Ok(())
+}
+
+/// The stock sentinels on a generated gateway-shaped layout: a quiet scan
+/// (the baseline), then the gateway stirs and the next scan, seven hours
+/// later, fires each sentinel whose condition now holds.
+fn gateway_demo(root: &Path) -> Result<()> {
+    use std::sync::atomic::Ordering;
+    let dir = root.join("target/demo/gateway");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    let (url, depth) = xtask::gateway::serve_depth()?;
+    depth.store(12, Ordering::SeqCst);
+    let yaml = xtask::gateway::generate(&dir, &url)?;
+    eprintln!("\n==> generated a gateway layout in {} (config: {})", dir.display(), yaml.display());
+    let out = std::env::temp_dir().join("sentinel-demo-gateway-out");
+    if out.exists() {
+        std::fs::remove_dir_all(&out)?;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
+    let scan = |what: &str, at: i64| {
+        step(
+            what,
+            cargo(root)
+                .args(["run", "--quiet", "-p", "sentinel-host", "--", "run", "--once", "--no-fast-path", "--detectors"])
+                .arg(root.join("detectors"))
+                .arg("--data-dir")
+                .arg(&dir)
+                .arg("--out")
+                .arg(&out)
+                .arg("--scan-time")
+                .arg(at.to_string())
+                .arg("--cache-dir")
+                .arg(guest::BuildOptions::for_repo(root).cache_dir.unwrap_or_else(|| out.join("cache")))
+                .env("SENTINELS_CONFIG_PATH", &yaml),
+        )
+    };
+    scan("sentinel-host run (the gateway, quiet: the baseline)", now)?;
+    xtask::gateway::stir(&dir)?;
+    depth.store(75, Ordering::SeqCst);
+    scan("sentinel-host run (7 h later: the gateway stirred)", now + 7 * 3_600_000)?;
+    let issues = std::fs::read_to_string(out.join("issues.jsonl")).context("the scan wrote no issues.jsonl")?;
+    println!("\n{} stock-sentinel issues in {}:", issues.lines().count(), out.join("issues.jsonl").display());
+    for line in issues.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        println!(
+            "  {:>3}x  {:<26} {:<7} {:<24} {}",
+            v["count"],
+            v["kind"].as_str().unwrap_or(""),
+            v["severity"].as_str().unwrap_or(""),
+            format!(
+                "{}:{}",
+                v["evidenceRef"]["source"].as_str().unwrap_or(""),
+                v["evidenceRef"]["id"].as_str().unwrap_or("")
+            ),
+            v["title"].as_str().unwrap_or("")
+        );
     }
     Ok(())
 }

@@ -517,15 +517,18 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
     let mut sentinel = sentinel_host::sentinel::Sentinel::open(opts)
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
+    let (handle, commands) = sentinel_host::sentinel::Handle::channel();
+    let kicker = kicker(&sentinel, handle);
     let mut scans = 0u64;
     let mut fatal: Option<anyhow::Error> = None;
-    let end = sentinel_host::daemon::run_every(&mut sentinel, interval, None, |result| {
+    let end = sentinel_host::daemon::run_every(&mut sentinel, interval, Some(&commands), |result| {
         if let Some(l) = &line {
             l.clear();
         }
         scans += 1;
         match result {
-            Ok(report) => {
+            Ok(mut report) => {
+                report.last_kick = kicker.as_ref().and_then(|k| k.last_kick());
                 tracing::info!(
                     scan = scans,
                     unchanged = report.unchanged_since.is_some(),
@@ -570,6 +573,28 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
         _ => tracing::info!(scans, "stopped"),
     }
     Ok(exit::OK)
+}
+
+/// Watches the fast sentinels' directories, when the config binds any: a
+/// change there kicks a scan through `handle` (docs/stock-sentinels.md).
+fn kicker(
+    sentinel: &sentinel_host::sentinel::Sentinel,
+    handle: sentinel_host::sentinel::Handle,
+) -> Option<sentinel_host::kick::Kicker> {
+    let dirs: Vec<_> = sentinel.options().config.fast_dirs().into_iter().map(|d| sentinel.data_dir().join(d)).collect();
+    if dirs.is_empty() {
+        return None;
+    }
+    match sentinel_host::kick::Kicker::start(dirs, handle) {
+        Ok(k) => {
+            tracing::info!(watched = ?k.watched, "fast sentinels are kicked when these change");
+            Some(k)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the fast sentinels' directories; they poll on the interval");
+            None
+        }
+    }
 }
 
 fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {

@@ -79,19 +79,25 @@ fn human_raw(r: &ScanReport) -> String {
             None if d.status == DetectorStatus::NotDue => {
                 let _ = writeln!(s, "    not due  {}: next due at {} ms", d.name, d.next_due.unwrap_or_default());
             }
-            None if d.status == DetectorStatus::Disabled => {
-                let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
-            }
+            None if d.status == DetectorStatus::Disabled => match &d.note {
+                Some(note) => {
+                    let _ = writeln!(s, "    disabled {}: {note}", d.name);
+                }
+                None => {
+                    let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
+                }
+            },
             None => {
                 let _ = writeln!(
                     s,
-                    "    ok       {} {}: {} records, {} observations, decision in {:.2} ms{}",
+                    "    ok       {} {}: {} records, {} observations, decision in {:.2} ms{}{}",
                     one_line(&d.name),
                     one_line(d.version.as_deref().unwrap_or("")),
                     d.records,
                     d.observations,
                     d.finish_us as f64 / 1000.0,
-                    if d.probation { " [PROBATION]" } else { "" }
+                    if d.probation { " [PROBATION]" } else { "" },
+                    d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
                 );
             }
             Some(f) => {

@@ -216,6 +216,7 @@ pub(crate) fn unchanged(
         issues: CommitReport { total_issues: ledger.total_issues()?, ..CommitReport::default() },
         fire_log_us: 0,
         peak_rss_kib: peak_rss_kib(),
+        last_kick: None,
     })
 }
 
@@ -311,6 +312,7 @@ impl Scan<'_> {
             issues,
             fire_log_us: ledger.fire_log_time().as_micros() as u64,
             peak_rss_kib: peak_rss_kib(),
+            last_kick: None,
         })
     }
 }

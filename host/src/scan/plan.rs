@@ -111,6 +111,14 @@ pub(crate) fn plan<'r>(
             queue_wait_ms: None,
         });
     }
+    let names: BTreeSet<&str> = sources.iter().map(|s| s.name()).collect();
+    for slot in slots.iter_mut() {
+        slot.summary.note = unbound_note(slot.detector, &names);
+        if let Some(off) = opts.config.sentinel_off(slot.name()) {
+            slot.admin.disabled = true;
+            slot.summary.note = Some(off);
+        }
+    }
     let candidate: Vec<bool> = slots.iter_mut().map(|s| gate(s, scan_time)).collect();
     let (runs, next_due, meta) = cadence(&mut slots, &candidate, sources, ledger, scan_time)?;
     let from_file = opts.config.detector_values();
@@ -121,6 +129,35 @@ pub(crate) fn plan<'r>(
     }
     let (units, not_read) = units(&slots, sources, &runs, ledger)?;
     Ok(Plan { slots, units, not_read, next_due, meta })
+}
+
+/// For a stock sentinel, the roles it reads that no source fills: it then
+/// sees nothing there (it is inert when it sees nothing at all), and says so.
+fn unbound_note(d: &LoadedDetector, sources: &BTreeSet<&str>) -> Option<String> {
+    let stock = crate::stock::find(&d.descriptor.name)?;
+    let unbound: BTreeSet<&str> = stock.roles.iter().map(|r| r.name).filter(|r| !sources.contains(r)).collect();
+    if unbound.is_empty() {
+        return None;
+    }
+    let roles = unbound.into_iter().collect::<Vec<_>>().join(", ");
+    let all = stock.roles.iter().all(|r| !sources.contains(r.name));
+    let mut note = if all {
+        format!("inert: no source is bound to its roles ({roles}) in the sentinels config")
+    } else {
+        format!("role {roles} not bound: it reads nothing there")
+    };
+    if stock.experimental {
+        note.push_str("; experimental: off unless enabled");
+    }
+    Some(note)
+}
+
+/// Whether a detector reads nothing at all here (every source it subscribes
+/// to is absent): its cadence then asks for no scan of its own. One that
+/// subscribes to nothing keeps its cadence (a timer).
+fn reads_nothing(slot: &Slot<'_>, sources: &[Box<dyn Source>]) -> bool {
+    let subscribed = slot.sources();
+    !subscribed.is_empty() && subscribed.iter().all(|s| !sources.iter().any(|src| src.name() == *s))
 }
 
 /// The operator's switch and the health gate: whether a detector may run.
@@ -165,8 +202,13 @@ fn cadence(
     scan_time: i64,
 ) -> Result<Cadence, LedgerError> {
     let mut last_runs = Vec::with_capacity(slots.len());
-    for s in slots.iter() {
-        last_runs.push(match s.detector.descriptor.cadence_seconds {
+    // An inert detector's cadence wakes nobody: it runs with the others.
+    let cadences: Vec<Option<u32>> = slots
+        .iter()
+        .map(|s| if reads_nothing(s, sources) { None } else { s.detector.descriptor.cadence_seconds })
+        .collect();
+    for (s, cadence) in slots.iter().zip(&cadences) {
+        last_runs.push(match cadence {
             Some(_) => ledger.meta(&cadence_key(s.name()))?.and_then(|v| v.parse().ok()),
             None => None,
         });
@@ -175,7 +217,8 @@ fn cadence(
         .iter()
         .zip(&last_runs)
         .zip(candidate)
-        .map(|((s, last), &c)| c && (s.admin.wake || is_due(s.detector.descriptor.cadence_seconds, *last, scan_time)))
+        .zip(&cadences)
+        .map(|(((s, last), &c), cadence)| c && (s.admin.wake || is_due(*cadence, *last, scan_time)))
         .collect();
     let subscriptions: Vec<BTreeSet<&str>> =
         slots.iter().zip(candidate).map(|(s, &c)| if c { s.sources() } else { BTreeSet::new() }).collect();
@@ -187,7 +230,7 @@ fn cadence(
         if !candidate[i] {
             continue;
         }
-        let cadence = slot.detector.descriptor.cadence_seconds;
+        let cadence = cadences[i];
         // Running now moves its next turn to a cadence from now.
         let last_run = if runs[i] { Some(scan_time) } else { last_runs[i] };
         if let Some(next) = next_due(cadence, last_run) {

@@ -89,6 +89,10 @@ pub struct DetectorSummary {
     pub calls_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureSummary>,
+    /// Why a stock sentinel sees nothing or does not run: its roles that no
+    /// source fills, or the sentinels config turning it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub logs: Vec<String>,
 }
 
@@ -137,6 +141,7 @@ impl DetectorSummary {
             start_us: 0,
             calls_us: 0,
             failure: None,
+            note: None,
             logs: Vec::new(),
         }
     }
@@ -224,6 +229,10 @@ pub struct ScanReport {
     /// absent where the system does not tell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_kib: Option<u64>,
+    /// In the long-running mode, when a change in a fast sentinel's
+    /// directory last kicked a scan (ms); set by the caller that watches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_kick: Option<i64>,
 }
 
 impl ScanReport {

@@ -9,6 +9,13 @@
 //! from the environment are not used. TLS is not built in, so an `https://`
 //! URL is refused with a clear error. A body that is too large or not JSON, a
 //! refused connection or a timeout fails the read, never the scan.
+//!
+//! With a `jsonpath` (RFC 9535, through `serde_json_path`), the source also
+//! evaluates it on the body and gives the column `value`: the number when the
+//! path selects exactly one node and it is a number, else null. The path runs
+//! here rather than in a detector because the host already holds the parsed
+//! body (the guest has no network and would only re-parse what it is handed),
+//! and a bad path is then a config error at start-up, not a failing detector.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,6 +25,14 @@ use crate::record::{BatchBuilder, Cell, Column};
 
 const COLUMNS: &[Column] =
     &[Column::text("url"), Column::int("status"), Column::text("body"), Column::int("elapsed_ms")];
+/// The columns with a `jsonpath`: the same, and the value it selects.
+const COLUMNS_WITH_VALUE: &[Column] = &[
+    Column::text("url"),
+    Column::int("status"),
+    Column::text("body"),
+    Column::int("elapsed_ms"),
+    Column::float("value"),
+];
 
 /// Fetches one JSON endpoint (`kind = response`).
 #[derive(Debug, Clone)]
@@ -30,11 +45,19 @@ pub struct HttpSource {
     pub timeout: Duration,
     /// The largest body accepted, bytes.
     pub max_bytes: usize,
+    /// Evaluated on the body: the column `value`.
+    pub jsonpath: Option<serde_json_path::JsonPath>,
 }
 
 impl HttpSource {
     pub fn new(name: impl Into<String>, url: impl Into<String>, timeout: Duration, max_bytes: usize) -> Self {
-        HttpSource { name: name.into(), url: url.into(), timeout, max_bytes }
+        HttpSource { name: name.into(), url: url.into(), timeout, max_bytes, jsonpath: None }
+    }
+
+    /// Also extracts `value` from each body with `path`.
+    pub fn with_jsonpath(mut self, path: serde_json_path::JsonPath) -> Self {
+        self.jsonpath = Some(path);
+        self
     }
 
     fn fail(&self, message: String) -> SourceError {
@@ -122,16 +145,38 @@ impl Source for HttpSource {
                 return Err(self.fail(format!("status {status}: the body is not valid JSON (it is not UTF-8)")));
             }
         };
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&body) {
-            return Err(self.fail(format!("status {status}: the body is not valid JSON: {e}")));
-        }
+        let value = match &self.jsonpath {
+            None => {
+                if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&body) {
+                    return Err(self.fail(format!("status {status}: the body is not valid JSON: {e}")));
+                }
+                None
+            }
+            Some(path) => match serde_json::from_str::<serde_json::Value>(&body) {
+                Ok(json) => Some(select_number(path, &json)),
+                Err(e) => return Err(self.fail(format!("status {status}: the body is not valid JSON: {e}"))),
+            },
+        };
 
-        let row = [Cell::Text(&self.url), Cell::Int(i64::from(status)), Cell::Text(&body), Cell::Int(elapsed_ms)];
-        let mut builder = BatchBuilder::new(&self.name, "response", COLUMNS);
+        let mut row =
+            vec![Cell::Text(&self.url), Cell::Int(i64::from(status)), Cell::Text(&body), Cell::Int(elapsed_ms)];
+        let columns = match value {
+            None => COLUMNS,
+            Some(v) => {
+                row.push(v.map_or(Cell::Null, Cell::Float));
+                COLUMNS_WITH_VALUE
+            }
+        };
+        let mut builder = BatchBuilder::new(&self.name, "response", columns);
         builder.push_row(&row).map_err(|e| self.stopped(e.to_string()))?;
         sink(builder.take()).map_err(|reason| self.stopped(reason))?;
         Ok(SourceReport { records: 1, ..SourceReport::default() })
     }
+}
+
+/// The number `path` selects in `json`: exactly one node, and a number.
+pub fn select_number(path: &serde_json_path::JsonPath, json: &serde_json::Value) -> Option<f64> {
+    path.query(json).exactly_one().ok()?.as_f64()
 }
 
 #[cfg(test)]

@@ -1,0 +1,350 @@
+//! The stock sentinels on real inputs, through the real binary and the
+//! sentinels config file (`SENTINELS_CONFIG_PATH`): a real directory, a real
+//! HTTP server on loopback, a real SQLite outbox written by another
+//! connection (this process), a real append-only file rewritten in the
+//! middle, silence over a real backlog, and a hostile detector quarantined
+//! and seen by watch-health-watch.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// Serves `{"active_total": N}` on loopback to every GET, N read at each request.
+fn depth_server() -> (String, Arc<AtomicI64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let depth = Arc::new(AtomicI64::new(0));
+    let shared = depth.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let body = format!(r#"{{"active_total": {}, "queues": {{"a": 1}}}}"#, shared.load(Ordering::SeqCst));
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (url, depth)
+}
+
+/// A run with the sentinels file `yaml` (and no other config).
+fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&str]) -> Value {
+    let o = run_command(detectors, data, out)
+        .args(["--once", "--json", "--no-fast-path"])
+        .args(extra)
+        .env("SENTINELS_CONFIG_PATH", yaml)
+        .env("XDG_CONFIG_HOME", data.join("no-such-config"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn count(out: &Path, kind: &str) -> i64 {
+    issues_of(out, kind).iter().map(|i| i["count"].as_i64().unwrap()).sum()
+}
+
+fn outbox(db: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode=WAL;
+         CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY, status TEXT NOT NULL, worker_provenance TEXT);",
+    )
+    .unwrap();
+    c
+}
+
+#[test]
+fn the_stock_sentinels_fire_on_real_inputs_and_stay_quiet_otherwise() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let out = s.path("out");
+    for dir in ["inbox", "council/sessions"] {
+        std::fs::create_dir_all(data.join(dir)).unwrap();
+    }
+    std::fs::write(data.join("inbox/already-there.json"), "{}").unwrap();
+    let index = data.join("council/sessions/index.jsonl");
+    std::fs::write(&index, "{\"s\":1}\n{\"s\":2}\n{\"s\":3}\n").unwrap();
+    let db = outbox(&data.join("outbox.db"));
+    db.execute_batch(
+        "INSERT INTO outbox VALUES (1, 'acked', 'VerifiedExact'), (2, 'acked', NULL), (3, 'pending', NULL);",
+    )
+    .unwrap();
+    let (url, depth) = depth_server();
+    depth.store(5, Ordering::SeqCst);
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            r#"# the gateway's sentinels
+sources:
+  directory:
+    - {{ name: gw-inbox, path: inbox }}
+  digest:
+    - {{ name: gw-precedents, path: council/sessions/index.jsonl }}
+  http:
+    - {{ name: gw-queue, url: "{url}", jsonpath: "$.active_total" }}
+  sqlite:
+    - name: gw-outbox
+      file: outbox.db
+      query: "SELECT id, status, worker_provenance FROM outbox WHERE id > :cursor ORDER BY id"
+      cursor: id
+      columns: {{ id: int }}
+sentinels:
+  file-inbox-watch:    {{ roles: {{ inbox: gw-inbox }} }}
+  precedent-integrity-watch: {{ roles: {{ precedents: gw-precedents }} }}
+  queue-depth-watch:
+    roles: {{ queue: gw-queue }}
+    values: {{ threshold: 10 }}
+  completion-verify-watch: {{ roles: {{ outbox: gw-outbox }} }}
+"#
+        ),
+    )
+    .unwrap();
+    let detectors = s.detectors_with(&[]);
+
+    // First scan: the inbox's listing is the baseline, the precedent log's
+    // first digest has nothing to compare with, the depth is under 10; the
+    // outbox's acked row without provenance is a fact.
+    let s1 = run_with(&detectors, &data, &out, &yaml, &[]);
+    assert_eq!(count(&out, "file_inbox_watch"), 0, "{s1:#}");
+    assert_eq!(count(&out, "precedent_integrity_watch"), 0);
+    assert_eq!(count(&out, "queue_depth_watch"), 0);
+    assert_eq!(count(&out, "completion_verify_watch"), 1);
+    assert_eq!(detector(&s1, "file_inbox_watch")["note"], Value::Null, "its role is bound");
+    let silence = detector(&s1, "silence_watch")["note"].as_str().unwrap().to_owned();
+    assert!(silence.contains("inert") && silence.contains("audit, backlog"), "{silence}");
+    assert!(detector(&s1, "anomaly_watch")["note"].as_str().unwrap().contains("experimental"));
+    // The scanner detectors still work as before, beside them.
+    assert_eq!(detector(&s1, "tool_error")["status"], "ok");
+
+    // Second scan: a new file, an append, a deeper queue, two more outbox rows.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(data.join("inbox/new-order.json"), "{\"n\":1}").unwrap();
+    std::fs::OpenOptions::new().append(true).open(&index).unwrap().write_all(b"{\"s\":4}\n").unwrap();
+    depth.store(12, Ordering::SeqCst);
+    db.execute_batch("INSERT INTO outbox VALUES (4, 'acked', 'Inferred'), (5, 'acked', 'VerifiedExact');").unwrap();
+    run_with(&detectors, &data, &out, &yaml, &[]);
+    let inbox = issues_of(&out, "file_inbox_watch");
+    assert_eq!(count(&out, "file_inbox_watch"), 1, "{inbox:#?}");
+    assert_eq!(inbox[0]["evidenceRef"], serde_json::json!({"source": "inbox", "id": "new-order.json"}));
+    assert_eq!(count(&out, "precedent_integrity_watch"), 0, "an append never fires");
+    assert_eq!(count(&out, "queue_depth_watch"), 1, "the depth crossed 10");
+    assert_eq!(count(&out, "completion_verify_watch"), 2);
+
+    // Third scan: the queue stays deep (no new fact); the log is rewritten in
+    // the middle, same size, same lines.
+    depth.store(40, Ordering::SeqCst);
+    std::fs::write(&index, "{\"s\":1}\n{\"s\":9}\n{\"s\":3}\n{\"s\":4}\n").unwrap();
+    run_with(&detectors, &data, &out, &yaml, &[]);
+    assert_eq!(count(&out, "queue_depth_watch"), 1, "still deep: no new crossing");
+    let rewrites = issues_of(&out, "precedent_integrity_watch");
+    assert_eq!(count(&out, "precedent_integrity_watch"), 1, "{rewrites:#?}");
+    assert_eq!(rewrites[0]["evidenceRef"]["id"], "council/sessions/index.jsonl");
+    // No raw content anywhere: not the provenance, not the log's lines, not the body.
+    let text = std::fs::read_to_string(out.join("issues.jsonl")).unwrap();
+    for raw in ["Inferred", "\"s\":9", "active_total"] {
+        assert!(!text.contains(raw), "{raw} leaked into issues.jsonl");
+    }
+    drop(db);
+}
+
+#[test]
+fn silence_with_a_backlog_fires_and_silence_alone_does_not() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let out = s.path("out");
+    for dir in ["audit", "backlog"] {
+        std::fs::create_dir_all(data.join(dir)).unwrap();
+    }
+    std::fs::write(data.join("audit/2026-11-30.ndjson"), "{}\n").unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: audit, path: audit }\n    - { name: gw-backlog, path: backlog }\n\
+         sentinels:\n  silence-watch:\n    roles: { backlog: gw-backlog }\n    values: { threshold_hours: 6 }\n",
+    )
+    .unwrap();
+    let detectors = s.detectors_with(&[]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let hour = 3_600_000;
+    let at = |t: i64| run_with(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
+    let s1 = at(now);
+    assert_eq!(detector(&s1, "silence_watch")["note"], Value::Null, "audit bound by name, backlog by role");
+    // Seven hours of silence, nothing pending: not a fact.
+    at(now + 7 * hour);
+    assert_eq!(count(&out, "silence_watch"), 0);
+    // Work arrives and the silence goes on: a fact, once.
+    std::fs::write(data.join("backlog/job-1.json"), "{}").unwrap();
+    at(now + 8 * hour);
+    at(now + 9 * hour);
+    assert_eq!(count(&out, "silence_watch"), 1, "{:#?}", issues(&out));
+    // An audit event ends the silence: the backlog alone does not fire again.
+    std::fs::write(data.join("audit/2026-12-01.ndjson"), "{}\n").unwrap();
+    let later = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    at(later.max(now + 9 * hour) + 1000);
+    assert_eq!(count(&out, "silence_watch"), 1);
+}
+
+#[test]
+fn a_quarantined_hostile_detector_is_seen_by_watch_health_watch_which_never_reports_itself() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let out = s.path("out");
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
+    let detectors = s.detectors_with(&["endless_loop"]);
+    let hour = 3_600_000i64;
+    let at = |t: i64| run_with(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
+    at(10 * hour);
+    let s2 = at(11 * hour);
+    assert_eq!(detector(&s2, "endless_loop")["health"], "quarantined", "{s2:#}");
+    assert_eq!(detector(&s2, "watch_health_watch")["note"], Value::Null, "the health source is the host's own");
+    // The next scan's health source shows the quarantine and the kill.
+    at(12 * hour);
+    let seen = issues_of(&out, "watch_health_watch");
+    let titles: Vec<&str> = seen.iter().map(|i| i["title"].as_str().unwrap()).collect();
+    assert!(titles.contains(&"a sentinel was quarantined"), "{seen:#?}");
+    assert!(titles.iter().any(|t| t.starts_with("a sentinel was hard-killed")), "{seen:#?}");
+    assert!(seen.iter().all(|i| i["evidenceRef"]["id"] == "endless_loop"), "{seen:#?}");
+    // Seen again, the same events are not counted again (each kill, one
+    // per failed scan, and the quarantine are one fire each).
+    let total = || issues_of(&out, "watch_health_watch").iter().map(|i| i["count"].as_i64().unwrap()).sum::<i64>();
+    let before = total();
+    assert_eq!(before, 3, "two kills and a quarantine: {:#?}", issues(&out));
+    at(13 * hour);
+    assert_eq!(total(), before);
+    // A broken fire log is a finding it reports.
+    let segment = out.join("fires-000001.ndjson");
+    let text = std::fs::read_to_string(&segment).unwrap();
+    std::fs::write(&segment, text.replacen("endless_loop", "endless_lööp", 1)).unwrap();
+    at(14 * hour);
+    let broken: Vec<Value> = issues_of(&out, "watch_health_watch")
+        .into_iter()
+        .filter(|i| i["title"] == "the fire log's hash chain does not verify")
+        .collect();
+    assert_eq!(broken.len(), 1, "{:#?}", issues(&out));
+}
+
+#[test]
+fn a_bad_sentinels_file_is_exit_3_naming_the_key_and_the_line() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(&yaml, "sentinels:\n  file-inbox-watch:\n    roles:\n      inbox: nowhere\n").unwrap();
+    let o = run_command(&s.detectors_with(&[]), &data, &s.path("out"))
+        .args(["--once"])
+        .env("SENTINELS_CONFIG_PATH", &yaml)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("sentinels.yaml") && err.contains("line 4") && err.contains("roles.inbox"), "{err}");
+    // A path the variable names must exist.
+    let o = run_command(&s.detectors_with(&[]), &data, &s.path("out"))
+        .args(["--once"])
+        .env("SENTINELS_CONFIG_PATH", s.path("missing.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+    use std::io::BufRead;
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    std::fs::create_dir_all(data.join("inbox")).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    // An interval of an hour: only a kick can bring the second scan.
+    let mut child = run_command(&s.detectors_with(&[]), &data, &out)
+        .args(["--interval", "3600", "--json"])
+        .env("SENTINELS_CONFIG_PATH", &yaml)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(detector(&first, "file_inbox_watch")["status"], "ok", "{first:#}");
+    std::fs::write(data.join("inbox/order-7.json"), "{}").unwrap();
+    let second = rx.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    let second: Value = serde_json::from_str(&second.expect("a kicked scan, long before the hour")).unwrap();
+    assert_eq!(detector(&second, "file_inbox_watch")["observations"], 1, "{second:#}");
+    assert!(first["lastKick"].is_null() && second["lastKick"].as_i64().unwrap() > 0, "the summary says when");
+    assert_eq!(count(&out, "file_inbox_watch"), 1);
+}
+
+#[test]
+fn with_no_sentinels_config_the_stock_sentinels_are_inert_and_change_nothing() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let scanners = ["tool_error", "turn_stop", "queue_wait", "cost", "retry_loop"];
+    let without = s.detectors_in("without", &scanners, &[]);
+    let with = s.detectors_with(&[]);
+    let quiet = |dir: &Path, out: &str| {
+        let o = run_command(dir, &data, &s.path(out))
+            .args(["--once", "--json"])
+            .env("SENTINELS_CONFIG_PATH", "")
+            .env("XDG_CONFIG_HOME", s.path("no-config"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    quiet(&without, "out-without");
+    let summary = quiet(&with, "out-with");
+    for stock in sentinel_host::stock::STOCK {
+        let d = detector(&summary, stock.name);
+        assert_eq!((d["status"].as_str(), d["observations"].as_i64()), (Some("ok"), Some(0)), "{d:#}");
+        assert!(d["note"].as_str().unwrap().starts_with("inert"), "{d:#}");
+    }
+    let read = |out: &str| std::fs::read_to_string(s.path(out).join("issues.jsonl")).unwrap();
+    assert!(!read("out-without").is_empty());
+    assert_eq!(read("out-with"), read("out-without"), "the same issues, byte for byte");
+}
