@@ -5,45 +5,14 @@
 //! middle, silence over a real backlog, and a hostile detector quarantined
 //! and seen by watch-health-watch.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::support::*;
-
-/// Serves `{"active_total": N}` on loopback to every GET, N read at each request.
-fn depth_server() -> (String, Arc<AtomicI64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-    let depth = Arc::new(AtomicI64::new(0));
-    let shared = depth.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match stream.read(&mut byte) {
-                    Ok(1) => head.push(byte[0]),
-                    _ => break,
-                }
-            }
-            let body = format!(r#"{{"active_total": {}, "queues": {{"a": 1}}}}"#, shared.load(Ordering::SeqCst));
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
-    });
-    (url, depth)
-}
 
 /// A run with the sentinels file `yaml` (and no other config).
 fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&str]) -> Value {
@@ -94,7 +63,7 @@ fn the_stock_sentinels_fire_on_real_inputs_and_stay_quiet_otherwise() {
         "INSERT INTO outbox VALUES (1, 'acked', 'VerifiedExact'), (2, 'acked', NULL), (3, 'pending', NULL);",
     )
     .unwrap();
-    let (url, depth) = depth_server();
+    let (url, depth) = xtask::gateway::serve_depth().unwrap();
     depth.store(5, Ordering::SeqCst);
     let yaml = s.path("sentinels.yaml");
     std::fs::write(

@@ -10,7 +10,6 @@
 //! The format is [`crate::firelog`]'s; what counts as a fire is the commit's
 //! decision ([`super::counting`]).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -156,9 +155,4 @@ impl Ledger {
     pub fn fire_log_time(&self) -> Duration {
         self.fire_append_time + self.fire_export_time
     }
-}
-
-/// Whether `dir` holds an exported fire log.
-pub fn has_fire_log(dir: &Path) -> bool {
-    dir.join(firelog::HEAD_FILE).is_file()
 }
