@@ -631,13 +631,24 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ServiceError> {
 // ---------------------------------------------------------------------------
 // Checking an installed schedule.
 
+/// What `check-install` found of one detector file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DetectorCheckStatus {
+    /// Present and loads.
+    Ok,
+    /// Installed with the schedule, now gone.
+    Missing,
+    /// Present, but no longer loads.
+    Refused,
+}
+
 /// One detector file of an installed schedule.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DetectorCheck {
     pub path: PathBuf,
-    /// `ok`, `missing` (installed with it, now gone) or `refused` (does not load).
-    pub status: &'static str,
+    pub status: DetectorCheckStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -770,7 +781,7 @@ pub fn check_install(
     if let Some(m) = &manifest {
         for d in m.detectors.iter().filter(|d| !present.contains(d)) {
             check.problems.push(format!("detector {} is gone", d.display()));
-            check.detectors.push(DetectorCheck { path: d.clone(), status: "missing", error: None });
+            check.detectors.push(DetectorCheck { path: d.clone(), status: DetectorCheckStatus::Missing, error: None });
         }
     } else {
         check.notes.push(format!(
@@ -783,13 +794,13 @@ pub fn check_install(
     }
     for l in loaded {
         match l {
-            Ok(d) => check.detectors.push(DetectorCheck { path: d.path, status: "ok", error: None }),
+            Ok(d) => check.detectors.push(DetectorCheck { path: d.path, status: DetectorCheckStatus::Ok, error: None }),
             Err(e) => {
                 let error = crate::errors::error_chain(&e);
                 check.problems.push(format!("detector {} no longer loads: {error}", e.path().display()));
                 check.detectors.push(DetectorCheck {
                     path: e.path().to_owned(),
-                    status: "refused",
+                    status: DetectorCheckStatus::Refused,
                     error: Some(error),
                 });
             }

@@ -676,7 +676,7 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
                     "ok: {} runs {} with {} detectors that load",
                     c.file.display(),
                     c.schedule.as_ref().map(|s| s.binary.display().to_string()).unwrap_or_default(),
-                    c.detectors.iter().filter(|d| d.status == "ok").count()
+                    c.detectors.iter().filter(|d| d.status == service::DetectorCheckStatus::Ok).count()
                 );
             }
             println!("  read {}", c.file.display());
