@@ -89,6 +89,14 @@ pub struct Schedule {
     pub detectors_dir: PathBuf,
     pub data_dir: PathBuf,
     pub out: PathBuf,
+    /// The config file (`--config`) found or given at install, so the scheduled
+    /// scan reads the file the install saw, whatever its environment holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PathBuf>,
+    /// The stock sentinels' file (`--sentinels`; `SENTINELS_CONFIG_PATH` or the
+    /// default path at install), for the same reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinels: Option<PathBuf>,
 }
 
 impl Schedule {
@@ -96,7 +104,7 @@ impl Schedule {
     /// explicit, so the paths printed at install are the ones the scan uses.
     pub fn command(&self) -> Vec<String> {
         let s = |p: &Path| p.to_string_lossy().into_owned();
-        vec![
+        let mut args = vec![
             s(&self.binary),
             "run".into(),
             "--once".into(),
@@ -106,7 +114,21 @@ impl Schedule {
             s(&self.data_dir),
             "--out".into(),
             s(&self.out),
-        ]
+        ];
+        for (flag, file) in [("--config", &self.config), ("--sentinels", &self.sentinels)] {
+            if let Some(file) = file {
+                args.extend([flag.to_owned(), s(file)]);
+            }
+        }
+        args
+    }
+
+    /// Every path the schedule names.
+    pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        [&self.binary, &self.detectors_dir, &self.data_dir, &self.out]
+            .into_iter()
+            .chain(self.config.iter())
+            .chain(self.sentinels.iter())
     }
 
     /// Reads a schedule back from its command line.
@@ -118,6 +140,8 @@ impl Schedule {
             detectors_dir: flag("--detectors")?,
             data_dir: flag("--data-dir")?,
             out: flag("--out")?,
+            config: flag("--config"),
+            sentinels: flag("--sentinels"),
         })
     }
 }
@@ -131,6 +155,8 @@ pub enum ServiceError {
     /// The data dir, resolved as a scan resolves it.
     #[error(transparent)]
     DataDir(#[from] ScanError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error("cannot find the running sentinel-host binary")]
     CurrentExe(#[source] std::io::Error),
     #[error("detectors folder {path} holds no *.wasm detector")]
@@ -521,6 +547,11 @@ pub struct InstallOptions {
     pub out: Option<PathBuf>,
     /// The binary the schedule runs; `None` means this process's executable.
     pub binary: Option<PathBuf>,
+    /// The config file; `None` means the default file when it exists.
+    pub config: Option<PathBuf>,
+    /// The sentinels file; `None` means `SENTINELS_CONFIG_PATH`, else the
+    /// default path when a file is there.
+    pub sentinels: Option<PathBuf>,
 }
 
 /// What `service install` wrote and what to run next.
@@ -580,8 +611,12 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     if detectors.is_empty() {
         return Err(ServiceError::NoDetectors { path: detectors_dir });
     }
-    let schedule = Schedule { binary, detectors_dir, data_dir, out: out.clone() };
-    for p in [&schedule.binary, &schedule.detectors_dir, &schedule.data_dir, &schedule.out] {
+    let config = opts.config.clone().or_else(crate::config::default_path).map(|p| out_dir::resolve(&p));
+    let sentinels = opts.sentinels.clone().or_else(crate::config::sentinels_path).map(|p| out_dir::resolve(&p));
+    // The files must parse now: a schedule that fails every scan is stale at once.
+    crate::config::Config::load_with(config.as_deref(), sentinels.as_deref())?;
+    let schedule = Schedule { binary, detectors_dir, data_dir, out: out.clone(), config, sentinels };
+    for p in schedule.paths() {
         check_path(p)?;
     }
     crate::private_fs::create_dir(&out).map_err(|source| OutDirError::Create { path: out.clone(), source })?;
@@ -686,7 +721,7 @@ pub enum CheckOutcome {
     NotInstalled {
         looked_in: Vec<PathBuf>,
     },
-    Checked(InstallCheck),
+    Checked(Box<InstallCheck>),
 }
 
 /// Finds the schedule and checks that what it runs still exists and loads.
@@ -747,15 +782,22 @@ pub fn check_install(
         Ok(t) => t,
         Err(e) => {
             check.problems.push(format!("cannot read {}: {e}", file.display()));
-            return Ok(CheckOutcome::Checked(check));
+            return Ok(CheckOutcome::Checked(Box::new(check)));
         }
     };
     let Some(schedule) = parse_command(platform, &text).and_then(|args| Schedule::from_command(&args)) else {
         check.problems.push(format!("{} holds no sentinel-host run command", file.display()));
-        return Ok(CheckOutcome::Checked(check));
+        return Ok(CheckOutcome::Checked(Box::new(check)));
     };
     if !schedule.binary.is_file() {
         check.problems.push(format!("binary {} is gone", schedule.binary.display()));
+    }
+    for (what, file) in [("config file", &schedule.config), ("sentinels file", &schedule.sentinels)] {
+        if let Some(file) = file.as_ref().filter(|f| !f.is_file()) {
+            check
+                .problems
+                .push(format!("{what} {} is gone: each scheduled scan exits with a config error", file.display()));
+        }
     }
     if !schedule.data_dir.is_dir() {
         check.notes.push(format!(
@@ -807,7 +849,7 @@ pub fn check_install(
         }
     }
     check.schedule = Some(schedule);
-    Ok(CheckOutcome::Checked(check))
+    Ok(CheckOutcome::Checked(Box::new(check)))
 }
 
 #[cfg(test)]
@@ -820,6 +862,8 @@ mod tests {
             detectors_dir: PathBuf::from("/home/a b/det\"ectors"),
             data_dir: PathBuf::from("/home/a b/.openmausbot"),
             out: PathBuf::from("/home/a b/state/50% & <more>/$HOME"),
+            config: Some(PathBuf::from("/home/a b/.config/openmausbot-sentinel/config.toml")),
+            sentinels: Some(PathBuf::from("/etc/gate way/sentinels.yaml")),
         }
     }
 
@@ -832,6 +876,7 @@ mod tests {
         let args = parse_command(Platform::Linux, &unit).unwrap();
         assert_eq!(args, s.command());
         assert_eq!(Schedule::from_command(&args).unwrap(), s);
+        assert!(unit.contains("\"--sentinels\" \"/etc/gate way/sentinels.yaml\""), "{unit}");
         let timer = systemd_timer();
         assert!(timer.contains("OnUnitActiveSec=120s") && timer.contains("Unit=openmausbot-sentinel.service"));
         assert!(timer.contains("WantedBy=timers.target"));
@@ -870,11 +915,16 @@ mod tests {
             detectors_dir: PathBuf::from(r"C:\Users\A B\detectors"),
             data_dir: PathBuf::from(r"C:\Users\A B\.openmausbot"),
             out: PathBuf::from(r"C:\Users\A B\AppData\Local\openmausbot-sentinel\100%"),
+            config: None,
+            sentinels: None,
         };
         let script = windows_script(&s);
         assert!(script.contains("100%%"), "{script}");
         assert!(script.contains(">> "));
-        assert_eq!(parse_command(Platform::Windows, &script).unwrap(), s.command());
+        let args = parse_command(Platform::Windows, &script).unwrap();
+        assert_eq!(args, s.command());
+        assert_eq!(Schedule::from_command(&args).unwrap(), s, "no config files: no flags, and none read back");
+        assert!(!args.iter().any(|a| a == "--config" || a == "--sentinels"));
         let cmds = install_commands(Platform::Windows, &s.out, None);
         assert_eq!(cmds.len(), 1);
         assert!(

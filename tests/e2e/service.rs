@@ -328,3 +328,68 @@ fn install_refuses_a_detector_that_does_not_load_and_an_out_inside_the_data_dir(
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert!(listing(&data).is_empty(), "nothing written into the data dir");
 }
+
+#[test]
+fn the_schedule_passes_the_sentinels_file_seen_at_install_and_check_install_finds_it_gone() {
+    let s = Scratch::new();
+    let h = Home::new(&s);
+    let data = data_dir(&s);
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let yaml = s.path("gate way/sentinels.yaml");
+    std::fs::create_dir_all(yaml.parent().unwrap()).unwrap();
+    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
+    let install_args = |extra: &[&str]| {
+        let mut a = vec![
+            "service".to_owned(),
+            "install".into(),
+            "--platform".into(),
+            "linux".into(),
+            "--detectors".into(),
+            detectors.to_str().unwrap().into(),
+            "--data-dir".into(),
+            data.to_str().unwrap().into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ];
+        a.extend(extra.iter().map(|e| (*e).to_owned()));
+        a
+    };
+
+    // The variable set at install time is written into the schedule as a flag.
+    let o = h.command(&bin()).args(install_args(&[])).env("SENTINELS_CONFIG_PATH", &yaml).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("sentinels: {}", yaml.display())), "{}", text(&o));
+    let unit = std::fs::read_to_string(out.join("openmausbot-sentinel.service")).unwrap();
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
+    let args = sentinel_host::service::systemd_split(exec).unwrap();
+    let at = args.iter().position(|a| a == "--sentinels").unwrap_or_else(|| panic!("no --sentinels in {exec}"));
+    assert_eq!(Path::new(&args[at + 1]), yaml);
+
+    // The scheduled scan reads that file whatever its own environment says.
+    let scan = h
+        .command(Path::new(&args[0]))
+        .args(&args[1..])
+        .arg("--json")
+        .env("SENTINELS_CONFIG_PATH", s.path("not-this.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(scan.status.code(), Some(0), "{}", text(&scan));
+    let summary: Value = serde_json::from_slice(&scan.stdout).unwrap();
+    let health = detector(&summary, "watch_health_watch");
+    assert!(!health["note"].as_str().unwrap_or("").starts_with("inert"), "bound by the file: {health:#}");
+    let inbox = detector(&summary, "file_inbox_watch");
+    assert!(inbox["note"].as_str().unwrap().starts_with("inert"), "not in the file: {inbox:#}");
+
+    // The file goes away: the install is stale, and says which file.
+    std::fs::remove_file(&yaml).unwrap();
+    let (code, stdout, _) = check(&h, &out);
+    assert_eq!(code, Some(9), "{stdout}");
+    assert!(stdout.contains("sentinels file") && stdout.contains("sentinels.yaml is gone"), "{stdout}");
+
+    // A file that does not parse is refused at install, naming it (exit 3).
+    std::fs::write(&yaml, "sentinels:\n  no-such-watch: {}\n").unwrap();
+    let o = h.command(&bin()).args(install_args(&["--sentinels", yaml.to_str().unwrap()])).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sentinels.yaml"), "{}", text(&o));
+}

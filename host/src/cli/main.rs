@@ -111,6 +111,14 @@ struct ServiceInstallArgs {
     location: Location,
     #[command(flatten)]
     platform: PlatformArg,
+    /// The config file the schedule passes to each scan [default: the default
+    /// config file when it exists; none otherwise].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The stock sentinels' file the schedule passes to each scan [default:
+    /// $SENTINELS_CONFIG_PATH, else /etc/gateway/sentinels.yaml when it exists].
+    #[arg(long, value_name = "FILE")]
+    sentinels: Option<PathBuf>,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     json: bool,
@@ -249,6 +257,10 @@ struct RunArgs {
     /// The config file [default: $XDG_CONFIG_HOME/openmausbot-sentinel/config.toml when it exists].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The stock sentinels' file (YAML) [default: $SENTINELS_CONFIG_PATH, else
+    /// /etc/gateway/sentinels.yaml when it exists].
+    #[arg(long, value_name = "FILE")]
+    sentinels: Option<PathBuf>,
     /// Scan even when nothing changed since the last scan.
     #[arg(long)]
     no_fast_path: bool,
@@ -445,7 +457,8 @@ fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
-    let config = Config::load(args.config.as_deref()).context("cannot load the config")?;
+    let sentinels = args.sentinels.clone().or_else(sentinel_host::config::sentinels_path);
+    let config = Config::load_with(args.config.as_deref(), sentinels.as_deref()).context("cannot load the config")?;
     // Defaults, then the config file's [limits], then the flags.
     let mut limits = config.limits.apply(Limits::default());
     if let Some(f) = args.fuel {
@@ -605,6 +618,8 @@ fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
         data_dir: args.location.data_dir.clone(),
         out: args.location.out.clone(),
         binary: None,
+        config: args.config.clone(),
+        sentinels: args.sentinels.clone(),
     })
     .context("cannot write the schedule")?;
     if args.json {
@@ -621,6 +636,12 @@ fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
     println!("  detectors: {} ({} files)", s.detectors_dir.display(), outcome.detectors.len());
     println!("  data dir:  {} (read only)", s.data_dir.display());
     println!("  output:    {}", s.out.display());
+    if let Some(c) = &s.config {
+        println!("  config:    {}", c.display());
+    }
+    if let Some(c) = &s.sentinels {
+        println!("  sentinels: {}", c.display());
+    }
     for w in &outcome.warnings {
         println!("warning: {w}");
     }
@@ -697,7 +718,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             ServiceError::Runtime(RuntimeError::DetectorsDir { .. })
             | ServiceError::NoDetectors { .. }
             | ServiceError::DetectorRefused { .. }
-            | ServiceError::BadPath { .. },
+            | ServiceError::BadPath { .. }
+            | ServiceError::Config(_),
         ) => return exit::CONFIG,
         _ => {}
     }
