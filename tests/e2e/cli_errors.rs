@@ -117,6 +117,7 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
             .arg(s.detectors_with(&[]))
             .arg("--data-dir")
             .arg(data)
+            .args(["--deadline-ms", TEST_DEADLINE_MS])
             .env("HOME", &home)
             .env("XDG_STATE_HOME", &state)
             .output()

@@ -39,7 +39,9 @@ fn an_endless_loop_meets_the_deadline_when_fuel_is_plentiful() {
     let s = Scratch::new();
     let data = s.path("data");
     datagen::generate(&data, &DataSpec::default()).unwrap();
-    let out = run(&s.detectors_with(&["endless_loop"]), &data, &s.path("out"), &["--fuel", "100000000000000"]);
+    let mut cmd = run_command_with_product_deadline(&s.detectors_with(&["endless_loop"]), &data, &s.path("out"));
+    cmd.args(["--once", "--json", "--fuel", "100000000000000"]);
+    let out = run_within(cmd, std::time::Duration::from_secs(300));
     assert_eq!(out.status.code(), Some(0));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     let d = detector(&summary, "endless_loop");
@@ -179,7 +181,9 @@ fn observations_past_the_per_call_cap_are_refused() {
     let data = s.path("data");
     datagen::generate(&data, &DataSpec::default()).unwrap();
     let out = s.path("out");
-    let o = run(&s.detectors_with(&["flood"]), &data, &out, &["--fuel", "100000000000000", "--deadline-ms", "600000"]);
+    let mut cmd = run_command_with_product_deadline(&s.detectors_with(&["flood"]), &data, &out);
+    cmd.args(["--once", "--json", "--fuel", "100000000000000", "--deadline-ms", "600000"]);
+    let o = run_within(cmd, std::time::Duration::from_secs(300));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
     let d = detector(&summary, "flood");

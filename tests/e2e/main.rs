@@ -15,6 +15,7 @@ mod real_errors;
 mod replay;
 mod rotation;
 mod service;
+mod signals;
 mod sources;
 mod stock;
 mod support;
