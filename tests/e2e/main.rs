@@ -9,6 +9,7 @@ mod fast_path;
 mod health;
 mod hostile;
 mod hostile_data;
+mod keeper;
 mod ledger;
 mod long_lived;
 mod real_errors;
