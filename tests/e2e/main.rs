@@ -10,6 +10,7 @@ mod health;
 mod hostile;
 mod hostile_data;
 mod keeper;
+mod limits;
 mod ledger;
 mod long_lived;
 mod real_errors;
