@@ -112,7 +112,10 @@ fn all_hostile_components_at_once_leave_the_good_detector_untouched() {
         (d["status"].as_str().unwrap().to_owned(), d["failure"]["kind"].as_str().unwrap_or("-").to_owned())
     };
     let endless = stopped("endless_loop");
-    assert!(endless == ("failed".into(), "fuel".into()) || endless == ("failed".into(), "deadline".into()), "{endless:?}");
+    assert!(
+        endless == ("failed".into(), "fuel".into()) || endless == ("failed".into(), "deadline".into()),
+        "{endless:?}"
+    );
     assert_eq!(stopped("memory_bomb"), ("failed".into(), "memory".into()));
     assert_eq!(stopped("deep_recursion"), ("failed".into(), "stack".into()));
     assert_eq!(stopped("panicker"), ("failed".into(), "trap".into()));

@@ -103,10 +103,7 @@ fn stdin_is_closed_and_stdout_and_stderr_are_cut_at_64_kib() {
     assert_eq!(d["status"], "failed", "{d:#}");
     // 100 lines of 1000 bytes tried on each stream: 65 fit in 64 KiB (65 536
     // bytes), the 66th finds the stream closed; stdin is at its end at once.
-    assert!(
-        d["failure"]["message"].as_str().unwrap().contains("stdin=0 stdout-lines=65 stderr-lines=65"),
-        "{d:#}"
-    );
+    assert!(d["failure"]["message"].as_str().unwrap().contains("stdin=0 stdout-lines=65 stderr-lines=65"), "{d:#}");
     // The tail of stderr comes with any failure, a detector-error included.
     let tail = d["failure"]["stderr"].as_str().unwrap_or_else(|| panic!("no stderr tail: {d:#}"));
     assert!(!tail.is_empty() && tail.len() <= 4 * 1024, "a tail of stderr, not all of it: {} bytes", tail.len());

@@ -24,11 +24,15 @@ fn setup(s: &Scratch, fixtures: &[&str]) -> (PathBuf, PathBuf) {
 fn scan_with_limits(s: &Scratch, detectors: &Path, data: &Path, limits: &str, extra: &[&str]) -> Value {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
-    let deadline = if limits.contains("deadline_ms") { String::new() } else { format!("deadline_ms = {TEST_DEADLINE_MS}\n") };
+    let deadline =
+        if limits.contains("deadline_ms") { String::new() } else { format!("deadline_ms = {TEST_DEADLINE_MS}\n") };
     let file = s.path(&format!("sentinel-{n}.toml"));
     std::fs::write(&file, format!("[limits]\n{limits}\n{deadline}")).unwrap();
     let mut c = run_command_with_product_deadline(detectors, data, &s.path(&format!("out-{n}")));
-    c.args(["--once", "--json", "--no-fast-path", "--config"]).arg(&file).args(extra).env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--json", "--no-fast-path", "--config"])
+        .arg(&file)
+        .args(extra)
+        .env_remove("SENTINELS_CONFIG_PATH");
     let o = run_within(c, std::time::Duration::from_secs(300));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -117,7 +121,11 @@ fn a_config_mistake_is_exit_3_naming_the_file_and_the_line() {
     let (data, detectors) = setup(&s, &[]);
     for (config, line, key) in [
         ("[limits]\nfuel_per_call = 5\n\n[limitz]\nx = 1\n", "line 4", "limitz"),
-        ("[detectors.tool_error]\nharness_tools = \"a\"\n\n[limits]\ndeadline_ms = \"soon\"\n", "line 5", "deadline_ms"),
+        (
+            "[detectors.tool_error]\nharness_tools = \"a\"\n\n[limits]\ndeadline_ms = \"soon\"\n",
+            "line 5",
+            "deadline_ms",
+        ),
     ] {
         let file = s.path("bad.toml");
         std::fs::write(&file, config).unwrap();

@@ -37,9 +37,7 @@ fn act(port: u16, file: &str) -> Vec<(&'static str, String)> {
 /// clock's advance over a sleep and some work, and sixteen random bytes.
 fn read_virtual() -> Vec<(&'static str, String)> {
     use std::hash::{BuildHasher, Hasher};
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(-1, |d| d.as_millis() as i64);
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(-1, |d| d.as_millis() as i64);
     let started = std::time::Instant::now();
     std::thread::sleep(std::time::Duration::from_millis(50));
     let mut spin = 0u64;
