@@ -8,7 +8,10 @@ struct Cadenced;
 
 impl Detector for Cadenced {
     fn describe() -> Descriptor {
-        Descriptor::new("cadenced", "0.0.1").emits("cadenced").subscribe("events", "turn-completed").cadence_seconds(60)
+        Descriptor::new("cadenced", "0.0.1")
+            .emits("cadenced")
+            .subscribe("events", "turn-completed")
+            .cadence_seconds(60)
     }
 
     fn start(_ctx: &ScanContext) -> Result<Self, DetectorError> {
