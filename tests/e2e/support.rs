@@ -153,6 +153,7 @@ pub fn replay(detector: &Path, cases: &Path) -> Output {
         .arg(cases)
         .arg("--cache-dir")
         .arg(shared_cache())
+        .args(["--deadline-ms", TEST_DEADLINE_MS])
         .env_remove("SENTINEL_BLESS")
         .output()
         .expect("sentinel-host runs")
