@@ -67,6 +67,7 @@ fn run(args: Args) -> Result<()> {
         work: args.work,
         reps: args.reps,
         batch_rows: args.batch_rows,
+        limits: sentinel_host::runtime::Limits::default(),
     };
     let started = std::time::Instant::now();
     let mut report = suite::run(&opts, &mut |m| eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs()))?;

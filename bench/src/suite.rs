@@ -41,6 +41,10 @@ pub struct Options {
     /// Repetitions of each timed step; `None` picks by size.
     pub reps: Option<usize>,
     pub batch_rows: usize,
+    /// The sandbox's limits: the product's own in `cargo xtask bench`; the
+    /// smoke test raises the deadline (its subject is that the benchmark
+    /// runs, on a machine busy with other tests).
+    pub limits: Limits,
 }
 
 fn reps_for(opts: &Options, records: usize) -> usize {
@@ -60,7 +64,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     // The scan measurements use the shipped Rust detectors (those with a
     // native twin); detectors in other languages are measured one by one.
     let scan_set = tempfile::tempdir()?;
-    for d in load_all(&Runtime::new(Limits::default())?.with_cache(warm_cache.clone()), &opts.detectors)? {
+    for d in load_all(&Runtime::new(opts.limits.clone())?.with_cache(warm_cache.clone()), &opts.detectors)? {
         if native::twin(&d.descriptor.name).is_some() {
             let name = d.path.file_name().context("a detector file name")?;
             std::fs::copy(&d.path, scan_set.path().join(name))?;
@@ -127,17 +131,17 @@ fn startup(opts: &Options, warm_cache: &Path) -> Result<Startup> {
     let mut cold = Vec::new();
     let mut warm = Vec::new();
     // Fill the warm cache first, so that warm runs interleave with cold ones.
-    load_all(&Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned()), &opts.detectors)?;
+    load_all(&Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned()), &opts.detectors)?;
     for _ in 0..reps {
         let empty = tempfile::tempdir()?;
         let t = Instant::now();
-        load_all(&Runtime::new(Limits::default())?.with_cache(empty.path().to_owned()), &opts.detectors)?;
+        load_all(&Runtime::new(opts.limits.clone())?.with_cache(empty.path().to_owned()), &opts.detectors)?;
         cold.push(t.elapsed());
         let t = Instant::now();
-        load_all(&Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned()), &opts.detectors)?;
+        load_all(&Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned()), &opts.detectors)?;
         warm.push(t.elapsed());
     }
-    let runtime = Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned());
+    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
     let loaded = load_all(&runtime, &opts.detectors)?;
     let mut detectors = Vec::new();
     for d in &loaded {
@@ -183,13 +187,14 @@ fn read_sources(set: &DataSet, batch_rows: usize, sink: &mut dyn FnMut(Batch)) -
     Ok(records)
 }
 
-fn scan_options(detectors: &Path, set: &DataSet, out: &Path, warm_cache: &Path, batch_rows: usize) -> ScanOptions {
+fn scan_options(opts: &Options, detectors: &Path, set: &DataSet, out: &Path, warm_cache: &Path) -> ScanOptions {
     let mut o = ScanOptions::new(detectors);
+    o.limits = opts.limits.clone();
     o.data_dir = Some(set.dir.clone());
     o.out = Some(out.to_owned());
     o.cache_dir = Some(warm_cache.to_owned());
     o.scan_time_ms = Some(set.scan_time_ms);
-    o.batch_rows = batch_rows;
+    o.batch_rows = opts.batch_rows;
     o.no_fast_path = true;
     o
 }
@@ -219,7 +224,7 @@ fn size(
         raw.push(t.elapsed());
         let out = tempfile::tempdir()?;
         let t = Instant::now();
-        let report = run_scan(&scan_options(scan_set, set, out.path(), warm_cache, opts.batch_rows))?;
+        let report = run_scan(&scan_options(opts, scan_set, set, out.path(), warm_cache))?;
         full.push(t.elapsed());
         ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
         observations = report.detectors.iter().map(|d| d.observations as u64).sum();
@@ -236,7 +241,7 @@ fn size(
     progress(&format!("{label} records: fast path"));
     let mut fast = Vec::new();
     for _ in 0..reps.max(5) {
-        let mut o = scan_options(scan_set, set, out.path(), warm_cache, opts.batch_rows);
+        let mut o = scan_options(opts, scan_set, set, out.path(), warm_cache);
         o.no_fast_path = false;
         let t = Instant::now();
         let report = run_scan(&o)?;
@@ -245,12 +250,12 @@ fn size(
     }
 
     progress(&format!("{label} records: a tick over read data, one-shot and by a sentinel that keeps its detectors"));
-    let (oneshot_tick_ms, kept_tick_ms) = ticks(scan_set, set, out.path(), warm_cache, opts.batch_rows, reps.max(5))?;
+    let (oneshot_tick_ms, kept_tick_ms) = ticks(opts, scan_set, set, out.path(), warm_cache, reps.max(5))?;
 
     progress(&format!("{label} records: detectors as components and natively"));
     let mut batches = Vec::new();
     read_sources(set, opts.batch_rows, &mut |b| batches.push(b))?;
-    let runtime = Runtime::new(Limits::default())?.with_cache(warm_cache.to_owned());
+    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
     let loaded = load_all(&runtime, &opts.detectors)?;
     let mut detectors = Vec::new();
     for d in &loaded {
@@ -288,14 +293,14 @@ fn size(
 /// cache, read, commit) and as the long-running mode does it (one sentinel,
 /// components kept loaded). The difference is the start-up saved per tick.
 fn ticks(
+    opts: &Options,
     scan_set: &Path,
     set: &DataSet,
     out: &Path,
     warm_cache: &Path,
-    batch_rows: usize,
     reps: usize,
 ) -> Result<(f64, f64)> {
-    let options = || scan_options(scan_set, set, out, warm_cache, batch_rows);
+    let options = || scan_options(opts, scan_set, set, out, warm_cache);
     let mut oneshot = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();

@@ -17,6 +17,7 @@ fn scan_with_cache(s: &Scratch, cache: &std::path::Path) -> Value {
         .arg(s.path("out"))
         .arg("--cache-dir")
         .arg(cache)
+        .args(["--deadline-ms", TEST_DEADLINE_MS])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

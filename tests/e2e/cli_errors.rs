@@ -117,6 +117,7 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
             .arg(s.detectors_with(&[]))
             .arg("--data-dir")
             .arg(data)
+            .args(["--deadline-ms", TEST_DEADLINE_MS])
             .env("HOME", &home)
             .env("XDG_STATE_HOME", &state)
             .output()
@@ -128,7 +129,20 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let out = std::path::PathBuf::from(summary["outDir"].as_str().unwrap());
     assert_eq!(out.parent().unwrap(), state.join("openmausbot-sentinel").canonicalize().unwrap());
-    assert!(out.file_name().unwrap().to_string_lossy().starts_with("data-"));
+    // Named as docs/cli.md says: data-<first 12 hex of sha256(resolved data dir path)>,
+    // the digest computed here by coreutils' sha256sum.
+    let mut sum = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum (coreutils) runs");
+    {
+        use std::io::Write;
+        let resolved = data.canonicalize().unwrap();
+        sum.stdin.take().unwrap().write_all(resolved.as_os_str().as_encoded_bytes()).unwrap();
+    }
+    let digest = String::from_utf8(sum.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(out.file_name().unwrap().to_string_lossy(), format!("data-{}", &digest[..12]));
     // The default data dir writes straight into the base folder.
     let o = run_default(&home.join(".openmausbot"));
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -118,6 +118,7 @@ fn detectors_inspect_reuses_the_compiled_code_a_scan_left() {
         .arg(&data)
         .arg("--out")
         .arg(&out)
+        .args(["--deadline-ms", TEST_DEADLINE_MS])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

@@ -51,6 +51,7 @@ fn bless(detector: &std::path::Path, case: &std::path::Path) -> std::process::Ou
         .arg(case)
         .arg("--cache-dir")
         .arg(shared_cache())
+        .args(["--deadline-ms", TEST_DEADLINE_MS])
         .env("SENTINEL_BLESS", "1")
         .output()
         .expect("sentinel-host runs")

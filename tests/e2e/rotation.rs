@@ -319,24 +319,33 @@ fn run_sequence(seed: u64, steps: usize, concurrent: bool) {
     h.scan(0);
 }
 
+/// The seeds a model test runs: `ROTATION_SEED=N` alone, or
+/// `ROTATION_SEEDS` (300 by default) from `first`. A count of 0 or a value
+/// that is not a number is refused: a model test that runs no sequence
+/// would pass having checked nothing.
+fn seeds(first: u64) -> std::ops::Range<u64> {
+    if let Ok(s) = std::env::var("ROTATION_SEED") {
+        let seed: u64 = s.parse().unwrap_or_else(|_| panic!("ROTATION_SEED={s:?} is not a seed (a number)"));
+        return seed..seed + 1;
+    }
+    let count = match std::env::var("ROTATION_SEEDS") {
+        Ok(n) => n.parse::<u64>().unwrap_or_else(|_| panic!("ROTATION_SEEDS={n:?} is not a count (a number)")),
+        Err(_) => 300,
+    };
+    assert!(count > 0, "ROTATION_SEEDS=0 runs no sequence and checks nothing: give at least 1");
+    first..first + count
+}
+
 #[test]
 fn rotation_model_every_line_exactly_once() {
-    let seeds = match std::env::var("ROTATION_SEED") {
-        Ok(s) => s.parse().unwrap()..s.parse::<u64>().unwrap() + 1,
-        Err(_) => 0..std::env::var("ROTATION_SEEDS").map_or(300, |n| n.parse().unwrap()),
-    };
-    for seed in seeds {
+    for seed in seeds(0) {
         run_sequence(seed, 80, false);
     }
 }
 
 #[test]
 fn rotation_model_with_changes_during_scans() {
-    let seeds = match std::env::var("ROTATION_SEED") {
-        Ok(s) => s.parse().unwrap()..s.parse::<u64>().unwrap() + 1,
-        Err(_) => 1000..1000 + std::env::var("ROTATION_SEEDS").map_or(300, |n| n.parse::<u64>().unwrap()),
-    };
-    for seed in seeds {
+    for seed in seeds(1000) {
         run_sequence(seed, 80, true);
     }
 }

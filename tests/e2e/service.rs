@@ -138,9 +138,40 @@ fn the_systemd_units_pass_systemd_analyze_verify_and_nothing_is_written_to_the_d
     assert_eq!(verify.status.code(), Some(0), "systemd-analyze verify failed\n{}", text(&verify));
     assert!(!err.contains("openmausbot-sentinel"), "systemd-analyze verify complained:\n{err}");
 
-    // The command the unit runs is a scan that works: exactly as systemd would split it.
+    // The command the unit runs, split by a parser that is not ours: POSIX
+    // shell words (Python's shlex: double quotes, `\\` and `\"` inside
+    // them, as systemd.service(5) "Command lines" has it), then systemd's
+    // `%%` and `$$` escapes, and systemd-analyze verify above has checked
+    // the first word is an executable. It must be the argument list the
+    // unit is meant to run, and our own splitter must agree.
     let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
+    let canon = |p: &Path| p.canonicalize().unwrap().to_string_lossy().into_owned();
+    let expected = [
+        canon(&bin()),
+        "run".into(),
+        "--once".into(),
+        "--detectors".into(),
+        canon(&detectors),
+        "--data-dir".into(),
+        canon(&data),
+        "--out".into(),
+        canon(&out),
+    ];
+    let oracle = Command::new("python3")
+        .args([
+            "-c",
+            "import json, re, shlex, sys\n\
+             words = shlex.split(sys.argv[1], posix=True)\n\
+             print(json.dumps([re.sub(r'%%|\\$\\$', lambda m: m.group(0)[0], w) for w in words]))",
+        ])
+        .arg(exec)
+        .output()
+        .expect("python3 runs");
+    assert_eq!(oracle.status.code(), Some(0), "{}", text(&oracle));
+    let independent: Vec<String> = serde_json::from_slice(&oracle.stdout).unwrap();
+    assert_eq!(independent, expected, "ExecStart={exec}");
     let args = sentinel_host::service::systemd_split(exec).unwrap();
+    assert_eq!(args, expected, "our splitter agrees with the independent one");
     let scan = h.command(Path::new(&args[0])).args(&args[1..]).output().unwrap();
     assert_eq!(scan.status.code(), Some(0), "{}", text(&scan));
     assert!(out.join("issues.jsonl").is_file());

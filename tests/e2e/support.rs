@@ -89,9 +89,24 @@ impl Scratch {
     }
 }
 
-/// `sentinel-host run --detectors … --data-dir … --out … --cache-dir <shared>`,
-/// ready for more arguments (`--once`, `--interval`, ...).
+/// The per-call deadline of every test scan whose subject is not the
+/// deadline itself: the tests run in parallel on a shared machine, some
+/// compile components into a cold cache, and a good detector descheduled
+/// for 100 ms must not fail a test about something else. The product's
+/// 100 ms is what `hostile.rs` tests with an endless loop and a sleeper
+/// (built with [`run_command_with_product_deadline`]).
+pub const TEST_DEADLINE_MS: &str = "60000";
+
+/// `sentinel-host run --detectors … --data-dir … --out … --cache-dir <shared>
+/// --deadline-ms 60000`, ready for more arguments (`--once`, `--interval`, ...).
 pub fn run_command(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
+    let mut c = run_command_with_product_deadline(detectors, data_dir, out);
+    c.args(["--deadline-ms", TEST_DEADLINE_MS]);
+    c
+}
+
+/// As [`run_command`], with the product's own 100 ms deadline per call.
+pub fn run_command_with_product_deadline(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
     c.arg("run")
         .arg("--detectors")
@@ -138,6 +153,7 @@ pub fn replay(detector: &Path, cases: &Path) -> Output {
         .arg(cases)
         .arg("--cache-dir")
         .arg(shared_cache())
+        .args(["--deadline-ms", TEST_DEADLINE_MS])
         .env_remove("SENTINEL_BLESS")
         .output()
         .expect("sentinel-host runs")
@@ -188,9 +204,15 @@ pub fn listing(dir: &Path) -> Vec<String> {
 /// Runs `cmd` to completion within `limit`, or kills it and fails the test:
 /// every hostile case must end in bounded time.
 pub fn run_within(mut cmd: Command, limit: std::time::Duration) -> Output {
-    use std::io::Read;
     use std::process::Stdio;
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sentinel-host runs");
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sentinel-host runs");
+    wait_within(child, limit)
+}
+
+/// Waits for a child spawned with piped stdout and stderr to exit within
+/// `limit`, or kills it and fails the test; its output.
+pub fn wait_within(mut child: std::process::Child, limit: std::time::Duration) -> Output {
+    use std::io::Read;
     let pipe_reader = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -208,7 +230,7 @@ pub fn run_within(mut cmd: Command, limit: std::time::Duration) -> Output {
         if started.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("sentinel-host did not finish within {limit:?}");
+            panic!("the process did not finish within {limit:?}");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };

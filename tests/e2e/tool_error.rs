@@ -73,18 +73,33 @@ fn raw_output_and_bot_names_are_never_stored() {
     let out = s.path("out");
     scan(&s.detectors_with(&[]), &data, &out);
 
-    // Every file sentinel wrote, issues and ledger alike.
+    // Every file sentinel wrote, at any depth, issues and ledger alike.
     let mut written = Vec::new();
-    for name in listing(&out) {
-        written.extend(std::fs::read(out.join(&name)).unwrap());
-    }
-    assert!(!written.is_empty());
-    let contains = |needle: &str| written.windows(needle.len()).any(|w| w == needle.as_bytes());
-    for f in &truth.failures {
-        if !f.output.is_empty() {
-            assert!(!contains(&f.output), "raw output stored: {}", f.output);
+    let mut stack = vec![out.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() { stack.push(p) } else { written.extend(std::fs::read(&p).unwrap()) }
         }
     }
+    assert!(written.len() > 1024, "issues.jsonl, the ledger and the fire log were written");
+    let contains = |needle: &str| written.windows(needle.len()).any(|w| w == needle.as_bytes());
+    // Not only the whole raw output: no variable fragment of it either (a
+    // word holding a digit, a path, an address, a quoted value), which is
+    // what a half-working normalizer would leave behind.
+    let mut fragments = 0;
+    for f in truth.failures.iter().filter(|f| !f.output.is_empty()) {
+        assert!(!contains(&f.output), "raw output stored: {}", f.output);
+        for word in f.output.split_whitespace() {
+            let word = word.trim_matches(|c: char| matches!(c, ':' | '"' | '\'' | ',' | '.'));
+            let variable = word.chars().any(|c| c.is_ascii_digit() || matches!(c, '/' | '@' | '"'));
+            if word.len() >= 5 && variable && !word.chars().all(|c| c.is_ascii_digit()) {
+                assert!(!contains(word), "a fragment {word:?} of the raw output {:?} was stored", f.output);
+                fragments += 1;
+            }
+        }
+    }
+    assert!(fragments > 20, "the failures carry variable fragments to look for: {fragments}");
     for leak in ["/srv/projects/", "@example.com", "sk-live-", "api.github.com", "/home/user/work/"] {
         assert!(!contains(leak), "raw value {leak} stored");
     }

@@ -294,7 +294,8 @@ fn ensure_systemd_analyze() -> Result<()> {
 /// missing table and `git` outside a repository.
 fn ensure_real_programs() -> Result<()> {
     ensure_debian_tool("sqlite3", "sqlite3", "the real-errors test needs it")?;
-    ensure_debian_tool("git", "git", "the real-errors test needs it")
+    ensure_debian_tool("git", "git", "the real-errors test needs it")?;
+    ensure_debian_tool("script", "bsdutils", "the progress-line test runs the binary on its pseudo-terminal")
 }
 
 fn test(root: &Path) -> Result<()> {

@@ -213,6 +213,9 @@ struct ReplayArgs {
     /// default it is compiled for this run only.
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Deadline per call (default 100), as `run --deadline-ms`.
+    #[arg(long, value_name = "MS")]
+    deadline_ms: Option<u64>,
     /// Print the results as one JSON object.
     #[arg(long)]
     json: bool,
@@ -382,7 +385,11 @@ fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
 
 fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
     use sentinel_host::replay;
-    let mut runtime = sentinel_host::runtime::Runtime::new(Limits::default())?;
+    let mut limits = Limits::default();
+    if let Some(ms) = args.deadline_ms {
+        limits.deadline = Duration::from_millis(ms);
+    }
+    let mut runtime = sentinel_host::runtime::Runtime::new(limits)?;
     if let Some(dir) = &args.cache_dir {
         runtime = runtime.with_cache(dir.clone());
     }

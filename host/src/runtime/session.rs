@@ -302,7 +302,7 @@ impl Runtime {
         let fuel = self.limits.fuel_per_call.saturating_sub(store.get_fuel().unwrap_or(0));
         let scan = match result {
             Ok(Ok(scan)) => scan,
-            Ok(Err(e)) => return Err(detector_error(&name, Phase::Start, e)),
+            Ok(Err(e)) => return Err(detector_error(&name, Phase::Start, e, &store)),
             Err(e) => {
                 return Err(classify_failure(&name, Phase::Start, &store, &e, &self.limits));
             }
@@ -356,7 +356,7 @@ impl DetectorScan<'_> {
         self.stats.records += u64::from(batch.inner.rows);
         match result {
             Ok(Ok(obs)) => self.accept(Phase::Push, obs),
-            Ok(Err(e)) => Err(detector_error(&self.name, Phase::Push, e)),
+            Ok(Err(e)) => Err(detector_error(&self.name, Phase::Push, e, &self.store)),
             Err(e) => Err(classify_failure(&self.name, Phase::Push, &self.store, &e, &self.runtime.limits)),
         }
     }
@@ -369,7 +369,7 @@ impl DetectorScan<'_> {
         self.stats.finish = self.account(started);
         let output = match result {
             Ok(Ok(out)) => out,
-            Ok(Err(e)) => return Err(detector_error(&self.name, Phase::Finish, e)),
+            Ok(Err(e)) => return Err(detector_error(&self.name, Phase::Finish, e, &self.store)),
             Err(e) => {
                 return Err(classify_failure(&self.name, Phase::Finish, &self.store, &e, &self.runtime.limits));
             }
@@ -415,7 +415,7 @@ impl DetectorScan<'_> {
             kind: FailureKind::InvalidOutput(message.clone()),
             message,
             backtrace: None,
-            stderr: None,
+            stderr: stderr_tail(&self.store),
         }
     }
 
@@ -474,7 +474,8 @@ impl DetectorScan<'_> {
     }
 }
 
-fn detector_error(name: &str, phase: Phase, e: types::DetectorError) -> CallFailure {
+/// A `detector-error` the guest returned, with the tail of its stderr.
+fn detector_error(name: &str, phase: Phase, e: types::DetectorError, store: &Store<StoreData>) -> CallFailure {
     let message = match &e {
         types::DetectorError::BadConfig(m) => format!("bad config: {}", guest_text(m)),
         types::DetectorError::BadInput(m) => format!("bad input: {}", guest_text(m)),
@@ -486,7 +487,7 @@ fn detector_error(name: &str, phase: Phase, e: types::DetectorError) -> CallFail
         kind: FailureKind::DetectorError(message.clone()),
         message,
         backtrace: None,
-        stderr: None,
+        stderr: stderr_tail(store),
     }
 }
 

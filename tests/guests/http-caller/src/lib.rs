@@ -6,7 +6,7 @@ struct Hostile;
 
 impl Detector for Hostile {
     fn describe() -> Descriptor {
-        Descriptor::new("http_caller", "0.0.1").emits("hostile").subscribe("messages", "tool-failure")
+        Descriptor::new("http_caller", "0.0.1").emits("http_caller").subscribe("messages", "tool-failure")
     }
 
     fn start(_: &ScanContext) -> Result<Self, DetectorError> {

@@ -6,7 +6,7 @@ struct Hostile;
 
 impl Detector for Hostile {
     fn describe() -> Descriptor {
-        Descriptor::new("memory_bomb", "0.0.1").emits("hostile").subscribe("messages", "tool-failure")
+        Descriptor::new("memory_bomb", "0.0.1").emits("memory_bomb").subscribe("messages", "tool-failure")
     }
 
     fn start(_: &ScanContext) -> Result<Self, DetectorError> {

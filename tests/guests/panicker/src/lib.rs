@@ -6,7 +6,7 @@ struct Hostile;
 
 impl Detector for Hostile {
     fn describe() -> Descriptor {
-        Descriptor::new("panicker", "0.0.1").emits("hostile").subscribe("messages", "tool-failure")
+        Descriptor::new("panicker", "0.0.1").emits("panicker").subscribe("messages", "tool-failure")
     }
 
     fn start(_: &ScanContext) -> Result<Self, DetectorError> {

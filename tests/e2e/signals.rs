@@ -1,0 +1,237 @@
+//! The real binary at a known point of a scan: the host is mid-read of an
+//! HTTP source whose server (this test's) has the request and holds its
+//! answer. From there: a signal stops the scan before its commit (exit 0,
+//! nothing committed, nothing lost); a second signal exits at once with 1
+//! while the read is still held; and on a terminal the held scan draws its
+//! progress line, which nothing else does.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+use xtask::datagen::{self, DataSpec};
+
+use crate::support::*;
+
+/// A bound on a hang, never a threshold a loaded machine could miss.
+const HANG: Duration = Duration::from_secs(120);
+
+/// An HTTP JSON endpoint that answers each request only when told: each
+/// request's arrival is sent on `arrived`, and its answer waits for a token
+/// on `release`.
+struct HeldServer {
+    port: u16,
+    arrived: Receiver<()>,
+    release: Sender<()>,
+}
+
+impl HeldServer {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (arrived_tx, arrived) = channel();
+        let (release, release_rx) = channel::<()>();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match conn.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => break,
+                    }
+                }
+                if arrived_tx.send(()).is_err() || release_rx.recv_timeout(HANG).is_err() {
+                    return;
+                }
+                let body = br#"{"depth": 3}"#;
+                let mut r = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                )
+                .into_bytes();
+                r.extend_from_slice(body);
+                let _ = conn.write_all(&r);
+            }
+        });
+        HeldServer { port, arrived, release }
+    }
+
+    /// Waits until the host's request has arrived: it is now mid-read.
+    fn wait_for_request(&self) {
+        self.arrived.recv_timeout(HANG).expect("the scan reached the HTTP source");
+    }
+
+    fn answer(&self) {
+        self.release.send(()).unwrap();
+    }
+}
+
+/// A data dir with failures, and a config whose HTTP source `queue` (the
+/// role queue-depth-watch reads) is served by `server`, with a timeout
+/// longer than any hold.
+fn setup(s: &Scratch, server: &HeldServer) -> (PathBuf, PathBuf, u64) {
+    let data = s.path("data");
+    let truth = datagen::generate(&data, &DataSpec::default()).unwrap();
+    let config = s.path("sentinel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[sources.http]]\nname = \"queue\"\nurl = \"http://127.0.0.1:{}/metrics\"\ntimeout_ms = 600000\njsonpath = \"$.depth\"\n",
+            server.port
+        ),
+    )
+    .unwrap();
+    (data, config, truth.failures.len() as u64)
+}
+
+fn spawn_long_running(detectors: &Path, data: &Path, out: &Path, config: &Path) -> Child {
+    let mut c = run_command(detectors, data, out);
+    c.args(["--interval", "3600", "--json", "--config"])
+        .arg(config)
+        .env_remove("SENTINELS_CONFIG_PATH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().expect("sentinel-host runs")
+}
+
+fn signal(child: &Child, sig: &str) {
+    let status = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
+    assert!(status.success(), "kill {sig}");
+}
+
+/// Waits for the child to exit (within [`HANG`]) and returns its exit code
+/// and stderr.
+fn exit_of(child: Child) -> (Option<i32>, String) {
+    let out = crate::support::wait_within(child, HANG);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn tool_error_total(out: &Path) -> u64 {
+    issues_of(out, "tool_error").iter().map(|i| i["count"].as_u64().unwrap()).sum()
+}
+
+#[test]
+fn a_signal_mid_read_stops_the_scan_before_its_commit_and_the_next_run_counts_everything_once() {
+    let s = Scratch::new();
+    let server = HeldServer::start();
+    let (data, config, failures) = setup(&s, &server);
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let child = spawn_long_running(&detectors, &data, &out, &config);
+    server.wait_for_request();
+    // Mid-read of `queue`: the stop is asked for now, then the read ends.
+    signal(&child, "-TERM");
+    server.answer();
+    let (code, err) = exit_of(child);
+    assert_eq!(code, Some(0), "a signal is a clean stop: {err}");
+    assert!(!out.join("issues.jsonl").exists(), "the stopped scan committed nothing: {err}");
+
+    // The next run reads the stopped scan's records again: each counted once.
+    server.answer();
+    let mut c = run_command(&detectors, &data, &out);
+    c.args(["--once", "--json", "--config"]).arg(&config).env_remove("SENTINELS_CONFIG_PATH");
+    let o = run_within(c, HANG);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(tool_error_total(&out), failures, "every failure counted once after the stop");
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let queue = summary["sources"].as_array().unwrap().iter().find(|s| s["name"] == "queue").cloned();
+    assert_eq!(queue.map(|q| q["status"].clone()), Some("ok".into()), "{summary:#}");
+}
+
+#[test]
+fn a_second_signal_exits_at_once_with_1_while_the_read_is_still_held() {
+    let s = Scratch::new();
+    let server = HeldServer::start();
+    let (data, config, _) = setup(&s, &server);
+    let out = s.path("out");
+    let child = spawn_long_running(&s.detectors_with(&[]), &data, &out, &config);
+    server.wait_for_request();
+    // Two different signals, so the second is never merged into the first
+    // while it is pending; the read stays held throughout.
+    signal(&child, "-INT");
+    signal(&child, "-TERM");
+    let (code, err) = exit_of(child);
+    assert_eq!(code, Some(1), "the second signal exits at once with 1: {err}");
+    server.answer();
+    assert!(!out.join("issues.jsonl").exists(), "nothing committed");
+}
+
+/// Runs `sentinel-host run --once` over the held server under `script`
+/// (util-linux), whose pseudo-terminal is the command's stdin, stdout and
+/// stderr; returns everything the terminal showed and the exit code.
+fn on_a_terminal(s: &Scratch, extra: &str) -> (Option<i32>, String) {
+    let server = HeldServer::start();
+    let (data, config, _) = setup(s, &server);
+    let detectors = s.detectors_with(&[]);
+    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
+    let cmd = format!(
+        "{} run --once {extra} --detectors {} --data-dir {} --out {} --config {} --cache-dir {} --deadline-ms {}",
+        quote(Path::new(env!("CARGO_BIN_EXE_sentinel-host"))),
+        quote(&detectors),
+        quote(&data),
+        quote(&s.path(&format!("out{}", extra.replace(' ', "")))),
+        quote(&config),
+        quote(&shared_cache()),
+        TEST_DEADLINE_MS,
+    );
+    let child = Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .env_remove("SENTINELS_CONFIG_PATH")
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    server.wait_for_request();
+    // The scan has read the data dir's sources and now waits on `queue`: held
+    // for a second (longer than the line's quiet time), the line is drawn at
+    // the next progress, when the answer comes.
+    std::thread::sleep(Duration::from_secs(1));
+    server.answer();
+    let out = crate::support::wait_within(child, HANG);
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_long_scan_on_a_terminal_draws_one_progress_line_and_erases_it() {
+    let s = Scratch::new();
+    let (code, shown) = on_a_terminal(&s, "");
+    assert_eq!(code, Some(0), "{shown}");
+    let drawn = shown.find("\r\x1b[2Ksentinel: reading ").unwrap_or_else(|| panic!("no progress line: {shown:?}"));
+    assert!(shown[drawn..].contains("records read") && shown[drawn..].contains("detectors running"), "{shown:?}");
+    // Erased at the end: an erase follows the last drawing, before the summary.
+    let last_draw = shown.rfind("records read").unwrap();
+    let summary = shown.find("sentinel: scanned").unwrap_or_else(|| panic!("no summary: {shown:?}"));
+    assert!(last_draw < summary, "{shown:?}");
+    assert!(shown[last_draw..summary].contains("\r\x1b[2K"), "the line is erased at the end: {shown:?}");
+}
+
+#[test]
+fn no_progress_line_is_drawn_with_json_or_off_a_terminal() {
+    let s = Scratch::new();
+    let (code, shown) = on_a_terminal(&s, "--json");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(!shown.contains("records read") && !shown.contains('\u{1b}'), "--json draws nothing: {shown:?}");
+
+    // The same held scan with stderr a pipe.
+    let s = Scratch::new();
+    let server = HeldServer::start();
+    let (data, config, _) = setup(&s, &server);
+    let mut c = run_command(&s.detectors_with(&[]), &data, &s.path("out"));
+    c.args(["--once", "--config"]).arg(&config).env_remove("SENTINELS_CONFIG_PATH");
+    let child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    server.wait_for_request();
+    std::thread::sleep(Duration::from_secs(1));
+    server.answer();
+    let o = crate::support::wait_within(child, HANG);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("records read") && !err.contains('\u{1b}'), "nothing drawn off a terminal: {err:?}");
+}
