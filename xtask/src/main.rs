@@ -304,7 +304,12 @@ fn test(root: &Path) -> Result<()> {
     ensure_real_programs()?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    step("cargo test", cargo(root).args(["test", "--workspace"]))?;
+    // Tests never write into the real user cache folder: a scan left to the
+    // default cache uses this one (the e2e harness sets it too).
+    step(
+        "cargo test",
+        cargo(root).args(["test", "--workspace"]).env("XDG_CACHE_HOME", root.join("target/test-xdg-cache")),
+    )?;
     Ok(())
 }
 
