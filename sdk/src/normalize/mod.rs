@@ -107,42 +107,86 @@ enum With {
     Number,
 }
 
-/// The placeholder rules in order (the single-quote rule, a scan, runs
-/// after `quoted`), each with a test a line must pass for the rule to
-/// match at all: a byte every match holds, or a length. The tests are
+/// What a line holds, in one pass over its bytes: the tests each rule's
+/// matches need (a byte every match holds, a shape, a length). They are
 /// necessary conditions only, so skipping a rule never changes an output.
-const RULES: &[(Finder, With, fn(&str) -> bool)] = &[
-    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |l| l.contains('@')),
-    (Finder::Dfa(id::URL), With::Text("<url>"), |l| l.contains("://")),
-    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |l| l.contains(['"', '`', '“', '‘'])),
-    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |l| l.len() >= 36 && l.contains('-')),
-    (Finder::Dfa(id::IP), With::Text("<ip>"), |l| {
-        digit_around(l, b'.') && l.bytes().filter(|&b| b == b'.').count() >= 3
-    }),
-    (Finder::Dfa(id::DATE), With::Text("<date>"), |l| digit_around(l, b'-') || digit_around(l, b':')),
-    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |l| l.contains('\\')),
-    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |l| l.contains('/')),
-    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |l| l.contains('/')),
-    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |l| {
-        l.as_bytes().windows(2).any(|w| w[0] == b'.' && w[1].is_ascii_alphanumeric())
-    }),
-    (Finder::Scan(counted::hosts), With::Text("<host>"), |l| l.contains('.')),
-    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |l| l.contains(':')),
-    (Finder::Scan(counted::hashes), With::Text("<hash>"), |l| l.len() >= 16),
-    (Finder::Scan(counted::hex_words), With::Text("<hex>"), has_digit),
-    (Finder::Dfa(id::DURATION), With::Text("<duration>"), has_digit),
-    (Finder::Dfa(id::NUMBER), With::Number, has_digit),
+#[derive(Default, Clone, Copy)]
+struct Holds {
+    at: bool,
+    scheme: bool,
+    double_quotes: bool,
+    single_quote: bool,
+    dash: bool,
+    colon: bool,
+    backslash: bool,
+    slash: bool,
+    dot_word: bool,
+    digit: bool,
+    dots: usize,
+    digit_dot_digit: bool,
+    digit_dash_digit: bool,
+    digit_colon_digit: bool,
+    len: usize,
+}
+
+impl Holds {
+    fn of(l: &str) -> Self {
+        let t = l.as_bytes();
+        let mut h = Holds { len: t.len(), ..Holds::default() };
+        for (i, &b) in t.iter().enumerate() {
+            let next = || t.get(i + 1).copied().unwrap_or(0);
+            let around = || i > 0 && t[i - 1].is_ascii_digit() && next().is_ascii_digit();
+            match b {
+                b'@' => h.at = true,
+                // `“` and `‘` start with the byte 0xE2.
+                b'"' | b'`' | 0xE2 => h.double_quotes = true,
+                b'a'..=b'z' | b'A'..=b'Z' | b' ' => {}
+                b'\'' => h.single_quote = true,
+                b'-' => {
+                    h.dash = true;
+                    h.digit_dash_digit |= around();
+                }
+                b':' => {
+                    h.colon = true;
+                    h.scheme |= t[i..].starts_with(b"://");
+                    h.digit_colon_digit |= around();
+                }
+                b'\\' => h.backslash = true,
+                b'/' => h.slash = true,
+                b'.' => {
+                    h.dots += 1;
+                    h.dot_word |= next().is_ascii_alphanumeric();
+                    h.digit_dot_digit |= around();
+                }
+                b'0'..=b'9' => h.digit = true,
+                _ => {}
+            }
+        }
+        h
+    }
+}
+
+/// The placeholder rules in order (the single-quote rule, a scan, runs
+/// after `quoted`), each with the test of [`Holds`] a line must pass for
+/// the rule to match at all.
+const RULES: &[(Finder, With, fn(&Holds) -> bool)] = &[
+    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h| h.at),
+    (Finder::Dfa(id::URL), With::Text("<url>"), |h| h.scheme),
+    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h| h.double_quotes),
+    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h| h.len >= 36 && h.dash),
+    (Finder::Dfa(id::IP), With::Text("<ip>"), |h| h.digit_dot_digit && h.dots >= 3),
+    (Finder::Dfa(id::DATE), With::Text("<date>"), |h| h.digit_dash_digit || h.digit_colon_digit),
+    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h| h.backslash),
+    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
+    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
+    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h| h.dot_word),
+    (Finder::Scan(counted::hosts), With::Text("<host>"), |h| h.dot_word),
+    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h| h.colon),
+    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h| h.len >= 16),
+    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h| h.digit),
+    (Finder::Dfa(id::DURATION), With::Text("<duration>"), |h| h.digit),
+    (Finder::Dfa(id::NUMBER), With::Number, |h| h.digit),
 ];
-
-fn has_digit(l: &str) -> bool {
-    l.bytes().any(|b| b.is_ascii_digit())
-}
-
-/// Whether `sep` stands between two ASCII digits somewhere in `l` (what a
-/// date's `-` and `:` and an address's `.` need).
-fn digit_around(l: &str, sep: u8) -> bool {
-    l.as_bytes().windows(3).any(|w| w[1] == sep && w[0].is_ascii_digit() && w[2].is_ascii_digit())
-}
 
 /// The delimiters a path starts after (`[\s=(\[{,;:"']`, ASCII spaces).
 fn path_delimiter(b: u8) -> bool {
@@ -187,14 +231,17 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
 fn placeholders_line(line: &str) -> String {
     // Control characters (NUL among them, the signature separator) become spaces.
     let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
-        if may_match(&line) {
+        if may_match(&holds) {
             if let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out)) {
                 line = next;
+                holds = Holds::of(&line);
             }
         }
-        if matches!(finder, Finder::Dfa(id::QUOTED)) && line.contains('\'') {
+        if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.single_quote {
             line = quote::apply(line);
+            holds = Holds::of(&line);
         }
     }
     collapse_spaces(line.trim())

@@ -123,29 +123,6 @@ fn prefixed(t: &str, out: &mut String) {
     out.push_str(if long_enough(t) { SECRET } else { t });
 }
 
-/// Whether `t`, lower-cased, holds one of `words` (ASCII only, so byte
-/// offsets and the test stay cheap).
-fn holds_any(t: &str, words: &[&str]) -> bool {
-    let t = t.to_ascii_lowercase();
-    words.iter().any(|w| t.contains(w))
-}
-
-/// What every `KEYS` alternative starts with.
-const KEY_STARTS: &[&str] = &[
-    "passw",
-    "pwd",
-    "passphrase",
-    "secret",
-    "token",
-    "api",
-    "access",
-    "private",
-    "credential",
-    "auth",
-    "session",
-    "cookie",
-];
-
 /// Whether `t` has a run of `n` characters a known token can be made of:
 /// the shortest prefix plus its shortest body is 15 (`xoxb-` and ten), and
 /// a shorter match is written back unchanged.
@@ -163,10 +140,10 @@ fn token_run(t: &str, n: usize) -> bool {
 const RULES: &[(Finder, fn(&str) -> bool, fn(&str, &mut String))] = &[
     (Finder::Dfa(id::URL_CREDENTIALS), |t| t.contains("://"), |_, out| out.push_str("<url>")),
     (Finder::Dfa(id::JWT), |t| t.contains("eyJ"), |_, out| out.push_str(SECRET)),
-    (Finder::Dfa(id::AUTHORIZATION), |t| t.contains([' ', '\t']) && holds_any(t, &["bearer", "basic"]), authorization),
+    (Finder::Dfa(id::AUTHORIZATION), |t| t.contains([' ', '\t']), authorization),
     (Finder::Dfa(id::PREFIXED), |t| token_run(t, 15), prefixed),
-    (Finder::Dfa(id::KEY_VALUE), |t| t.contains(['=', ':']) && holds_any(t, KEY_STARTS), key_value),
-    (Finder::Dfa(id::KEY_WORD), |t| t.contains([' ', '\t']) && holds_any(t, KEY_STARTS), key_word),
+    (Finder::Dfa(id::KEY_VALUE), |t| t.contains(['=', ':']), key_value),
+    (Finder::Dfa(id::KEY_WORD), |t| t.contains([' ', '\t']), key_word),
     (Finder::Scan(counted::long_tokens), |t| t.len() >= 32, long_token),
 ];
 
