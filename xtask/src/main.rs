@@ -314,6 +314,7 @@ fn test(root: &Path) -> Result<()> {
 }
 
 fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
+    ensure_debian_tool("sqlite3", "sqlite3", "the benchmark's floor under the raw read needs it")?;
     build_detectors(root)?;
     step(
         "cargo build --release (host and benchmark)",

@@ -22,6 +22,7 @@ include!(concat!(env!("OUT_DIR"), "/dfas.rs"));
 
 /// One compiled pattern.
 pub(crate) struct Rule {
+    #[cfg_attr(not(test), allow(dead_code))]
     name: &'static str,
     re: Regex<dense::DFA<&'static [u32]>>,
 }

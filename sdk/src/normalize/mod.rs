@@ -22,6 +22,8 @@ mod counted;
 #[cfg(test)]
 mod equivalence;
 pub mod formats;
+// Shared with build.rs, which compiles what the crate itself only names.
+#[cfg_attr(not(test), allow(dead_code))]
 mod patterns;
 mod quote;
 #[cfg(test)]
