@@ -35,8 +35,11 @@ fn main() {
             std::fs::write(&file, &bytes[pad..]).expect("OUT_DIR is writable");
         }
     }
-    writeln!(code, "/// Every compiled pattern: (name, forward DFA, reverse DFA).").unwrap();
-    writeln!(code, "pub(super) static DFAS: [(&str, &Aligned<[u8]>, &Aligned<[u8]>); {}] = [", all.len()).unwrap();
+    writeln!(code, "/// A compiled pattern: its name, its forward DFA and its reverse DFA.").unwrap();
+    writeln!(code, "pub(super) type Embedded = (&'static str, &'static Aligned<[u8]>, &'static Aligned<[u8]>);")
+        .unwrap();
+    writeln!(code, "/// Every compiled pattern.").unwrap();
+    writeln!(code, "pub(super) static DFAS: [Embedded; {}] = [", all.len()).unwrap();
     for (name, _) in &all {
         writeln!(
             code,

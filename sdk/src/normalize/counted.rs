@@ -83,12 +83,13 @@ pub(super) fn hosts(text: &str) -> Vec<Range<usize>> {
     let mut found = Vec::new();
     let mut s = 0;
     while s < t.len() {
-        if t[s].is_ascii_alphanumeric() && boundary(t, s) {
-            if let Some(end) = host_at(t, s) {
-                found.push(s..end);
-                s = end;
-                continue;
-            }
+        if t[s].is_ascii_alphanumeric()
+            && boundary(t, s)
+            && let Some(end) = host_at(t, s)
+        {
+            found.push(s..end);
+            s = end;
+            continue;
         }
         s += 1;
     }

@@ -168,10 +168,13 @@ impl Holds {
     }
 }
 
+/// A placeholder rule: how it finds, what a match becomes, whether a line may match.
+type PlaceholderRule = (Finder, With, fn(&Holds) -> bool);
+
 /// The placeholder rules in order (the single-quote rule, a scan, runs
 /// after `quoted`), each with the test of [`Holds`] a line must pass for
 /// the rule to match at all.
-const RULES: &[(Finder, With, fn(&Holds) -> bool)] = &[
+const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h| h.at),
     (Finder::Dfa(id::URL), With::Text("<url>"), |h| h.scheme),
     (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h| h.double_quotes),
@@ -235,11 +238,11 @@ fn placeholders_line(line: &str) -> String {
     let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
-        if may_match(&holds) {
-            if let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out)) {
-                line = next;
-                holds = Holds::of(&line);
-            }
+        if may_match(&holds)
+            && let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out))
+        {
+            line = next;
+            holds = Holds::of(&line);
         }
         if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.single_quote {
             line = quote::apply(line);

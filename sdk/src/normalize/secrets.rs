@@ -137,7 +137,10 @@ fn token_run(t: &str, n: usize) -> bool {
 /// The secret rules in order, each with a test a text must pass for the
 /// rule to match at all (a necessary condition, so skipping never changes
 /// an output) and what a match becomes.
-const RULES: &[(Finder, fn(&str) -> bool, fn(&str, &mut String))] = &[
+/// A secret rule: how it finds, whether a text may match, what a match becomes.
+type SecretRule = (Finder, fn(&str) -> bool, fn(&str, &mut String));
+
+const RULES: &[SecretRule] = &[
     (Finder::Dfa(id::URL_CREDENTIALS), |t| t.contains("://"), |_, out| out.push_str("<url>")),
     (Finder::Dfa(id::JWT), |t| t.contains("eyJ"), |_, out| out.push_str(SECRET)),
     (Finder::Dfa(id::AUTHORIZATION), |t| t.contains([' ', '\t']), authorization),
@@ -150,10 +153,10 @@ const RULES: &[(Finder, fn(&str) -> bool, fn(&str, &mut String))] = &[
 /// The rules (not the private key blocks) applied to `s`.
 pub(super) fn redact_rules(mut s: String) -> String {
     for &(finder, may_match, with) in RULES {
-        if may_match(&s) {
-            if let Some(next) = finder.replace_all(&s, |t, m, out| with(&t[m], out)) {
-                s = next;
-            }
+        if may_match(&s)
+            && let Some(next) = finder.replace_all(&s, |t, m, out| with(&t[m], out))
+        {
+            s = next;
         }
     }
     s
