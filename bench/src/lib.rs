@@ -7,7 +7,9 @@
 //! as a component against the same code linked natively ([`native`]), a full
 //! scan against the raw read of the same sources, the unchanged-data fast
 //! path against a full scan, cold against warm start-up, the latency of every
-//! decision call, and the peak memory of the real binary ([`rss`]). Results
+//! decision call, the peak memory of the real binary ([`rss`]), the raw
+//! read against what the `sqlite3` shell and a line count allow ([`floors`])
+//! and the long-running mode's resident memory ([`resident`]). Results
 //! go to a JSON file (for later comparison) and to the tables of
 //! `docs/benchmarks.md` ([`report`]).
 //!
@@ -15,8 +17,10 @@
 //! behaviour. It never writes into a data dir it scans.
 
 pub mod data;
+pub mod floors;
 pub mod native;
 pub mod report;
+pub mod resident;
 pub mod rss;
 pub mod stats;
 pub mod suite;

@@ -66,6 +66,13 @@ pub struct SizeResult {
     pub reps: usize,
     /// Every source read into batches, no detector, no ledger.
     pub raw_read_ms: f64,
+    /// The floor under the SQLite part of the raw read: the `sqlite3` shell
+    /// selecting the same rows and fields (`None` without the shell).
+    #[serde(default)]
+    pub sqlite_shell_ms: Option<f64>,
+    /// The floor under the NDJSON part: a plain line count of the event logs.
+    #[serde(default)]
+    pub ndjson_lines_ms: f64,
     /// `run_scan` in process, fresh output folder, warm cache.
     pub full_scan_ms: f64,
     /// The same scan again over unchanged data.
@@ -95,6 +102,10 @@ pub struct SizeResult {
 }
 
 impl SizeResult {
+    /// The sqlite3 shell plus the line count, when the shell ran.
+    pub fn floor_ms(&self) -> Option<f64> {
+        self.sqlite_shell_ms.map(|s| s + self.ndjson_lines_ms)
+    }
     pub fn scan_over_raw_read(&self) -> f64 {
         self.full_scan_ms / self.raw_read_ms
     }
@@ -107,6 +118,27 @@ impl SizeResult {
     }
     pub fn scan_ms_per_record(&self) -> f64 {
         self.full_scan_ms / self.records as f64
+    }
+}
+
+/// The long-running mode's resident memory (`run --interval 1`, Linux
+/// `VmRSS` once its ticks have settled, and `VmHWM`), with every shipped
+/// detector and with the Rust ones alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LongRunning {
+    pub records: u64,
+    pub every_detectors: usize,
+    pub every_rss_kib: u64,
+    pub every_peak_kib: u64,
+    pub rust_detectors: usize,
+    pub rust_rss_kib: u64,
+    pub rust_peak_kib: u64,
+}
+
+impl LongRunning {
+    pub fn every_over_rust(&self) -> f64 {
+        self.every_rss_kib as f64 / self.rust_rss_kib as f64
     }
 }
 
@@ -138,6 +170,8 @@ pub struct Report {
     pub machine: Machine,
     pub startup: Startup,
     pub sizes: Vec<SizeResult>,
+    #[serde(default)]
+    pub long_running: Option<LongRunning>,
     pub targets: Vec<Target>,
     /// Every ratio by a stable name, for comparing runs.
     pub ratios: BTreeMap<String, f64>,
@@ -152,12 +186,22 @@ impl Report {
             machine: Machine::default(),
             startup,
             sizes,
+            long_running: None,
             targets: Vec::new(),
             ratios: BTreeMap::new(),
         };
         r.targets = r.compute_targets();
         r.ratios = r.compute_ratios();
         r
+    }
+
+    /// The report with the long-running mode's memory, targets and ratios
+    /// computed again.
+    pub fn with_long_running(mut self, long_running: Option<LongRunning>) -> Self {
+        self.long_running = long_running;
+        self.targets = self.compute_targets();
+        self.ratios = self.compute_ratios();
+        self
     }
 
     fn compute_ratios(&self) -> BTreeMap<String, f64> {
@@ -167,6 +211,9 @@ impl Report {
             let n = s.records;
             m.insert(format!("{n}.scan_over_raw_read"), s.scan_over_raw_read());
             m.insert(format!("{n}.fast_path_over_scan"), s.fast_path_over_scan());
+            if let Some(floor) = s.floor_ms() {
+                m.insert(format!("{n}.raw_read_over_floor"), s.raw_read_ms / floor);
+            }
             if s.oneshot_tick_ms > 0.0 {
                 m.insert(format!("{n}.kept_tick_over_oneshot_tick"), s.kept_tick_ms / s.oneshot_tick_ms);
             }
@@ -184,6 +231,9 @@ impl Report {
         if self.sizes.len() > 1 {
             let (a, b) = (&self.sizes[self.sizes.len() - 2], &self.sizes[self.sizes.len() - 1]);
             m.insert("growth.peak_rss".into(), b.peak_rss_kib as f64 / a.peak_rss_kib as f64);
+        }
+        if let Some(l) = &self.long_running {
+            m.insert("long_running.every_over_rust_rss".into(), l.every_over_rust());
         }
         m
     }
@@ -257,6 +307,21 @@ impl Report {
                 format!("{} vs {} records", largest.records, first.records),
             );
         }
+        if let Some(l) = &self.long_running {
+            push(
+                "long-running resident memory, every shipped detector vs Rust only",
+                l.every_over_rust(),
+                2.0,
+                format!(
+                    "{:.0} vs {:.0} MiB, {} vs {} detectors, {} records",
+                    l.every_rss_kib as f64 / 1024.0,
+                    l.rust_rss_kib as f64 / 1024.0,
+                    l.every_detectors,
+                    l.rust_detectors,
+                    l.records
+                ),
+            );
+        }
         t
     }
 
@@ -306,6 +371,42 @@ impl Report {
                 z.binary_scan_ms,
                 z.peak_rss_kib as f64 / 1024.0,
                 z.observations
+            );
+        }
+        s += "\n### The floor under the raw read\n\n";
+        s += "What SQLite and the disk allow for the same reads: the `sqlite3` shell selecting the same rows and \
+              fields of `messages.db` and `runtime.db` (output discarded), plus a plain line count of the NDJSON \
+              event logs.\n\n";
+        s += "| records | raw read ms | sqlite3 shell ms | NDJSON line count ms | floor ms | raw / floor |\n";
+        s += "|---:|---:|---:|---:|---:|---:|\n";
+        for z in &self.sizes {
+            let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
+            s += &format!(
+                "| {} | {:.1} | {} | {:.1} | {} | {} |\n",
+                z.records,
+                z.raw_read_ms,
+                opt(z.sqlite_shell_ms, 1),
+                z.ndjson_lines_ms,
+                opt(z.floor_ms(), 1),
+                opt(z.floor_ms().map(|f| z.raw_read_ms / f), 2)
+            );
+        }
+        if let Some(l) = &self.long_running {
+            s += "\n### The long-running mode's resident memory\n\n";
+            s += &format!(
+                "`run --interval 1` over the {}-record data dir, sampled for 8 s (Linux `VmRSS` at the last sample; \
+                 `VmHWM` is the peak).\n\n",
+                l.records
+            );
+            s += "| detectors | count | resident MiB | peak MiB |\n|---|---:|---:|---:|\n";
+            s += &format!(
+                "| every shipped one | {} | {:.1} | {:.1} |\n| Rust only | {} | {:.1} | {:.1} |\n",
+                l.every_detectors,
+                l.every_rss_kib as f64 / 1024.0,
+                l.every_peak_kib as f64 / 1024.0,
+                l.rust_detectors,
+                l.rust_rss_kib as f64 / 1024.0,
+                l.rust_peak_kib as f64 / 1024.0
             );
         }
         s += "\n### The long-running mode: a tick with components kept loaded\n\n";
@@ -403,6 +504,8 @@ mod tests {
             batches: 1,
             reps: 1,
             raw_read_ms: scan / 2.0,
+            sqlite_shell_ms: Some(scan / 8.0),
+            ndjson_lines_ms: scan / 8.0,
             full_scan_ms: scan,
             fast_path_ms: 1.0,
             oneshot_tick_ms: 20.0,
@@ -447,6 +550,28 @@ mod tests {
         assert!(get("fire decision").met);
         assert!(!get("peak memory").met, "3x is over 2x");
         assert!((get("scan time per record").measured - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_long_running_memory_and_the_floor_are_judged_and_shown() {
+        let startup = Startup { detectors: 1, cold_ms: 1000.0, warm_ms: 10.0, per_detector: vec![] };
+        let lr = LongRunning {
+            records: 10,
+            every_detectors: 8,
+            every_rss_kib: 300 * 1024,
+            every_peak_kib: 400 * 1024,
+            rust_detectors: 6,
+            rust_rss_kib: 100 * 1024,
+            rust_peak_kib: 120 * 1024,
+        };
+        let r = Report::new(startup, vec![size(10, 100, 10.0)]).with_long_running(Some(lr));
+        let t = r.targets.iter().find(|t| t.name.starts_with("long-running resident")).unwrap();
+        assert!(!t.met && (t.measured - 3.0).abs() < 1e-9, "3x is over 2x");
+        assert!((r.ratios["10.raw_read_over_floor"] - 2.0).abs() < 1e-9, "5 ms raw read over a 2.5 ms floor");
+        let md = r.markdown();
+        assert!(
+            md.contains("### The floor under the raw read") && md.contains("| every shipped one | 8 | 300.0 | 400.0 |")
+        );
     }
 
     #[test]

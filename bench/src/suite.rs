@@ -21,7 +21,7 @@ use sentinel_host::{ScanOptions, run_scan};
 
 use crate::data::{self, DataSet};
 use crate::native;
-use crate::report::{DetectorResult, Report, SizeResult, Startup, StartupDetector};
+use crate::report::{DetectorResult, LongRunning, Report, SizeResult, Startup, StartupDetector};
 use crate::stats::{median, ms, percentile, ratio, us};
 
 /// What to run.
@@ -76,13 +76,41 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
         progress(&format!("{} records: peak memory of the real binary", set.records));
         memory.push(binary_run(opts, set, scan_set.path(), &warm_cache)?);
     }
+    let long_running = match (&opts.host, sets.first()) {
+        (Some(host), Some(set)) => {
+            progress(&format!("{} records: resident memory of the long-running mode", set.records));
+            long_running(host, &opts.detectors, scan_set.path(), set, &warm_cache)?
+        }
+        _ => None,
+    };
     progress("start-up: cold and warm loads, instantiation");
     let startup = startup(opts, &warm_cache)?;
     let mut sizes = Vec::new();
     for (set, mem) in sets.iter().zip(memory) {
         sizes.push(size(opts, scan_set.path(), &warm_cache, set, mem, progress)?);
     }
-    Ok(Report::new(startup, sizes))
+    Ok(Report::new(startup, sizes).with_long_running(long_running))
+}
+
+/// `run --interval 1` over the smallest data dir, with every shipped
+/// detector and with the Rust ones alone: what each holds resident once
+/// its ticks have settled.
+fn long_running(host: &Path, all: &Path, rust: &Path, set: &DataSet, warm_cache: &Path) -> Result<Option<LongRunning>> {
+    let settle = Duration::from_secs(8);
+    let count = |dir: &Path| -> Result<usize> {
+        Ok(std::fs::read_dir(dir)?.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "wasm")).count())
+    };
+    let every = crate::resident::long_running(host, all, &set.dir, warm_cache, settle)?;
+    let rust_only = crate::resident::long_running(host, rust, &set.dir, warm_cache, settle)?;
+    Ok(every.zip(rust_only).map(|(every, rust_only)| LongRunning {
+        records: set.records as u64,
+        every_detectors: count(all).unwrap_or(0),
+        every_rss_kib: every.rss_kib,
+        every_peak_kib: every.peak_kib,
+        rust_detectors: count(rust).unwrap_or(0),
+        rust_rss_kib: rust_only.rss_kib,
+        rust_peak_kib: rust_only.peak_kib,
+    }))
 }
 
 /// One run of the release binary, as a user runs it: wall time and its own
@@ -233,6 +261,16 @@ fn size(
         last_out = Some(out);
     }
     let out = last_out.context("no scan ran")?;
+    progress(&format!("{label} records: the floors (sqlite3 shell, NDJSON line count), {reps} times each"));
+    let mut sqlite = Vec::new();
+    let mut lines = Vec::new();
+    let shell = crate::floors::sqlite_shell_available();
+    for _ in 0..reps {
+        if shell {
+            sqlite.push(crate::floors::sqlite_shell(&set.dir)?);
+        }
+        lines.push(crate::floors::line_count(&set.dir)?.0);
+    }
     let fire_bytes: u64 = std::fs::read_dir(out.path())?
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("fires-"))
@@ -274,6 +312,8 @@ fn size(
         batches: batches.len(),
         reps,
         raw_read_ms: ms(median(&raw)),
+        sqlite_shell_ms: shell.then(|| ms(median(&sqlite))),
+        ndjson_lines_ms: ms(median(&lines)),
         full_scan_ms: ms(median(&full)),
         fast_path_ms: ms(median(&fast)),
         oneshot_tick_ms,

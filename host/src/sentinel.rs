@@ -164,7 +164,7 @@ impl Sentinel {
                 }
                 dir
             }
-            None => out_dir::cache_dir(&out),
+            None => out_dir::cache_dir(&out, &data_dir),
         };
         let ledger = Ledger::open(&out)?;
         let state_reset = ledger.reset_reason().map(str::to_owned);

@@ -622,7 +622,7 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     crate::private_fs::create_dir(&out).map_err(|source| OutDirError::Create { path: out.clone(), source })?;
     // Loaded exactly as a scan loads them (duplicate names refused too), and
     // compiled into the cache the scheduled scans use, so the first starts warm.
-    let runtime = Runtime::new(Limits::default())?.with_cache(out_dir::cache_dir(&out));
+    let runtime = Runtime::new(Limits::default())?.with_cache(out_dir::cache_dir(&out, &schedule.data_dir));
     if let Some(e) = runtime.load_dir(&schedule.detectors_dir)?.into_iter().find_map(Result::err) {
         return Err(ServiceError::DetectorRefused {
             path: e.path().to_owned(),

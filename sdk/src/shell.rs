@@ -8,10 +8,6 @@
 //! skipped, and the first segment that names a class decides. So a file or
 //! command merely called `timeout` never makes a timeout. Never keeps output.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
 /// The class of a failed shell command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {
@@ -48,31 +44,28 @@ impl ErrorClass {
     }
 }
 
-static CLASSES: LazyLock<Vec<(Regex, ErrorClass)>> = LazyLock::new(|| {
-    // Matched against ASCII-lower-cased text, with ASCII word boundaries:
-    // Unicode case folding and boundaries make the automata several times
-    // larger, to compile inside a call.
-    let r = |p: &str| Regex::new(&crate::normalize::ascii(p)).expect("valid pattern");
-    vec![
-        (r(r"\btimed out\b|\btime ?out\b|\bdeadline exceeded\b"), ErrorClass::TimedOut),
-        (
-            r(r"command not found|not recognized as an internal or external command|: not found\b"),
-            ErrorClass::CommandNotFound,
-        ),
-        (r(r"syntax error|unexpected token|unexpected end of file|unexpected eof"), ErrorClass::SyntaxError),
-        (r(r"no such file or directory|enoent|cannot find the path|no such file"), ErrorClass::NoSuchFile),
-        (r(r"permission denied|eacces|operation not permitted|eperm\b"), ErrorClass::PermissionDenied),
-        (
-            r(
-                r"connection refused|could not resolve host|name or service not known|network is unreachable|econnrefused|connection reset",
-            ),
-            ErrorClass::ConnectionFailed,
-        ),
-        (r(r"out of memory|cannot allocate memory|enomem"), ErrorClass::OutOfMemory),
-        (r(r"no space left on device|enospc|disk quota exceeded"), ErrorClass::DiskFull),
-        (r(r"file exists|already exists|eexist"), ErrorClass::AlreadyExists),
-    ]
-});
+/// The classes in the order they are tried, each with its pattern's index
+/// in `normalize::patterns::shell_patterns` (compiled at build time; matched
+/// against ASCII-lower-cased text, with ASCII word boundaries).
+const CLASSES: [ErrorClass; 9] = [
+    ErrorClass::TimedOut,
+    ErrorClass::CommandNotFound,
+    ErrorClass::SyntaxError,
+    ErrorClass::NoSuchFile,
+    ErrorClass::PermissionDenied,
+    ErrorClass::ConnectionFailed,
+    ErrorClass::OutOfMemory,
+    ErrorClass::DiskFull,
+    ErrorClass::AlreadyExists,
+];
+
+/// The first class whose pattern matches a lower-cased segment.
+pub(crate) fn class_of_segment(segment: &str) -> Option<ErrorClass> {
+    if !crate::normalize::any_shell_class(segment) {
+        return None;
+    }
+    CLASSES.iter().enumerate().find(|&(i, _)| crate::normalize::shell_class(i).is_match(segment)).map(|(_, c)| *c)
+}
 
 /// Lines of output read: the class is named early.
 const LINES: usize = 64;
@@ -90,10 +83,7 @@ fn message_segments(line: &str) -> impl Iterator<Item = &str> {
 /// The class the output names, if any.
 fn class_named(output: &str) -> Option<ErrorClass> {
     let text = crate::normalize::placeholders(output);
-    text.lines().take(LINES).flat_map(message_segments).find_map(|seg| {
-        let seg = seg.to_ascii_lowercase();
-        CLASSES.iter().find(|(re, _)| re.is_match(&seg)).map(|(_, c)| *c)
-    })
+    text.lines().take(LINES).flat_map(message_segments).find_map(|seg| class_of_segment(&seg.to_ascii_lowercase()))
 }
 
 /// Classifies a failed command from its output and exit code.

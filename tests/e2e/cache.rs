@@ -28,6 +28,38 @@ fn cache_of(summary: &Value, name: &str) -> String {
     detector(summary, name)["cache"].as_str().unwrap().to_owned()
 }
 
+/// Issue 18: the compiled code `build-detectors` leaves in the user cache
+/// folder (the harness builds and loads every shipped detector exactly as
+/// it does, into `shared_cache()`) is what a scan into a fresh output folder
+/// loads when no `--cache-dir` is given: nothing is compiled again.
+#[test]
+fn the_first_scan_into_a_fresh_output_folder_after_a_build_starts_warm() {
+    let s = Scratch::new();
+    let names: Vec<String> =
+        xtask::guest::detectors_under(&root().join("detectors")).unwrap().into_iter().map(|d| d.name).collect();
+    let detectors = s.detectors_in("detectors", &names.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let out = s.path("fresh-out");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .env("XDG_CACHE_HOME", user_cache_home())
+        .args(["run", "--once", "--json", "--detectors"])
+        .arg(&detectors)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for name in &names {
+        assert_eq!(cache_of(&summary, name), "hit", "{name} was compiled again: {summary:#}");
+    }
+    assert!(names.iter().any(|n| n.ends_with("_py")) && names.iter().any(|n| n.ends_with("_js")), "{names:?}");
+    assert!(!out.join("cache").exists(), "a cache folder was made in the output folder");
+}
+
 #[test]
 fn a_second_run_loads_compiled_components_and_a_corrupt_entry_is_replaced() {
     let s = Scratch::new();

@@ -113,6 +113,7 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
     let state = s.path("state");
     let run_default = |data: &Path| {
         std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+            .env("XDG_CACHE_HOME", user_cache_home())
             .args(["run", "--once", "--json", "--detectors"])
             .arg(s.detectors_with(&[]))
             .arg("--data-dir")

@@ -102,16 +102,19 @@ fn detectors_inspect_reuses_the_compiled_code_a_scan_left() {
     std::fs::create_dir_all(&data).unwrap();
     let detectors = s.detectors_in("detectors", &["cost", "turn_stop"], &[]);
     datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", "x", "boom")).unwrap();
+    // A user cache folder of its own: empty until the scan below.
+    let cache_home = s.path("xdg-cache");
     let caches = |out: &std::path::Path| {
-        let infos = inspect(&detectors, &data, out);
+        let infos = inspect_with_cache_home(&detectors, &data, out, &cache_home);
         infos.iter().map(|i| i["cache"].as_str().unwrap_or("-").to_owned()).collect::<Vec<_>>()
     };
     // No output folder yet: nothing to reuse, and nothing is created.
     let out = s.path("out");
     assert_eq!(caches(&out), ["off", "off"]);
     assert!(!out.exists(), "inspect created the output folder");
-    // A scan with the default cache (inside the output folder), then inspect hits it.
+    // A scan with the default cache (the user cache folder), then inspect hits it.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .env("XDG_CACHE_HOME", &cache_home)
         .args(["run", "--once", "--json", "--detectors"])
         .arg(&detectors)
         .arg("--data-dir")

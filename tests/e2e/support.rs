@@ -41,7 +41,15 @@ pub fn fixture(name: &str) -> PathBuf {
 /// One compiled-component cache for the whole test run: every test runs the
 /// same components, and compiling them is most of a scan's time.
 pub fn shared_cache() -> PathBuf {
-    root().join("target").join("e2e").join("cache")
+    // The user cache folder the host uses by default when XDG_CACHE_HOME is
+    // `user_cache_home()` (`cargo xtask build-detectors` fills it the same way).
+    user_cache_home().join(sentinel_host::ledger::out_dir::APP_DIR).join("components")
+}
+
+/// The XDG_CACHE_HOME every test gives the binary when it leaves the cache
+/// to the default: under target/, never the real user cache.
+pub fn user_cache_home() -> PathBuf {
+    root().join("target").join("e2e").join("xdg-cache")
 }
 
 /// A scratch folder: a detectors dir made of the named components.
@@ -131,7 +139,13 @@ pub fn run(detectors: &Path, data_dir: &Path, out: &Path, extra: &[&str]) -> Out
 /// `detectors inspect --json` over `detectors` for this data dir and output
 /// folder; it must exit 0.
 pub fn inspect(detectors: &Path, data_dir: &Path, out: &Path) -> Vec<Value> {
+    inspect_with_cache_home(detectors, data_dir, out, &user_cache_home())
+}
+
+/// [`inspect`] with this XDG_CACHE_HOME.
+pub fn inspect_with_cache_home(detectors: &Path, data_dir: &Path, out: &Path, cache_home: &Path) -> Vec<Value> {
     let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        .env("XDG_CACHE_HOME", cache_home)
         .args(["detectors", "inspect", "--json", "--detectors"])
         .arg(detectors)
         .arg("--data-dir")

@@ -241,10 +241,14 @@ pub struct BuildOptions {
 }
 
 impl BuildOptions {
-    /// `target/` of the repository at `root`, and its `component-cache/`.
+    /// `target/` of the repository at `root`, and the user cache folder the
+    /// host uses by default (so the first scan after a build starts warm);
+    /// `target/component-cache/` when there is no user cache folder.
     pub fn for_repo(root: &Path) -> Self {
         let target_dir = root.join("target");
-        BuildOptions { cache_dir: Some(target_dir.join("component-cache")), target_dir }
+        let cache =
+            sentinel_host::ledger::out_dir::user_cache_dir().unwrap_or_else(|| target_dir.join("component-cache"));
+        BuildOptions { cache_dir: Some(cache), target_dir }
     }
 }
 

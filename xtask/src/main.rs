@@ -305,11 +305,17 @@ fn test(root: &Path) -> Result<()> {
     ensure_real_programs()?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    step("cargo test", cargo(root).args(["test", "--workspace"]))?;
+    // Tests never write into the real user cache folder: a scan left to the
+    // default cache uses this one (the e2e harness sets it too).
+    step(
+        "cargo test",
+        cargo(root).args(["test", "--workspace"]).env("XDG_CACHE_HOME", root.join("target/test-xdg-cache")),
+    )?;
     Ok(())
 }
 
 fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
+    ensure_debian_tool("sqlite3", "sqlite3", "the benchmark's floor under the raw read needs it")?;
     build_detectors(root)?;
     step(
         "cargo build --release (host and benchmark)",

@@ -267,7 +267,9 @@ struct RunArgs {
     /// Scan even when nothing changed since the last scan.
     #[arg(long)]
     no_fast_path: bool,
-    /// Where compiled detectors are kept [default: cache/ in the output folder].
+    /// Where compiled detectors are kept [default: the user cache folder,
+    /// ~/.cache/openmausbot-sentinel/components on Linux (XDG_CACHE_HOME),
+    /// shared by every output folder and filled by `cargo xtask build-detectors`].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Run as if it were this time (ms since the Unix epoch): for replaying a

@@ -36,9 +36,34 @@ pub fn default_data_dir() -> Option<PathBuf> {
     home().map(|h| h.join(".openmausbot"))
 }
 
-/// Where compiled components are kept by default: `cache/` in the output folder.
-pub fn cache_dir(out: &Path) -> PathBuf {
-    out.join("cache")
+/// The per-OS user cache folder for compiled components, shared by every
+/// output folder: `$XDG_CACHE_HOME/openmausbot-sentinel/components` when
+/// that variable holds an absolute path (on any OS: it is how a test or a
+/// user moves it), else `~/.cache/…` on Linux and other Unixes,
+/// `~/Library/Caches/…` on macOS, `%LOCALAPPDATA%\openmausbot-sentinel\cache`
+/// on Windows. `None` when none of those is known.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(xdg) = xdg {
+        return Some(xdg.join(APP_DIR).join("components"));
+    }
+    if cfg!(windows) {
+        let local = std::env::var_os("LOCALAPPDATA").filter(|v| !v.is_empty())?;
+        Some(PathBuf::from(local).join(APP_DIR).join("cache"))
+    } else if cfg!(target_os = "macos") {
+        Some(home()?.join("Library/Caches").join(APP_DIR).join("components"))
+    } else {
+        Some(home()?.join(".cache").join(APP_DIR).join("components"))
+    }
+}
+
+/// Where compiled components are kept when `--cache-dir` is not given: the
+/// user cache folder ([`user_cache_dir`]), so `cargo xtask build-detectors`
+/// and every output folder share one; `cache/` in the output folder when no
+/// user cache folder is known or it lies inside the data dir (which is
+/// never written).
+pub fn cache_dir(out: &Path, data_dir: &Path) -> PathBuf {
+    user_cache_dir().map(|c| resolve(&c)).filter(|c| !c.starts_with(data_dir)).unwrap_or_else(|| out.join("cache"))
 }
 
 /// The user's home folder (`HOME`, else `USERPROFILE`).

@@ -3,11 +3,14 @@
 //! version and configuration), so a scheduled run does not compile every
 //! detector again.
 //!
-//! The cache lives in a private folder (the output folder's `cache/` by
-//! default, `0700`, entries `0600`) that only sentinel writes, because
+//! The cache lives in a private folder (the per-OS user cache folder by
+//! default, shared by every output folder: `out_dir::cache_dir`; `0700`,
+//! entries `0600`) that only sentinel writes, because
 //! loading native code is only as safe as the file it comes from. A changed
 //! component has another sha256 and is compiled again; an entry that cannot
-//! be loaded is discarded and replaced. The cache never touches the data dir.
+//! be loaded is discarded and replaced. A component compiled here is used
+//! as mapped from the entry just stored, as a cached one is: its code stays
+//! file-backed. The cache never touches the data dir.
 //!
 //! Trust is checked, not assumed: an entry is loaded only when the folder and
 //! the entry are what `lstat` says they are (a real folder and a regular file,
@@ -118,8 +121,26 @@ impl ComponentCache {
         let component = Component::new(engine, bytes)?;
         if let Err(e) = self.store(&component, &entry) {
             tracing::warn!(entry = %entry.display(), error = %e, "cannot store a compiled component");
+            return Ok((component, used));
         }
-        Ok((component, used))
+        Ok((self.mapped(engine, &entry).unwrap_or(component), used))
+    }
+
+    /// The entry just stored, mapped from its file: the compiled code is
+    /// then file-backed pages the kernel can share and drop, and memories
+    /// start as copy-on-write images of the file, where the component
+    /// compiled in this process would hold its code (hundreds of MB for the
+    /// Python and JavaScript detectors) in anonymous memory for as long as
+    /// the long-running mode keeps it loaded.
+    fn mapped(&self, engine: &Engine, entry: &Path) -> Option<Component> {
+        trusted(&self.dir, true).ok()?;
+        trusted(entry, false).ok()?;
+        // SAFETY: `store` just wrote this entry from `Component::serialize`
+        // of this engine configuration into a folder only this user can
+        // write; `trusted` checked the folder and the entry again just now.
+        unsafe { Component::deserialize_file(engine, entry) }
+            .inspect_err(|e| tracing::warn!(entry = %entry.display(), error = %e, "cannot map a stored component"))
+            .ok()
     }
 
     fn store(&self, component: &Component, entry: &Path) -> std::io::Result<()> {

@@ -466,11 +466,13 @@ pub fn inspect_detectors(
 }
 
 /// A runtime for checking detectors outside a scan (`detectors inspect`,
-/// `check-install`): it reuses the compiled code scans left in the output
-/// folder, when there is any, and never creates a cache of its own.
+/// `check-install`): it reuses the compiled code scans left in the user
+/// cache folder (or, from before it, in the output folder), when there is
+/// any, and never creates a cache of its own.
 pub(crate) fn runtime_for_checks(out: Option<&Path>) -> Result<Runtime, RuntimeError> {
     let runtime = Runtime::new(Limits::default())?;
-    Ok(match out.map(out_dir::cache_dir).filter(|c| c.is_dir()) {
+    let legacy = out.map(|o| o.join("cache"));
+    Ok(match out_dir::user_cache_dir().into_iter().chain(legacy).find(|c| c.is_dir()) {
         Some(cache) => runtime.with_cache(cache),
         None => runtime,
     })

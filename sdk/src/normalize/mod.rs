@@ -17,19 +17,30 @@
 //! the failing frame's function (code, never user data) as a secondary key.
 //! Never keeps the raw text: callers get the key and the title only.
 
+mod compiled;
+mod counted;
+#[cfg(test)]
+mod equivalence;
 pub mod formats;
+// Shared with build.rs, which compiles what the crate itself only names.
+#[cfg_attr(not(test), allow(dead_code))]
+mod patterns;
+mod quote;
+#[cfg(test)]
+mod reference;
 pub mod secrets;
 pub mod words;
 
-use std::sync::LazyLock;
-
-use regex::{Captures, Regex};
-
 pub use formats::first_line;
+
+pub(crate) use compiled::Rule;
+use compiled::{Finder, id, rule};
 
 /// The version of these rules. Bump it with any change that changes an
 /// output: it is stored with every issue (`groupingVersion`). 2: error
 /// formats, secrets, relative paths, file and host names, apostrophes.
+/// (The rules are compiled at build time since; the outputs are version 2's,
+/// which the tests check against the run-time `regex` engine.)
 pub const VERSION: u32 = 2;
 
 /// Characters kept in a title.
@@ -39,83 +50,15 @@ pub const TITLE_CHARS: usize = 160;
 /// traceback puts the error), so one huge output costs no more than this.
 const HEAD_TAIL: usize = 16 * 1024;
 
-enum With {
-    Text(&'static str),
-    /// The number rule: keeps an HTTP status and a curl error code.
-    Number,
-    /// Runs until nothing changes (a match may consume the separator the
-    /// next one needs).
-    Repeat(&'static str),
+/// Whether any shell class pattern matches `segment`.
+pub(crate) fn any_shell_class(segment: &str) -> bool {
+    rule(id::ANY_SHELL_CLASS).is_match(segment)
 }
 
-struct Rule {
-    re: Regex,
-    with: With,
+/// The compiled shell class pattern `i` (in `patterns::shell_patterns` order).
+pub(crate) fn shell_class(i: usize) -> &'static Rule {
+    rule(id::TIMED_OUT + i)
 }
-
-/// ASCII word boundaries, digits and spaces: Unicode versions of `\b`, `\d`
-/// and `\s` make the automata many times larger, and a detector compiles
-/// them inside its first call, under the deadline.
-pub(crate) fn ascii(pattern: &str) -> String {
-    pattern
-        .replace(r"\b", r"(?-u:\b)")
-        .replace(r"\d", "[0-9]")
-        .replace(r"\s", r"[\t\n\x0B\x0C\r ]")
-        .replace(r"\w", "[A-Za-z0-9_]")
-}
-
-fn rule(pattern: &str, with: With) -> Rule {
-    Rule { re: Regex::new(&ascii(pattern)).expect("normalizer patterns are valid"), with }
-}
-
-/// File extensions that make a bare word a file name (`plan.txt`).
-const EXTENSIONS: &str = "txt|json|jsonl|ndjson|csv|tsv|log|py|pyc|js|mjs|cjs|ts|tsx|jsx|rs|go|java|kt|class|jar|rb|php|c|h|cc|cpp|hpp|cs|swift|md|rst|yaml|yml|toml|ini|cfg|conf|env|db|sqlite|sqlite3|sql|html|htm|css|xml|pdf|png|jpe?g|gif|svg|webp|mp3|mp4|wav|sh|bash|zsh|ps1|bat|zip|gz|tgz|tar|xz|bz2|7z|lock|bak|tmp|wasm|bin|exe|dll|so|dylib|docx?|xlsx?|pptx?|pem|key|crt";
-
-/// Top-level domains that make a dotted word a host name.
-const TLDS: &str = "com|org|net|io|dev|app|ai|co|uk|de|fr|nl|es|it|jp|cn|ru|br|in|au|ca|ch|se|eu|us|edu|gov|mil|info|biz|cloud|me|xyz|tech|local|internal|lan|home|corp|example|test|invalid|localdomain";
-
-static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
-    use With::*;
-    vec![
-        rule(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", Text("<email>")),
-        rule(r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>`]+"#, Text("<url>")),
-        rule(r#""(?:[^"\\\n]|\\.)*"|`[^`\n]*`|“[^”\n]*”|‘[^’\n]*’"#, Text("<quoted>")),
-        // A single quote opens a value only where no word precedes it and
-        // closes only where none follows: `can't` and `Couldn't` are words.
-        rule(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)", Repeat("${1}<quoted>${2}")),
-        rule(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", Text("<uuid>")),
-        rule(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", Text("<ip>")),
-        rule(
-            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b",
-            Text("<date>"),
-        ),
-        rule(r"(?:\b[A-Za-z]:\\|\\\\)[^\s:*?<>|]+", Text("<path>")),
-        // A POSIX path starts a word: `src/a/b.rs` is not cut in two.
-        rule(r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#, Text("${1}<path>")),
-        // A relative path: two slashes or more, or one and a file extension
-        // (`src/a/12.rs`, `a/b/c`; not `and/or`, `HTTP/1.1`, `text/plain`).
-        rule(
-            r#"(^|[\s=(\[{,;:"'])(?:[\w.@+-]+/){2,}[\w.@+-]*|(^|[\s=(\[{,;:"'])[\w.@+-]+/[\w@+-]+\.[A-Za-z][A-Za-z0-9]{0,7}\b"#,
-            Text("${1}${2}<path>"),
-        ),
-        rule(&format!(r"\b[\w-]+(?:\.[\w-]+)*\.(?:{EXTENSIONS})\b"), Text("<path>")),
-        rule(&format!(r"\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{TLDS})\b"), Text("<host>")),
-        // The operand of a `no such …:` message is what the caller asked for.
-        rule(
-            r"\b((?i-u:no such|unknown|unrecognized|undefined) [A-Za-z]+|(?i-u:could not resolve)(?: (?i-u:host))?)([ \t]*:[ \t]*)[^\s,;()<>]+",
-            Text("${1}${2}<value>"),
-        ),
-        rule(r"\b[0-9a-fA-F]{16,}\b", Text("<hash>")),
-        rule(
-            r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b",
-            Text("<hex>"),
-        ),
-        rule(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b", Text("<duration>")),
-        rule(r"[-+]?\b\d+(?:[.,]\d+)*\b", Number),
-    ]
-});
-
-static SPACES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid"));
 
 /// Words after which a three-digit number is an HTTP status, which names
 /// the failure (`HTTP/1.1 503`, `status code 404`, `returned error: 500`).
@@ -151,41 +94,180 @@ fn names_the_failure(line: &str, start: usize, end: usize, n: &str) -> bool {
         || (before.ends_with("curl: (") && after.starts_with(')'))
 }
 
+/// What a placeholder rule's match becomes.
+#[derive(Clone, Copy)]
+enum With {
+    /// The placeholder, in place of the whole match.
+    Text(&'static str),
+    /// The placeholder after the match's first character when that is one
+    /// of the delimiters a path starts after (group 1 of the path rules).
+    AfterDelimiter(&'static str),
+    /// The placeholder after the match's `…:` and the blanks that follow
+    /// (groups 1 and 2 of the operand rule).
+    AfterColon(&'static str),
+    /// The number rule: keeps an HTTP status and a curl error code.
+    Number,
+}
+
+/// What a line holds, in one pass over its bytes: the tests each rule's
+/// matches need (a byte every match holds, a shape, a length). They are
+/// necessary conditions only, so skipping a rule never changes an output.
+#[derive(Default, Clone, Copy)]
+struct Holds {
+    at: bool,
+    scheme: bool,
+    double_quotes: bool,
+    single_quote: bool,
+    dash: bool,
+    colon: bool,
+    backslash: bool,
+    slash: bool,
+    dot_word: bool,
+    digit: bool,
+    dots: usize,
+    digit_dot_digit: bool,
+    digit_dash_digit: bool,
+    digit_colon_digit: bool,
+    len: usize,
+}
+
+impl Holds {
+    fn of(l: &str) -> Self {
+        let t = l.as_bytes();
+        let mut h = Holds { len: t.len(), ..Holds::default() };
+        for (i, &b) in t.iter().enumerate() {
+            let next = || t.get(i + 1).copied().unwrap_or(0);
+            let around = || i > 0 && t[i - 1].is_ascii_digit() && next().is_ascii_digit();
+            match b {
+                b'@' => h.at = true,
+                // `“` and `‘` start with the byte 0xE2.
+                b'"' | b'`' | 0xE2 => h.double_quotes = true,
+                b'a'..=b'z' | b'A'..=b'Z' | b' ' => {}
+                b'\'' => h.single_quote = true,
+                b'-' => {
+                    h.dash = true;
+                    h.digit_dash_digit |= around();
+                }
+                b':' => {
+                    h.colon = true;
+                    h.scheme |= t[i..].starts_with(b"://");
+                    h.digit_colon_digit |= around();
+                }
+                b'\\' => h.backslash = true,
+                b'/' => h.slash = true,
+                b'.' => {
+                    h.dots += 1;
+                    h.dot_word |= next().is_ascii_alphanumeric();
+                    h.digit_dot_digit |= around();
+                }
+                b'0'..=b'9' => h.digit = true,
+                _ => {}
+            }
+        }
+        h
+    }
+}
+
+/// A placeholder rule: how it finds, what a match becomes, whether a line may match.
+type PlaceholderRule = (Finder, With, fn(&Holds) -> bool);
+
+/// The placeholder rules in order (the single-quote rule, a scan, runs
+/// after `quoted`), each with the test of [`Holds`] a line must pass for
+/// the rule to match at all.
+const RULES: &[PlaceholderRule] = &[
+    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h| h.at),
+    (Finder::Dfa(id::URL), With::Text("<url>"), |h| h.scheme),
+    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h| h.double_quotes),
+    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h| h.len >= 36 && h.dash),
+    (Finder::Dfa(id::IP), With::Text("<ip>"), |h| h.digit_dot_digit && h.dots >= 3),
+    (Finder::Dfa(id::DATE), With::Text("<date>"), |h| h.digit_dash_digit || h.digit_colon_digit),
+    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h| h.backslash),
+    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
+    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
+    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h| h.dot_word),
+    (Finder::Scan(counted::hosts), With::Text("<host>"), |h| h.dot_word),
+    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h| h.colon),
+    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h| h.len >= 16),
+    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h| h.digit),
+    (Finder::Dfa(id::DURATION), With::Text("<duration>"), |h| h.digit),
+    (Finder::Dfa(id::NUMBER), With::Number, |h| h.digit),
+];
+
+/// The delimiters a path starts after (`[\s=(\[{,;:"']`, ASCII spaces).
+fn path_delimiter(b: u8) -> bool {
+    matches!(
+        b,
+        b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' | b'=' | b'(' | b'[' | b'{' | b',' | b';' | b':' | b'"' | b'\''
+    )
+}
+
+/// Writes what the match `line[m]` becomes under `with`.
+fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut String) {
+    let text = &line[m.clone()];
+    match with {
+        With::Text(p) => out.push_str(p),
+        With::AfterDelimiter(p) => {
+            // The path itself starts with `~`, `.`, `/` or a word character,
+            // never with a delimiter: group 1 is the first byte or nothing.
+            if path_delimiter(text.as_bytes()[0]) {
+                out.push_str(&text[..1]);
+            }
+            out.push_str(p);
+        }
+        With::AfterColon(p) => {
+            // The words before the colon hold none; the operand starts with
+            // no blank, so the blanks after the colon are all group 2's.
+            let colon = text.find(':').expect("the operand rule matches a colon") + 1;
+            let blanks = text[colon..].bytes().take_while(|b| matches!(b, b' ' | b'\t')).count();
+            out.push_str(&text[..colon + blanks]);
+            out.push_str(p);
+        }
+        With::Number => {
+            if names_the_failure(line, m.start, m.end, text) {
+                out.push_str(text);
+            } else {
+                out.push_str("<n>");
+            }
+        }
+    }
+}
+
 /// Applies the placeholder rules to one line.
 fn placeholders_line(line: &str) -> String {
     // Control characters (NUL among them, the signature separator) become spaces.
     let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    for r in RULES.iter() {
-        if !r.re.is_match(&line) {
-            continue;
+    let mut holds = Holds::of(&line);
+    for &(finder, with, may_match) in RULES {
+        if may_match(&holds)
+            && let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out))
+        {
+            line = next;
+            holds = Holds::of(&line);
         }
-        line = match r.with {
-            With::Text(with) => r.re.replace_all(&line, with).into_owned(),
-            With::Repeat(with) => {
-                let mut l = line;
-                for _ in 0..4 {
-                    let next = r.re.replace_all(&l, with).into_owned();
-                    if next == l {
-                        break;
-                    }
-                    l = next;
-                }
-                l
-            }
-            With::Number => {
-                r.re.replace_all(&line, |c: &Captures| {
-                    let m = c.get(0).expect("a match");
-                    if names_the_failure(&line, m.start(), m.end(), m.as_str()) {
-                        m.as_str().to_owned()
-                    } else {
-                        "<n>".to_owned()
-                    }
-                })
-                .into_owned()
-            }
-        };
+        if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.single_quote {
+            line = quote::apply(line);
+            holds = Holds::of(&line);
+        }
     }
-    SPACES.replace_all(line.trim(), " ").into_owned()
+    collapse_spaces(line.trim())
+}
+
+/// Every run of (Unicode) white space as one space.
+fn collapse_spaces(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_space = false;
+    for c in s.chars() {
+        if c.is_whitespace() {
+            if !in_space {
+                out.push(' ');
+            }
+            in_space = true;
+        } else {
+            out.push(c);
+            in_space = false;
+        }
+    }
+    out
 }
 
 /// The head and tail of a long text, cut at line ends (so no half line
@@ -325,12 +407,12 @@ pub fn scrub_uncommon(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// (input, expected placeholder text). Each case is also checked with a
     /// prefix and a suffix around it, so a rule anchored by accident shows up.
-    const CASES: &[(&str, &str)] = &[
+    pub(crate) const CASES: &[(&str, &str)] = &[
         ("12", "<n>"),
         ("104", "<n>"),
         ("-3", "<n>"),
@@ -384,7 +466,7 @@ mod tests {
     /// Variations change the prefix, the suffix, the arguments and the
     /// secrets, the way Sentry's parameterization tests do; each must give
     /// the title, and all of a row one key.
-    const FAMILIES: &[(&str, &[&str])] = &[
+    pub(crate) const FAMILIES: &[(&str, &[&str])] = &[
         (
             "no layer <n> in <path>",
             &["no layer 12 in /a/b", "no layer 104 in /c/d", "\n---\nno layer 7 in ~/x\n  at foo (/x/y.js:1:2)"],

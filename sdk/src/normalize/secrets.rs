@@ -12,114 +12,17 @@
 //! value becomes the same placeholder, so two errors that differ only by
 //! secret group together. Never decides grouping otherwise.
 
-use std::sync::LazyLock;
-
-use regex::{Captures, Regex};
-
+use super::compiled::{Finder, id};
+use super::counted;
+use super::patterns::PREFIXES;
 use super::words;
 
 /// The placeholder of every redacted value.
 pub const SECRET: &str = "<secret>";
 
-/// Well-known token prefixes, each with the shortest body that follows it.
-const PREFIXES: &[(&str, usize)] = &[
-    ("ghp_", 20),
-    ("gho_", 20),
-    ("ghu_", 20),
-    ("ghs_", 20),
-    ("ghr_", 20),
-    ("github_pat_", 20),
-    ("glpat-", 16),
-    ("gldt-", 16),
-    ("glptt-", 16),
-    ("xoxb-", 10),
-    ("xoxp-", 10),
-    ("xoxa-", 10),
-    ("xoxr-", 10),
-    ("xoxs-", 10),
-    ("xoxe-", 10),
-    ("xapp-", 10),
-    ("sk-ant-", 16),
-    ("sk-proj-", 16),
-    ("sk-live-", 8),
-    ("sk-", 16),
-    ("sk_live_", 10),
-    ("sk_test_", 10),
-    ("rk_live_", 10),
-    ("rk_test_", 10),
-    ("pk_live_", 10),
-    ("whsec_", 10),
-    ("AKIA", 16),
-    ("ASIA", 16),
-    ("ABIA", 16),
-    ("ACCA", 16),
-    ("AIza", 30),
-    ("ya29.", 20),
-    ("GOCSPX-", 20),
-    ("npm_", 30),
-    ("pypi-", 30),
-    ("SG.", 20),
-    ("hf_", 30),
-    ("shpat_", 20),
-    ("shpss_", 20),
-    ("shpca_", 20),
-    ("shppa_", 20),
-    ("dop_v1_", 30),
-    ("doo_v1_", 30),
-    ("dor_v1_", 30),
-    ("glsa_", 20),
-    ("glc_", 20),
-    ("lin_api_", 20),
-    ("sq0atp-", 20),
-    ("sq0csp-", 20),
-    ("PMAK-", 20),
-    ("dckr_pat_", 20),
-    ("tskey-", 16),
-    ("hvs.", 20),
-    ("xkeysib-", 20),
-    ("ATATT3", 20),
-    ("sntrys_", 20),
-    ("rubygems_", 20),
-    ("FLWSECK-", 20),
-];
-
-/// Keys whose value is a credential (matched inside longer keys too:
-/// `DB_PASSWORD`, `x-api-key`, `aws_secret_access_key`).
-const KEYS: &str = r"passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|auth(?:orization)?|session[_-]?(?:id|key)|cookie";
-
-struct Rules {
-    url_credentials: Regex,
-    jwt: Regex,
-    authorization: Regex,
-    prefixed: Regex,
-    key_value: Regex,
-    key_word: Regex,
-    long_token: Regex,
-}
-
-static RULES: LazyLock<Rules> = LazyLock::new(|| {
-    let re = |p: &str| Regex::new(&super::ascii(p)).expect("secret patterns are valid");
-    // The prefixes as literals only (cheap to compile: one literal search);
-    // each one's shortest body is checked where it matched.
-    let prefixes = PREFIXES.iter().map(|(p, _)| regex::escape(p)).collect::<Vec<_>>().join("|");
-    Rules {
-        url_credentials: re(r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@]+:[^\s/@]*@[^\s"'<>`]*"#),
-        jwt: re(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-        // Case-insensitive for ASCII only (`(?i-u:…)`): Unicode case folding
-        // makes the automata several times larger, to compile in a call.
-        authorization: re(r"\b((?i-u:bearer|basic))[ \t]+([A-Za-z0-9._~+/-]{6,}=*)"),
-        prefixed: re(&format!(r"\b(?:{prefixes})[A-Za-z0-9_\-]*")),
-        key_value: re(&format!(
-            r#"\b([A-Za-z0-9_.-]*(?i-u:{KEYS})[A-Za-z0-9_.-]*)("?[ \t]*[=:][ \t]*)((?:(?i-u:bearer|basic)[ \t]+)?(?:"[^"\n]*"|'[^'\n]*'|<secret>|[^\s,;&"'<>]+))"#
-        )),
-        key_word: re(r"\b((?i-u:passw(?:or)?d|passwd|pwd|passphrase|secret|token|api[ _-]?key))([ \t]+)([^\s,;]+)"),
-        long_token: re(r"\b[A-Za-z0-9_+-]{32,}"),
-    }
-});
-
 /// A value that reads as prose (`password incorrect`, `token expired`) or
 /// is already a placeholder stays.
-fn is_prose(value: &str) -> bool {
+pub(super) fn is_prose(value: &str) -> bool {
     let v = value.trim_matches(|c: char| !c.is_alphanumeric() && c != '<' && c != '>');
     v.starts_with('<') || words::is_common(v)
 }
@@ -159,51 +62,126 @@ fn redact_private_keys(text: &str) -> String {
     out
 }
 
+/// The blanks (`[ \t]`) test.
+fn blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t')
+}
+
+/// `bearer abc…`: the scheme (group 1) and the credential (group 2).
+fn authorization(m: &str, out: &mut String) {
+    let scheme = m.bytes().position(blank).expect("a blank follows the scheme");
+    let value = m[scheme..].trim_start_matches([' ', '\t']);
+    if is_prose(value) {
+        out.push_str(m);
+    } else {
+        out.push_str(&m[..scheme]);
+        out.push(' ');
+        out.push_str(SECRET);
+    }
+}
+
+/// `key = value`: the key (group 1: the leading run of key characters,
+/// which the separator never holds), the separator (group 2: an optional
+/// `"`, blanks, one `=` or `:`, blanks) and the value (group 3).
+fn key_value(m: &str, out: &mut String) {
+    let key = m.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')).count();
+    let rest = &m.as_bytes()[key..];
+    let mut sep = usize::from(rest.first() == Some(&b'"'));
+    sep += rest[sep..].iter().take_while(|&&b| blank(b)).count();
+    sep += 1; // `=` or `:`
+    sep += rest[sep..].iter().take_while(|&&b| blank(b)).count();
+    if m[key + sep..].contains(SECRET) {
+        out.push_str(m);
+    } else {
+        out.push_str(&m[..key + sep]);
+        out.push_str(SECRET);
+    }
+}
+
+/// `password value`: the word and its blanks (groups 1 and 2) and the value
+/// (group 3, which holds no blank, so it follows the last one).
+fn key_word(m: &str, out: &mut String) {
+    let value = m.rfind([' ', '\t']).expect("a blank precedes the value") + 1;
+    if is_prose(&m[value..]) {
+        out.push_str(m);
+    } else {
+        out.push_str(&m[..value]);
+        out.push_str(SECRET);
+    }
+}
+
+/// A long token of mixed case and digits.
+fn long_token(t: &str, out: &mut String) {
+    let mixed = t.bytes().any(|c| c.is_ascii_uppercase())
+        && t.bytes().any(|c| c.is_ascii_lowercase())
+        && t.bytes().any(|c| c.is_ascii_digit());
+    out.push_str(if mixed { SECRET } else { t });
+}
+
+/// A known prefix with a body long enough to be a token.
+fn prefixed(t: &str, out: &mut String) {
+    out.push_str(if long_enough(t) { SECRET } else { t });
+}
+
+/// Whether `t` has a run of `n` characters a known token can be made of:
+/// the shortest prefix plus its shortest body is 15 (`xoxb-` and ten), and
+/// a shorter match is written back unchanged.
+fn token_run(t: &str, n: usize) -> bool {
+    let mut run = 0;
+    t.bytes().any(|b| {
+        run = if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') { run + 1 } else { 0 };
+        run >= n
+    })
+}
+
+/// The secret rules in order, each with a test a text must pass for the
+/// rule to match at all (a necessary condition, so skipping never changes
+/// an output) and what a match becomes.
+/// A secret rule: how it finds, whether a text may match, what a match becomes.
+type SecretRule = (Finder, fn(&str) -> bool, fn(&str, &mut String));
+
+const RULES: &[SecretRule] = &[
+    (Finder::Dfa(id::URL_CREDENTIALS), |t| t.contains("://"), |_, out| out.push_str("<url>")),
+    (Finder::Dfa(id::JWT), |t| t.contains("eyJ"), |_, out| out.push_str(SECRET)),
+    (Finder::Dfa(id::AUTHORIZATION), |t| t.contains([' ', '\t']), authorization),
+    (Finder::Dfa(id::PREFIXED), |t| token_run(t, 15), prefixed),
+    (Finder::Dfa(id::KEY_VALUE), |t| t.contains(['=', ':']), key_value),
+    (Finder::Dfa(id::KEY_WORD), |t| t.contains([' ', '\t']), key_word),
+    (Finder::Scan(counted::long_tokens), |t| t.len() >= 32, long_token),
+];
+
+/// The rules (not the private key blocks) applied to `s`.
+pub(super) fn redact_rules(mut s: String) -> String {
+    for &(finder, may_match, with) in RULES {
+        if may_match(&s)
+            && let Some(next) = finder.replace_all(&s, |t, m, out| with(&t[m], out))
+        {
+            s = next;
+        }
+    }
+    s
+}
+
 /// Replaces every credential in `text` with [`SECRET`].
 pub fn redact(text: &str) -> String {
-    let r = &*RULES;
-    let mut s = if text.contains("-----BEGIN") { redact_private_keys(text) } else { text.to_owned() };
-    let mut apply = |re: &Regex, with: &dyn Fn(&Captures) -> String| {
-        if re.is_match(&s) {
-            s = re.replace_all(&s, |c: &Captures| with(c)).into_owned();
-        }
-    };
-    apply(&r.url_credentials, &|_| "<url>".to_owned());
-    apply(&r.jwt, &|_| SECRET.to_owned());
-    apply(&r.authorization, &|c| {
-        if is_prose(&c[2]) { c[0].to_owned() } else { format!("{} {SECRET}", &c[1]) }
-    });
-    apply(&r.prefixed, &|c| if long_enough(&c[0]) { SECRET.to_owned() } else { c[0].to_owned() });
-    apply(&r.key_value, &|c| {
-        if c[3].contains(SECRET) { c[0].to_owned() } else { format!("{}{}{SECRET}", &c[1], &c[2]) }
-    });
-    apply(&r.key_word, &|c| {
-        if is_prose(&c[3]) { c[0].to_owned() } else { format!("{}{}{SECRET}", &c[1], &c[2]) }
-    });
-    apply(&r.long_token, &|c| {
-        let t = &c[0];
-        let mixed = t.chars().any(|c| c.is_ascii_uppercase())
-            && t.chars().any(|c| c.is_ascii_lowercase())
-            && t.chars().any(|c| c.is_ascii_digit());
-        if mixed { SECRET.to_owned() } else { t.to_owned() }
-    });
+    let s = if text.contains("-----BEGIN") { redact_private_keys(text) } else { text.to_owned() };
+    let mut s = redact_rules(s);
     // A quoted secret is a secret, not a quoted value: whichever rule found
     // it, it reads `<secret>`, so errors that differ only by secret group.
-    for q in ["\"", "'", "`"] {
-        let quoted = format!("{q}{SECRET}{q}");
-        if s.contains(&quoted) {
-            s = s.replace(&quoted, SECRET);
+    for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
+        if s.contains(quoted) {
+            s = s.replace(quoted, SECRET);
         }
     }
     s
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// (input, expected): each rule, with the secret varied.
-    const CASES: &[(&str, &str)] = &[
+    pub(crate) const CASES: &[(&str, &str)] = &[
         ("password hunter2", "password <secret>"),
         ("password Tr0ub4dor&3", "password <secret>"),
         ("password incorrect", "password incorrect"),

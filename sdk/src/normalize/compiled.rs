@@ -1,0 +1,119 @@
+//! The normalizer's rules as automata compiled at build time.
+//!
+//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (a
+//! validation pass over embedded bytes, once per instance, no compilation)
+//! and the two searches the rules need: whether a rule matches, and every
+//! non-overlapping match, leftmost-first (what the `regex` crate's
+//! `replace_all` visits). Never decides what a match becomes.
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex_automata::dfa::{dense, regex::Regex};
+
+/// Bytes aligned for a zero-copy DFA (its transition table is `u32`s).
+#[repr(C)]
+pub(super) struct Aligned<B: ?Sized> {
+    _align: [u32; 0],
+    bytes: B,
+}
+
+include!(concat!(env!("OUT_DIR"), "/dfas.rs"));
+
+/// One compiled pattern.
+pub(crate) struct Rule {
+    #[cfg_attr(not(test), allow(dead_code))]
+    name: &'static str,
+    re: Regex<dense::DFA<&'static [u32]>>,
+}
+
+impl Rule {
+    pub(crate) fn is_match(&self, text: &str) -> bool {
+        self.re.is_match(text)
+    }
+
+    /// Every match, left to right, as byte ranges.
+    pub(crate) fn find_iter<'t>(&'t self, text: &'t str) -> impl Iterator<Item = Range<usize>> + 't {
+        self.re.find_iter(text).map(|m| m.range())
+    }
+}
+
+/// How a rule finds its matches: a compiled pattern, or a scan that
+/// returns every match left to right (`counted.rs`).
+#[derive(Clone, Copy)]
+pub(crate) enum Finder {
+    Dfa(usize),
+    Scan(fn(&str) -> Vec<Range<usize>>),
+}
+
+impl Finder {
+    /// `text` with every match replaced by what `with` writes for it
+    /// (given the text and the match's range), or `None` when nothing matched.
+    pub(crate) fn replace_all(
+        self,
+        text: &str,
+        mut with: impl FnMut(&str, Range<usize>, &mut String),
+    ) -> Option<String> {
+        let mut out = String::with_capacity(text.len() + 16);
+        let mut last = None;
+        let mut visit = |m: Range<usize>| {
+            out.push_str(&text[last.unwrap_or(0)..m.start]);
+            let end = m.end;
+            with(text, m, &mut out);
+            last = Some(end);
+        };
+        match self {
+            Finder::Dfa(i) => rule(i).find_iter(text).for_each(&mut visit),
+            Finder::Scan(scan) => scan(text).into_iter().for_each(&mut visit),
+        }
+        out.push_str(&text[last?..]);
+        Some(out)
+    }
+}
+
+/// A DFA from bytes `build.rs` wrote, without the validation pass (which
+/// walks every transition: about half a millisecond for all of them, in
+/// every fresh instance of a detector). The tests validate every one
+/// (`every_dfa_passes_validation`).
+fn unchecked(name: &str, a: &'static Aligned<[u8]>) -> dense::DFA<&'static [u32]> {
+    // SAFETY: the bytes were serialized by `DFA::to_bytes_little_endian` of
+    // this same regex-automata (one version in Cargo.lock for the build
+    // script and the crate), for a little-endian target, and embedded
+    // unchanged with `include_bytes!` into 4-byte-aligned storage.
+    unsafe { dense::DFA::from_bytes_unchecked(&a.bytes) }
+        .unwrap_or_else(|e| panic!("the {name} DFA built by build.rs does not load: {e}"))
+        .0
+}
+
+fn load(name: &'static str, forward: &'static Aligned<[u8]>, reverse: &'static Aligned<[u8]>) -> Rule {
+    Rule { name, re: Regex::builder().build_from_dfas(unchecked(name, forward), unchecked(name, reverse)) }
+}
+
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| DFAS.iter().map(|&(n, f, r)| load(n, f, r)).collect());
+
+/// The compiled pattern at index `id` (see [`id`]).
+pub(crate) fn rule(id: usize) -> &'static Rule {
+    &RULES[id]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_loads_under_its_name() {
+        for (i, (name, _)) in super::super::patterns::all().into_iter().enumerate() {
+            assert_eq!(rule(i).name, name);
+        }
+        assert_eq!(rule(id::EMAIL).name, "email");
+    }
+
+    #[test]
+    fn every_dfa_passes_validation() {
+        for (name, forward, reverse) in &DFAS {
+            for a in [forward, reverse] {
+                dense::DFA::from_bytes(&a.bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+    }
+}

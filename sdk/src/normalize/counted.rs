@@ -1,0 +1,134 @@
+//! The two rules with counted repetitions, as scans.
+//!
+//! Owns finding long tokens (`\b[A-Za-z0-9_+-]{32,}`, ASCII boundary) and
+//! host names (`\b(?:label\.)+tld\b`, a label 1 to 63 characters of
+//! `[A-Za-z0-9-]` with a letter or digit at each end) exactly as those
+//! patterns match, leftmost-first: their counts over runs where matches
+//! overlap make a DFA too large to build (`patterns::SCANNED`), and each
+//! has one way to match from a given start, so a scan is exact (the tests
+//! compare it with the patterns). Never decides what a match becomes.
+
+use std::ops::Range;
+
+use super::patterns::TLDS;
+
+/// An ASCII word character: what `(?-u:\b)` looks at.
+fn word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Whether an ASCII word boundary lies before byte `i` of `t`.
+fn boundary(t: &[u8], i: usize) -> bool {
+    let before = i > 0 && word(t[i - 1]);
+    let after = i < t.len() && word(t[i]);
+    before != after
+}
+
+/// Every long token: 32 or more of `[A-Za-z0-9_+-]` from a word boundary,
+/// to the end of the run.
+pub(super) fn long_tokens(text: &str) -> Vec<Range<usize>> {
+    let t = text.as_bytes();
+    let in_class = |b: u8| word(b) || b == b'+' || b == b'-';
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        if !in_class(t[i]) {
+            i += 1;
+            continue;
+        }
+        let end = i + t[i..].iter().take_while(|&&b| in_class(b)).count();
+        // The leftmost start in the run with a boundary and 32 to go.
+        if let Some(start) = (i..end.saturating_sub(31)).find(|&s| boundary(t, s)) {
+            found.push(start..end);
+        }
+        i = end;
+    }
+    found
+}
+
+/// Whether `t[at..]` starts with a top-level domain followed by a boundary.
+fn tld_at(t: &[u8], at: usize) -> Option<usize> {
+    // The domains are letters, so only one can end at a boundary: the one
+    // that is the whole word run.
+    let run = t[at..].iter().take_while(|&&b| word(b)).count();
+    let w = &t[at..at + run];
+    TLDS.split('|').any(|d| d.as_bytes() == w).then_some(at + run)
+}
+
+/// The end of the label `t[at..]` and its dot (`at` past the dot), when it is one.
+fn label_at(t: &[u8], at: usize) -> Option<usize> {
+    let len = t[at..].iter().take_while(|&&b| b.is_ascii_alphanumeric() || b == b'-').count();
+    let ok = (1..=63).contains(&len)
+        && t[at].is_ascii_alphanumeric()
+        && t[at + len - 1].is_ascii_alphanumeric()
+        && t.get(at + len) == Some(&b'.');
+    ok.then_some(at + len + 1)
+}
+
+/// The host name starting at `start`: as many labels as there are (the
+/// repetition is greedy), then the fewest given back until a domain follows.
+fn host_at(t: &[u8], start: usize) -> Option<usize> {
+    let mut after_dots = Vec::new();
+    let mut at = start;
+    while let Some(next) = label_at(t, at) {
+        after_dots.push(next);
+        at = next;
+    }
+    after_dots.iter().rev().find_map(|&at| tld_at(t, at))
+}
+
+/// Every host name, left to right.
+pub(super) fn hosts(text: &str) -> Vec<Range<usize>> {
+    let t = text.as_bytes();
+    let mut found = Vec::new();
+    let mut s = 0;
+    while s < t.len() {
+        if t[s].is_ascii_alphanumeric()
+            && boundary(t, s)
+            && let Some(end) = host_at(t, s)
+        {
+            found.push(s..end);
+            s = end;
+            continue;
+        }
+        s += 1;
+    }
+    found
+}
+
+/// The maximal runs of ASCII word characters: a pattern between two `\b`
+/// whose characters are all word characters matches whole runs only.
+fn word_runs(t: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < t.len() && !word(t[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < t.len() && word(t[i]) {
+            i += 1;
+        }
+        (start < i).then_some(start..i)
+    })
+}
+
+/// Every long hash: `\b[0-9a-fA-F]{16,}\b`, a whole word of 16 hex digits or more.
+pub(super) fn hashes(text: &str) -> Vec<Range<usize>> {
+    let t = text.as_bytes();
+    word_runs(t).filter(|r| r.len() >= 16 && t[r.clone()].iter().all(u8::is_ascii_hexdigit)).collect()
+}
+
+/// Every hex id: a whole word that is `0x` and hex digits, or lower-case
+/// hex digits with at least one digit and one letter.
+pub(super) fn hex_words(text: &str) -> Vec<Range<usize>> {
+    let t = text.as_bytes();
+    word_runs(t)
+        .filter(|r| {
+            let w = &t[r.clone()];
+            let prefixed =
+                w.len() > 2 && w[0] == b'0' && matches!(w[1], b'x' | b'X') && w[2..].iter().all(u8::is_ascii_hexdigit);
+            let lower = w.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+            prefixed || (lower && w.iter().any(u8::is_ascii_digit) && w.iter().any(|b| (b'a'..=b'f').contains(b)))
+        })
+        .collect()
+}

@@ -1,0 +1,253 @@
+//! The build-time rules against grouping version 2's run-time ones.
+//!
+//! Owns the proof that compiling the patterns at build time (and scanning
+//! the three the DFAs cannot hold) changed no output: generated lines made
+//! of the fragments the rules look for, plus the case tables, go through
+//! both engines and must come out the same. Test-only; never run by a detector.
+
+use proptest::prelude::*;
+use regex::Regex;
+
+use super::patterns::{self, ascii};
+use super::{counted, placeholders_line, quote, reference, secrets};
+
+/// Fragments every rule reacts to, and the characters around them that
+/// decide boundaries.
+const FRAGMENTS: &[&str] = &[
+    "a",
+    "Z",
+    "x",
+    "_",
+    "1",
+    "7",
+    "42",
+    "2026",
+    "0x",
+    "f",
+    "e3",
+    "deadbeef",
+    "cafebabe1234",
+    " ",
+    "  ",
+    "\t",
+    ".",
+    "..",
+    ",",
+    ";",
+    ":",
+    ": ",
+    "=",
+    "-",
+    "+",
+    "@",
+    "/",
+    "//",
+    "~",
+    "\\",
+    "\\\\",
+    "'",
+    "\"",
+    "`",
+    "“",
+    "”",
+    "‘",
+    "’",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "<",
+    ">",
+    "|",
+    "*",
+    "?",
+    "%",
+    "é",
+    "µs",
+    "ms",
+    "s",
+    "min",
+    "h",
+    "com",
+    "org",
+    "io",
+    "example",
+    "internal",
+    "co",
+    "txt",
+    "rs",
+    "json",
+    "tar",
+    "gz",
+    "http",
+    "https://",
+    "://",
+    "T",
+    "Z",
+    ":00",
+    "-01",
+    "no such file",
+    "unknown host",
+    "could not resolve host",
+    "HTTP/1.1 ",
+    "status ",
+    "status code ",
+    "curl: (",
+    "password ",
+    "token=",
+    "Bearer ",
+    "basic ",
+    "api_key",
+    "secret: ",
+    "sk-",
+    "ghp_",
+    "AKIA",
+    "eyJ",
+    "abcdefghijklmnopqrstuvwxyz012345",
+    "ABCDEFGHIJ0123456789abcdefghij",
+    "<secret>",
+    "<n>",
+    "can't",
+    "don't",
+    "0123456789abcdef",
+    "0X1F",
+    "0xg",
+    "ABCDEF0123456789",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "10.0.0.1",
+    "-----BEGIN",
+];
+
+fn line() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..24).prop_map(|v| v.concat())
+}
+
+/// Lines of the shapes tools print (the case tables' inputs).
+fn corpus() -> Vec<String> {
+    let mut v: Vec<String> = super::tests::CASES.iter().map(|(i, _)| i.to_string()).collect();
+    for (_, variations) in super::tests::FAMILIES {
+        v.extend(variations.iter().flat_map(|t| t.lines().map(str::to_owned)));
+    }
+    v.extend(secrets::tests::CASES.iter().map(|(i, _)| i.to_string()));
+    v
+}
+
+fn same_placeholders(l: &str) {
+    assert_eq!(placeholders_line(l), reference::placeholders_line(l), "line {l:?}");
+}
+
+fn same_redaction(l: &str) {
+    assert_eq!(secrets::redact_rules(l.to_owned()), reference::redact_rules(l), "text {l:?}");
+}
+
+fn same_class(l: &str) {
+    let l = l.to_ascii_lowercase();
+    let ours = (0..9).find(|&i| super::shell_class(i).is_match(&l));
+    assert_eq!(super::any_shell_class(&l), ours.is_some(), "segment {l:?}");
+    assert_eq!(ours, reference::shell_class(&l), "segment {l:?}");
+}
+
+fn scanned(name: &str) -> Regex {
+    let all = patterns::secret_patterns().into_iter().chain(patterns::placeholder_patterns());
+    Regex::new(&ascii(&all.into_iter().find(|(n, _)| *n == name).expect("a pattern").1)).expect("valid")
+}
+
+fn same_scans(l: &str) {
+    let find = |re: &Regex| re.find_iter(l).map(|m| m.range()).collect::<Vec<_>>();
+    assert_eq!(counted::long_tokens(l), find(&scanned("long_token")), "long tokens in {l:?}");
+    assert_eq!(counted::hosts(l), find(&scanned("host")), "hosts in {l:?}");
+    assert_eq!(counted::hashes(l), find(&scanned("hash")), "hashes in {l:?}");
+    assert_eq!(counted::hex_words(l), find(&scanned("hex")), "hex ids in {l:?}");
+    let quote_re = Regex::new(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)").expect("valid");
+    let want = quote_re.is_match(l).then(|| quote_re.replace_all(l, "${1}<quoted>${2}").into_owned());
+    assert_eq!(quote::replace_all(l), want, "quotes in {l:?}");
+}
+
+#[test]
+fn the_case_tables_read_the_same_through_both_engines() {
+    for l in corpus() {
+        same_placeholders(&l);
+        same_redaction(&l);
+        same_class(&l);
+        same_scans(&l);
+    }
+}
+
+#[test]
+fn a_token_worth_redacting_is_a_run_of_fifteen() {
+    let shortest = patterns::PREFIXES.iter().map(|(p, n)| p.len() + n).min();
+    assert_eq!(shortest, Some(15), "secrets.rs skips the prefix rule below a run of 15");
+}
+
+#[test]
+fn scans_hold_on_edge_lines() {
+    for l in [
+        "",
+        "'",
+        "''",
+        "'''",
+        "'a'",
+        "a'b'",
+        " 'a''b' ",
+        "'a\\'",
+        "'a\\",
+        "x 'y\\'z' w",
+        "'é' ",
+        "é'x'é",
+        "'a'_",
+        "a.b.com",
+        "a.example.com.",
+        "x-.com",
+        "-a.com",
+        "a..com",
+        "api.example.com-x",
+        "a.b.c.example1",
+        &format!("{}.com", "a".repeat(63)),
+        &format!("{}.com", "a".repeat(64)),
+        &format!("x+{}", "a".repeat(40)),
+        &format!("-{}", "a".repeat(40)),
+        &format!("a{}", "+".repeat(40)),
+        &format!("é{}", "a".repeat(32)),
+    ] {
+        same_scans(l);
+        same_placeholders(l);
+        same_redaction(l);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn placeholders_are_version_2s(l in line()) {
+        same_placeholders(&l);
+    }
+
+    #[test]
+    fn redaction_is_version_2s(l in line()) {
+        same_redaction(&l);
+    }
+
+    #[test]
+    fn shell_classes_are_version_2s(l in prop::collection::vec(prop::sample::select(&[
+        "timed out", "time out", "timeout", "deadline exceeded", "command not found", ": not found", "syntax error",
+        "unexpected eof", "no such file", "enoent", "permission denied", "eperm", "epermx", "connection reset",
+        "enomem", "enospc", "file exists", "eexist", " ", "x", "_", ":", "-",
+    ][..]), 0..8).prop_map(|v| v.concat())) {
+        same_class(&l);
+    }
+
+    #[test]
+    fn scans_are_the_patterns(l in line()) {
+        same_scans(&l);
+    }
+
+    #[test]
+    fn any_text_reads_the_same(l in "\\PC{0,60}") {
+        same_placeholders(&l);
+        same_redaction(&l);
+        same_scans(&l);
+    }
+}

@@ -1,0 +1,222 @@
+//! The normalizer's patterns as text: one list read by two compilers.
+//!
+//! Owns the text of every pattern the normalizer and the shell classifier
+//! match with, in the order they run, and the ASCII rewriting they get.
+//! `build.rs` includes this file (`#[path]`) and compiles each pattern into
+//! a forward and a reverse DFA, serialized into the crate at build time, so
+//! no detector compiles a rule at run time; the tests compile the same text
+//! with the `regex` crate (the engine the normalizer used up to grouping
+//! version 2) and check both agree. Never matches anything itself.
+
+/// File extensions that make a bare word a file name (`plan.txt`).
+pub const EXTENSIONS: &str = "txt|json|jsonl|ndjson|csv|tsv|log|py|pyc|js|mjs|cjs|ts|tsx|jsx|rs|go|java|kt|class|jar|rb|php|c|h|cc|cpp|hpp|cs|swift|md|rst|yaml|yml|toml|ini|cfg|conf|env|db|sqlite|sqlite3|sql|html|htm|css|xml|pdf|png|jpe?g|gif|svg|webp|mp3|mp4|wav|sh|bash|zsh|ps1|bat|zip|gz|tgz|tar|xz|bz2|7z|lock|bak|tmp|wasm|bin|exe|dll|so|dylib|docx?|xlsx?|pptx?|pem|key|crt";
+
+/// Top-level domains that make a dotted word a host name.
+pub const TLDS: &str = "com|org|net|io|dev|app|ai|co|uk|de|fr|nl|es|it|jp|cn|ru|br|in|au|ca|ch|se|eu|us|edu|gov|mil|info|biz|cloud|me|xyz|tech|local|internal|lan|home|corp|example|test|invalid|localdomain";
+
+/// Keys whose value is a credential (matched inside longer keys too:
+/// `DB_PASSWORD`, `x-api-key`, `aws_secret_access_key`).
+pub const KEYS: &str = r"passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|auth(?:orization)?|session[_-]?(?:id|key)|cookie";
+
+/// Well-known token prefixes, each with the shortest body that follows it.
+pub const PREFIXES: &[(&str, usize)] = &[
+    ("ghp_", 20),
+    ("gho_", 20),
+    ("ghu_", 20),
+    ("ghs_", 20),
+    ("ghr_", 20),
+    ("github_pat_", 20),
+    ("glpat-", 16),
+    ("gldt-", 16),
+    ("glptt-", 16),
+    ("xoxb-", 10),
+    ("xoxp-", 10),
+    ("xoxa-", 10),
+    ("xoxr-", 10),
+    ("xoxs-", 10),
+    ("xoxe-", 10),
+    ("xapp-", 10),
+    ("sk-ant-", 16),
+    ("sk-proj-", 16),
+    ("sk-live-", 8),
+    ("sk-", 16),
+    ("sk_live_", 10),
+    ("sk_test_", 10),
+    ("rk_live_", 10),
+    ("rk_test_", 10),
+    ("pk_live_", 10),
+    ("whsec_", 10),
+    ("AKIA", 16),
+    ("ASIA", 16),
+    ("ABIA", 16),
+    ("ACCA", 16),
+    ("AIza", 30),
+    ("ya29.", 20),
+    ("GOCSPX-", 20),
+    ("npm_", 30),
+    ("pypi-", 30),
+    ("SG.", 20),
+    ("hf_", 30),
+    ("shpat_", 20),
+    ("shpss_", 20),
+    ("shpca_", 20),
+    ("shppa_", 20),
+    ("dop_v1_", 30),
+    ("doo_v1_", 30),
+    ("dor_v1_", 30),
+    ("glsa_", 20),
+    ("glc_", 20),
+    ("lin_api_", 20),
+    ("sq0atp-", 20),
+    ("sq0csp-", 20),
+    ("PMAK-", 20),
+    ("dckr_pat_", 20),
+    ("tskey-", 16),
+    ("hvs.", 20),
+    ("xkeysib-", 20),
+    ("ATATT3", 20),
+    ("sntrys_", 20),
+    ("rubygems_", 20),
+    ("FLWSECK-", 20),
+];
+
+/// ASCII word boundaries, digits and spaces: Unicode versions of `\b`, `\d`
+/// and `\s` make the automata many times larger (and a DFA cannot hold a
+/// Unicode word boundary at all).
+pub fn ascii(pattern: &str) -> String {
+    pattern
+        .replace(r"\b", r"(?-u:\b)")
+        .replace(r"\d", "[0-9]")
+        .replace(r"\s", r"[\t\n\x0B\x0C\r ]")
+        .replace(r"\w", "[A-Za-z0-9_]")
+}
+
+/// A regex literal: every meta character escaped (what `regex::escape` does).
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The secret rules, in the order they run (before anything else).
+pub fn secret_patterns() -> Vec<(&'static str, String)> {
+    let prefixes = PREFIXES.iter().map(|(p, _)| escape(p)).collect::<Vec<_>>().join("|");
+    vec![
+        ("url_credentials", r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@]+:[^\s/@]*@[^\s"'<>`]*"#.to_owned()),
+        ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*".to_owned()),
+        // Case-insensitive for ASCII only (`(?i-u:…)`): Unicode case folding
+        // makes the automata several times larger.
+        ("authorization", r"\b((?i-u:bearer|basic))[ \t]+([A-Za-z0-9._~+/-]{6,}=*)".to_owned()),
+        ("prefixed", format!(r"\b(?:{prefixes})[A-Za-z0-9_\-]*")),
+        (
+            "key_value",
+            format!(
+                r#"\b([A-Za-z0-9_.-]*(?i-u:{KEYS})[A-Za-z0-9_.-]*)("?[ \t]*[=:][ \t]*)((?:(?i-u:bearer|basic)[ \t]+)?(?:"[^"\n]*"|'[^'\n]*'|<secret>|[^\s,;&"'<>]+))"#
+            ),
+        ),
+        (
+            "key_word",
+            r"\b((?i-u:passw(?:or)?d|passwd|pwd|passphrase|secret|token|api[ _-]?key))([ \t]+)([^\s,;]+)".to_owned(),
+        ),
+        ("long_token", r"\b[A-Za-z0-9_+-]{32,}".to_owned()),
+    ]
+}
+
+/// The placeholder rules, in the order they run, with their replacement
+/// (`$1`-style groups, `<n>` for the number rule, which keeps HTTP statuses).
+/// The single-quote rule is not here: its groups need more than a DFA tells,
+/// and it is a plain scan (`quote.rs`).
+pub fn placeholder_patterns() -> Vec<(&'static str, String)> {
+    vec![
+        ("email", r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}".to_owned()),
+        ("url", r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>`]+"#.to_owned()),
+        ("quoted", r#""(?:[^"\\\n]|\\.)*"|`[^`\n]*`|“[^”\n]*”|‘[^’\n]*’"#.to_owned()),
+        ("uuid", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b".to_owned()),
+        ("ip", r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b".to_owned()),
+        (
+            "date",
+            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"
+                .to_owned(),
+        ),
+        ("windows_path", r"(?:\b[A-Za-z]:\\|\\\\)[^\s:*?<>|]+".to_owned()),
+        // A POSIX path starts a word: `src/a/b.rs` is not cut in two.
+        ("posix_path", r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#.to_owned()),
+        // A relative path: two slashes or more, or one and a file extension
+        // (`src/a/12.rs`, `a/b/c`; not `and/or`, `HTTP/1.1`, `text/plain`).
+        (
+            "relative_path",
+            r#"(^|[\s=(\[{,;:"'])(?:[\w.@+-]+/){2,}[\w.@+-]*|(^|[\s=(\[{,;:"'])[\w.@+-]+/[\w@+-]+\.[A-Za-z][A-Za-z0-9]{0,7}\b"#
+                .to_owned(),
+        ),
+        ("file_name", format!(r"\b[\w-]+(?:\.[\w-]+)*\.(?:{EXTENSIONS})\b")),
+        ("host", format!(r"\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{TLDS})\b")),
+        // The operand of a `no such …:` message is what the caller asked for.
+        (
+            "operand",
+            r"\b((?i-u:no such|unknown|unrecognized|undefined) [A-Za-z]+|(?i-u:could not resolve)(?: (?i-u:host))?)([ \t]*:[ \t]*)[^\s,;()<>]+"
+                .to_owned(),
+        ),
+        ("hash", r"\b[0-9a-fA-F]{16,}\b".to_owned()),
+        (
+            "hex",
+            r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b"
+                .to_owned(),
+        ),
+        ("duration", r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b".to_owned()),
+        ("number", r"[-+]?\b\d+(?:[.,]\d+)*\b".to_owned()),
+    ]
+}
+
+/// The shell error classes' patterns (`shell.rs`), matched against
+/// ASCII-lower-cased text, in the order they are tried.
+pub fn shell_patterns() -> Vec<(&'static str, String)> {
+    vec![
+        ("timed_out", r"\btimed out\b|\btime ?out\b|\bdeadline exceeded\b".to_owned()),
+        (
+            "command_not_found",
+            r"command not found|not recognized as an internal or external command|: not found\b".to_owned(),
+        ),
+        ("syntax_error", r"syntax error|unexpected token|unexpected end of file|unexpected eof".to_owned()),
+        ("no_such_file", r"no such file or directory|enoent|cannot find the path|no such file".to_owned()),
+        ("permission_denied", r"permission denied|eacces|operation not permitted|eperm\b".to_owned()),
+        (
+            "connection_failed",
+            r"connection refused|could not resolve host|name or service not known|network is unreachable|econnrefused|connection reset"
+                .to_owned(),
+        ),
+        ("out_of_memory", r"out of memory|cannot allocate memory|enomem".to_owned()),
+        ("disk_full", r"no space left on device|enospc|disk quota exceeded".to_owned()),
+        ("already_exists", r"file exists|already exists|eexist".to_owned()),
+    ]
+}
+
+/// Patterns no DFA can hold: a counted repetition over runs where matches
+/// overlap (`{32,}` after a boundary that `+` and `-` reopen; 63-character
+/// labels) takes the determinization past hundreds of megabytes. They are
+/// plain scans (`counted.rs`), checked against these patterns by the tests.
+/// `hash` and `hex` match whole words only, which a scan finds faster than
+/// a DFA.
+pub const SCANNED: &[&str] = &["long_token", "host", "hash", "hex"];
+
+/// Every pattern the build compiles, ASCII-rewritten, by name.
+pub fn all() -> Vec<(&'static str, String)> {
+    secret_patterns()
+        .into_iter()
+        .chain(placeholder_patterns())
+        .chain(shell_patterns())
+        .chain(std::iter::once(("any_shell_class", any_shell_class())))
+        .filter(|(name, _)| !SCANNED.contains(name))
+        .map(|(name, p)| (name, ascii(&p)))
+        .collect()
+}
+
+/// Every shell class pattern in one: most segments name none, and one
+/// search tells.
+fn any_shell_class() -> String {
+    shell_patterns().into_iter().map(|(_, p)| format!("(?:{p})")).collect::<Vec<_>>().join("|")
+}
