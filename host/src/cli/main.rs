@@ -709,6 +709,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         ) => return exit::CONFIG,
         _ => {}
     }
+    if let Some(sentinel_host::wit_export::WitExportError::UnknownVersion(_)) = err.downcast_ref() {
+        return exit::USAGE;
+    }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::replay::ReplayError>().is_some()
         || err.downcast_ref::<sentinel_host::runtime::LoadError>().is_some()
