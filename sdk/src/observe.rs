@@ -250,7 +250,10 @@ mod tests {
             .thread(Some("th"))
             .grouping_version(3);
         assert_eq!((o.kind(), o.signature(), o.title()), ("cost", "bot-1", "a turn cost more"));
-        assert_eq!((o.get_bot(), o.get_thread(), o.get_turn(), o.get_tool()), (Some("bot-1"), Some("th"), Some("t1"), None));
+        assert_eq!(
+            (o.get_bot(), o.get_thread(), o.get_turn(), o.get_tool()),
+            (Some("bot-1"), Some("th"), Some("t1"), None)
+        );
         assert_eq!((o.occurrence(), o.evidence(), o.at(), o.get_grouping_version()), ("e1", ("events", "e1"), 7, 3));
     }
 

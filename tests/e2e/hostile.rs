@@ -93,6 +93,20 @@ fn a_component_of_another_wit_version_is_refused_with_the_versions_named() {
     assert!(msg.contains("this host speaks sentinel:detector@0.1.0 and sentinel:detector@0.2.0"), "{msg}");
 }
 
+#[test]
+fn packed_observations_with_a_broken_layout_are_refused_with_the_fault_named() {
+    let summary = scan_with(&["bad_pack"], &[]);
+    let d = detector(&summary, "bad_pack");
+    assert_eq!(
+        (d["status"].as_str(), d["failure"]["kind"].as_str()),
+        (Some("failed"), Some("invalid-output")),
+        "{d:#}"
+    );
+    let msg = d["failure"]["message"].as_str().unwrap();
+    assert!(msg.contains("packed observations: observation 0, field 7: offsets out of order, out of range"), "{msg}");
+    assert_eq!(d["observations"], 0);
+}
+
 /// The compatibility promise: a component built against the released 0.1.0
 /// contract (observations as records, not packed) still loads, passes the
 /// replay cases of the detector it ports, and runs in a scan beside the

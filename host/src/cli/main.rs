@@ -330,10 +330,10 @@ fn main() -> ExitCode {
         Command::Service(ServiceCommand::Uninstall(args)) => service_uninstall(&args),
         Command::CheckInstall(args) => check_install(&args),
         Command::Wit { out, version } => {
-            sentinel_host::wit_export::run(out.as_deref(), version.as_deref(), &mut std::io::stdout())
+            { sentinel_host::wit_export::run(out.as_deref(), version.as_deref(), &mut std::io::stdout()) }
+                .map(|()| exit::OK)
+                .map_err(Into::into)
         }
-            .map(|()| exit::OK)
-            .map_err(Into::into),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -283,8 +283,8 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
-        let pre = Pre::new(version, instance_pre)
-            .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
+        let pre =
+            Pre::new(version, instance_pre).map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
 
         let descriptor = self.describe(&pre, path)?;
         Ok(LoadedDetector { path: p(), sha256, size, descriptor, cache, imports, pre })

@@ -40,10 +40,7 @@ pub struct View<'a> {
 
 /// Calls `f` on every observation in order; stops at the first error, from
 /// the layout or from `f`.
-pub(crate) fn each<'a>(
-    returned: &'a Returned,
-    f: impl FnMut(View<'a>) -> Result<(), String>,
-) -> Result<(), String> {
+pub(crate) fn each<'a>(returned: &'a Returned, f: impl FnMut(View<'a>) -> Result<(), String>) -> Result<(), String> {
     match returned {
         Returned::Packed(p) => packed(p, f),
         Returned::Records(r) => records(r, f),
@@ -103,7 +100,10 @@ fn packed<'a>(p: &'a types::Observations, mut f: impl FnMut(View<'a>) -> Result<
             if p.present[i] & (1 << bit) != 0 {
                 *slot = Some(value);
             } else if !value.is_empty() {
-                return Err(format!("packed observations: observation {i}, field {}: absent but not empty", FIRST_OPTIONAL + bit));
+                return Err(format!(
+                    "packed observations: observation {i}, field {}: absent but not empty",
+                    FIRST_OPTIONAL + bit
+                ));
             }
         }
         if p.present[i] >> OPTIONAL != 0 {
@@ -167,7 +167,10 @@ mod tests {
         let r = Returned::Packed(p);
         let mut out = Vec::new();
         each(&r, |v| {
-            out.push(format!("{}|{}|{}|{:?}|{:?}|{}|{}|{}|{}", v.kind, v.signature, v.title, v.tool, v.turn_id, v.occurrence, v.evidence_source, v.evidence_id, v.at));
+            out.push(format!(
+                "{}|{}|{}|{:?}|{:?}|{}|{}|{}|{}",
+                v.kind, v.signature, v.title, v.tool, v.turn_id, v.occurrence, v.evidence_source, v.evidence_id, v.at
+            ));
             Ok(())
         })?;
         Ok(out)
