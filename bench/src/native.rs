@@ -1,7 +1,7 @@
 //! The shipped Rust detectors linked natively, run through the same adapter
 //! the component runs (`sentinel_sdk::__private`): the batch is copied in,
-//! checked, handed to the detector, and the observations converted to the
-//! WIT shape. The only difference from the component is the sandbox, which
+//! checked, handed to the detector, and the observations packed into the
+//! WIT shape (contract 0.2.0), exactly as the component packs them. The only difference from the component is the sandbox, which
 //! is what the component-vs-native ratio measures.
 //!
 //! This module only runs detector code; it reads no files and keeps no
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sentinel_host::observation::ConfigValue;
 use sentinel_host::record::{Batch, ColumnType};
 use sentinel_sdk::__bindings::sentinel::detector::types as wit;
-use sentinel_sdk::__private::{GuestScan, start};
+use sentinel_sdk::__private::{GuestScan, count, start};
 use sentinel_sdk::Detector;
 
 /// One native run over a list of batches.
@@ -48,13 +48,13 @@ fn run<D: Detector>(ctx: &wit::ScanContext, batches: &[wit::Batch]) -> Result<Na
     for b in batches {
         let t = Instant::now();
         // The component gets its own copy of every batch: so does the twin.
-        observations += scan.push(b.clone()).map_err(|e| format!("push: {e:?}"))?.len();
+        observations += count(&scan.push(b.clone()).map_err(|e| format!("push: {e:?}"))?);
         pushes.push(t.elapsed());
     }
     let t = Instant::now();
     let out = scan.finish().map_err(|e| format!("finish: {e:?}"))?;
     let finish = t.elapsed();
-    observations += out.observations.len();
+    observations += count(&out.observations);
     Ok(NativeRun { observations, total: started.elapsed(), pushes, finish })
 }
 

@@ -60,21 +60,22 @@ bool exports_sentinel_detector_detector_start(sentinel_detector_types_scan_conte
 static bool observe(const exports_sentinel_detector_detector_scan_t *scan, sb_observations *out, sb_text id, double cost,
                     int64_t at, const sb_text *bot, const sb_text *thread, const sb_text *turn) {
     if (isnan(cost) || cost <= scan->threshold) return true;
-    sb_observation *o = sb_push(out);
-    if (!o) return false;
-    o->kind = sb_dup(KIND);
-    o->signature = bot ? sb_dup_text(*bot) : sb_dup("-");
-    o->title = sb_dup(scan->title);
-    o->origin = SENTINEL_DETECTOR_TYPES_ORIGIN_HARNESS;
-    o->severity = SENTINEL_DETECTOR_TYPES_SEVERITY_HIGH;
-    o->bot_id = sb_some(bot);
-    o->thread_id = sb_some(thread);
-    o->turn_id = sb_some(turn);
-    o->at = at;
-    o->occurrence = sb_dup_text(id);
-    o->evidence.source = sb_dup("events");
-    o->evidence.id = sb_dup_text(id);
-    return true;
+    sb_observation o = {
+        .kind = sb_cstr(KIND),
+        .signature = bot ? *bot : sb_cstr("-"),
+        .title = sb_cstr(scan->title),
+        .bot = bot,
+        .thread = thread,
+        .turn = turn,
+        .occurrence = id,
+        .evidence_source = sb_cstr("events"),
+        .evidence_id = id,
+        .origin = SENTINEL_DETECTOR_TYPES_ORIGIN_HARNESS,
+        .severity = SENTINEL_DETECTOR_TYPES_SEVERITY_HIGH,
+        .grouping_version = SB_GROUPING_VERSION,
+        .at = at,
+    };
+    return sb_observe(out, &o);
 }
 
 static bool push(exports_sentinel_detector_detector_scan_t *scan, const sb_raw_batch *b, sb_observations *out,
@@ -109,9 +110,9 @@ static bool push(exports_sentinel_detector_detector_scan_t *scan, const sb_raw_b
 
 bool exports_sentinel_detector_detector_method_scan_push(exports_sentinel_detector_detector_borrow_scan_t scan,
                                                          sb_raw_batch *batch,
-                                                         exports_sentinel_detector_detector_list_observation_t *ret,
+                                                         exports_sentinel_detector_detector_observations_t *ret,
                                                          sb_error *err) {
-    sb_observations out = {NULL, 0, 0};
+    sb_observations out = {0};
     bool ok = push(scan, batch, &out, err);
     sentinel_detector_types_batch_free(batch);
     if (!ok) {

@@ -22,7 +22,7 @@ from wit_world.imports import types as t
 
 # Reading the host's packed batches: the SDK's module (sdk/python/sentinel_batch.py),
 # which `cargo xtask build-detectors` builds into every Python detector.
-from sentinel_batch import BadInput, Batch, config_float, observation, rust_display
+from sentinel_batch import BadInput, Batch, config_float, observation, pack, rust_display
 
 # --- the detector ---
 
@@ -50,7 +50,7 @@ class Scan(detector.Scan):
             raise Err(t.DetectorError_Failed("push after finish"))
         out = []
         if not batch.is_("events", "turn-completed"):
-            return out
+            return pack(out)
         for row in range(batch.rows):
             id, cost = batch.text("id", row), batch.float("cost", row)
             if id is None or cost is None:
@@ -63,13 +63,13 @@ class Scan(detector.Scan):
                              batch.text("thread_id", row), batch.text("turn_id", row))
             if o is not None:
                 out.append(o)
-        return out
+        return pack(out)
 
     def finish(self):
         if self.finished:
             raise Err(t.DetectorError_Failed("finish called twice"))
         self.finished = True
-        return t.ScanOutput([], None)
+        return t.ScanOutput(pack([]), None)
 
 
 class Detector(exports.Detector):

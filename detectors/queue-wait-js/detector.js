@@ -16,7 +16,7 @@
 
 // Reading the host's packed batches: the SDK's module (sdk/js/sentinel-batch.js),
 // which `cargo xtask build-detectors` builds into every JavaScript detector.
-import { Batch, DetectorError, configValue, observation } from './sentinel-batch.js';
+import { Batch, DetectorError, configValue, observation, pack } from './sentinel-batch.js';
 
 // --- the detector ---
 
@@ -55,7 +55,7 @@ class Scan {
     const batch = new Batch(raw);
     if (this.finished) throw new DetectorError('failed', 'push after finish');
     const out = [];
-    if (!batch.is('runtime', 'queue-wait')) return out;
+    if (!batch.is('runtime', 'queue-wait')) return pack(out);
     for (let row = 0; row < batch.rows; row++) {
       const queueEventId = batch.int('queue_event_id', row);
       const assignmentId = batch.text('assignment_id', row);
@@ -77,13 +77,13 @@ class Scan {
       });
       if (o !== undefined) out.push(o);
     }
-    return out;
+    return pack(out);
   }
 
   finish() {
     if (this.finished) throw new DetectorError('failed', 'finish called twice');
     this.finished = true;
-    return { observations: [], state: undefined };
+    return { observations: pack([]), state: undefined };
   }
 }
 

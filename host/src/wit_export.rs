@@ -2,8 +2,9 @@
 //! as the binary WIT package (`sentinel-host wit`).
 //!
 //! Owns: the list of WIT versions the host speaks (the text compiled into
-//! the binary from the same `wit/` the runtime's bindings are generated
-//! from), and writing each one out as `<dir>/sentinel-detector-<version>/
+//! the binary from the same files the runtime's bindings are generated
+//! from: `wit/detector.wit` for the newest, `wit/since_v<version>/` for each
+//! older release), and writing each one out as `<dir>/sentinel-detector-<version>/
 //! detector.wit` (a folder any bindings generator takes) and
 //! `<dir>/sentinel-detector-<version>.wasm` (the binary encoding `wasm-tools
 //! component wit --wasm` makes, through `wit-component`, the crate that tool
@@ -25,8 +26,10 @@ pub struct WitVersion {
 }
 
 /// Every WIT version this binary speaks, oldest first.
-pub const VERSIONS: &[WitVersion] =
-    &[WitVersion { version: WIT_VERSION, text: include_str!("../../wit/detector.wit") }];
+pub const VERSIONS: &[WitVersion] = &[
+    WitVersion { version: "0.1.0", text: include_str!("../../wit/since_v0.1.0/detector.wit") },
+    WitVersion { version: WIT_VERSION, text: include_str!("../../wit/detector.wit") },
+];
 
 #[derive(Debug, Error)]
 pub enum WitExportError {
@@ -42,6 +45,8 @@ pub enum WitExportError {
         #[source]
         source: anyhow::Error,
     },
+    #[error("this host does not speak sentinel:detector@{0} (it speaks {spoken})", spoken = crate::runtime::capabilities::spoken())]
+    UnknownVersion(String),
     #[error("cannot write {path}")]
     Write {
         path: PathBuf,
@@ -88,15 +93,19 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, WitExportError> {
     Ok(written)
 }
 
-/// `sentinel-host wit`: without `out`, the text of every version to
-/// `stdout`; with it, the files [`write_all`] writes, one path a line.
-pub fn run(out: Option<&Path>, stdout: &mut impl std::io::Write) -> Result<(), WitExportError> {
+/// `sentinel-host wit`: without `out`, the text of `version` (the newest
+/// when `None`) to `stdout`; with it, the files [`write_all`] writes for every
+/// version, one path a line.
+pub fn run(out: Option<&Path>, version: Option<&str>, stdout: &mut impl std::io::Write) -> Result<(), WitExportError> {
     let shown = |source| WitExportError::Write { path: PathBuf::from("<stdout>"), source };
     match out {
         None => {
-            for v in VERSIONS {
-                stdout.write_all(v.text.as_bytes()).map_err(shown)?;
-            }
+            let wanted = version.unwrap_or(WIT_VERSION);
+            let v = VERSIONS
+                .iter()
+                .find(|v| v.version == wanted)
+                .ok_or_else(|| WitExportError::UnknownVersion(wanted.to_owned()))?;
+            stdout.write_all(v.text.as_bytes()).map_err(shown)?;
         }
         Some(dir) => {
             for path in write_all(dir)? {
@@ -135,6 +144,20 @@ mod tests {
         assert_eq!(interfaces, ["detector", "host", "types"]);
         assert!(pkg.worlds.contains_key("detector-world"));
         let text = std::fs::read_to_string(dir.path().join(stem(WIT_VERSION)).join("detector.wit")).unwrap();
-        assert_eq!(text, VERSIONS[0].text);
+        assert_eq!(text, VERSIONS[VERSIONS.len() - 1].text);
+    }
+
+    #[test]
+    fn every_version_the_runtime_loads_is_exported_and_the_newest_is_printed() {
+        let listed: Vec<&str> = VERSIONS.iter().map(|v| v.version).collect();
+        assert_eq!(listed, crate::runtime::capabilities::WIT_VERSIONS);
+        let mut out = Vec::new();
+        run(None, None, &mut out).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
+        let mut out = Vec::new();
+        run(None, Some("0.1.0"), &mut out).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains("package sentinel:detector@0.1.0;"));
+        let err = run(None, Some("9.9.9"), &mut Vec::new()).unwrap_err().to_string();
+        assert!(err.contains("@9.9.9") && err.contains("0.1.0 and sentinel:detector@0.2.0"), "{err}");
     }
 }

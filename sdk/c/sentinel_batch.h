@@ -6,8 +6,10 @@
  *
  * It follows the Rust SDK's rules: a null or mistyped cell reads as absent,
  * an int or boolean column also reads as a float, the layout is checked once
- * (sb_batch_check). Strings handed to the host are copies on the heap: the
- * bindings free what a detector returns once the host has read it.
+ * (sb_batch_check). Observations are packed as they are added (sb_observe:
+ * one text buffer with end offsets, the WIT `observations` record of
+ * sentinel:detector@0.2.0); the bindings free what a detector returns once
+ * the host has read it.
  *
  * Header only: include it in one .c file. */
 #ifndef SENTINEL_BATCH_H
@@ -27,7 +29,6 @@
 #define SB_GROUPING_VERSION 1
 
 typedef sentinel_detector_types_batch_t sb_raw_batch;
-typedef sentinel_detector_types_observation_t sb_observation;
 typedef sentinel_detector_types_detector_error_t sb_error;
 typedef detector_world_string_t sb_string;
 
@@ -291,47 +292,107 @@ static inline void sb_rust_display(double x, char *buf, size_t size) {
     }
 }
 
-static inline detector_world_option_string_t sb_some(const sb_text *t) {
-    detector_world_option_string_t o = {false, {NULL, 0}};
-    if (t) {
-        o.is_some = true;
-        o.val = sb_dup_text(*t);
-    }
-    return o;
+/* A text from a NUL-terminated string. */
+static inline sb_text sb_cstr(const char *s) {
+    sb_text t = {s, strlen(s)};
+    return t;
 }
 
-/* A growing list of observations, handed to the host as it is. */
+/* One observation to report (the fields of the WIT `observations` record,
+ * for one observation). Texts are read, not kept: sb_observe copies them.
+ * An optional field is NULL when absent. */
 typedef struct {
-    sb_observation *ptr;
-    size_t len, cap;
+    sb_text kind, signature, title;
+    const sb_text *tool, *bot, *thread, *turn;
+    sb_text occurrence, evidence_source, evidence_id;
+    sentinel_detector_types_origin_t origin;
+    sentinel_detector_types_severity_t severity;
+    uint32_t grouping_version; /* SB_GROUPING_VERSION unless the rules are your own */
+    int64_t at;
+    uint32_t wasted_turns;
+} sb_observation;
+
+/* The text fields of one packed observation. */
+#define SB_FIELDS 10
+
+/* The observations of one call, packed as they cross to the host: every
+ * text in one buffer with end offsets, the other fields in columns. Start
+ * it zeroed (`sb_observations out = {0};`), add with sb_observe, hand it
+ * over with sb_return (or free it with sb_discard). */
+typedef struct {
+    sentinel_detector_types_observations_t packed;
+    size_t cap, text_cap;
 } sb_observations;
 
-/* Appends a zeroed observation and returns it (NULL when out of memory). */
-static inline sb_observation *sb_push(sb_observations *list) {
-    if (list->len == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 8;
-        sb_observation *p = realloc(list->ptr, cap * sizeof *p);
-        if (!p) return NULL;
-        list->ptr = p;
-        list->cap = cap;
+static inline bool sb_observations_grow(sb_observations *l, size_t text_more) {
+    sentinel_detector_types_observations_t *p = &l->packed;
+    if (p->text.len + text_more > l->text_cap) {
+        size_t c = l->text_cap ? l->text_cap : 256;
+        while (c < p->text.len + text_more) c *= 2;
+        uint8_t *q = realloc(p->text.ptr, c);
+        if (!q) return false;
+        p->text.ptr = q;
+        l->text_cap = c;
     }
-    sb_observation *o = &list->ptr[list->len++];
-    memset(o, 0, sizeof *o);
-    o->grouping_version = SB_GROUPING_VERSION;
-    return o;
+    if (p->count < l->cap) return true;
+    size_t c = l->cap ? l->cap * 2 : 8;
+#define SB_GROW(field, n)                                            \
+    do {                                                             \
+        void *q = realloc(p->field.ptr, (n) * sizeof *p->field.ptr); \
+        if (!q) return false;                                        \
+        p->field.ptr = q;                                            \
+    } while (0)
+    SB_GROW(text_ends, c * SB_FIELDS);
+    SB_GROW(present, c);
+    SB_GROW(origins, c);
+    SB_GROW(severities, c);
+    SB_GROW(grouping_versions, c);
+    SB_GROW(at, c);
+    SB_GROW(wasted_turns, c);
+#undef SB_GROW
+    l->cap = c;
+    return true;
 }
 
-/* Hands `list` to the host as a push's result (the bindings free it once
+/* Packs one observation (false when out of memory). */
+static inline bool sb_observe(sb_observations *out, const sb_observation *o) {
+    const sb_text none = {"", 0};
+    const sb_text *fields[SB_FIELDS] = {&o->kind,       &o->signature,   &o->title,
+                                        o->tool ? o->tool : &none, o->bot ? o->bot : &none,
+                                        o->thread ? o->thread : &none, o->turn ? o->turn : &none,
+                                        &o->occurrence, &o->evidence_source, &o->evidence_id};
+    size_t more = 0;
+    for (int f = 0; f < SB_FIELDS; f++) more += fields[f]->len;
+    if (!sb_observations_grow(out, more)) return false;
+    sentinel_detector_types_observations_t *p = &out->packed;
+    size_t i = p->count;
+    for (int f = 0; f < SB_FIELDS; f++) {
+        if (fields[f]->len) memcpy(p->text.ptr + p->text.len, fields[f]->ptr, fields[f]->len);
+        p->text.len += fields[f]->len;
+        p->text_ends.ptr[i * SB_FIELDS + f] = (uint32_t)p->text.len;
+    }
+    p->present.ptr[i] = (uint8_t)((o->tool ? 1 : 0) | (o->bot ? 2 : 0) | (o->thread ? 4 : 0) | (o->turn ? 8 : 0));
+    p->origins.ptr[i] = o->origin;
+    p->severities.ptr[i] = o->severity;
+    p->grouping_versions.ptr[i] = o->grouping_version;
+    p->at.ptr[i] = o->at;
+    p->wasted_turns.ptr[i] = o->wasted_turns;
+    p->count++;
+    p->text_ends.len = p->count * SB_FIELDS;
+    p->present.len = p->origins.len = p->severities.len = p->count;
+    p->grouping_versions.len = p->at.len = p->wasted_turns.len = p->count;
+    return true;
+}
+
+/* Hands `list` to the host as a call's result (the bindings free it once
  * the host has read it). */
-static inline void sb_return(sb_observations *list, exports_sentinel_detector_detector_list_observation_t *ret) {
-    ret->ptr = list->ptr;
-    ret->len = list->len;
+static inline void sb_return(sb_observations *list, sentinel_detector_types_observations_t *ret) {
+    *ret = list->packed;
 }
 
 /* Frees what a failed push had made. */
 static inline void sb_discard(sb_observations *list) {
-    sentinel_detector_types_list_observation_t made = {list->ptr, list->len};
-    sentinel_detector_types_list_observation_free(&made);
+    sentinel_detector_types_observations_free(&list->packed);
 }
 
 #endif

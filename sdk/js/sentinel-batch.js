@@ -1,12 +1,15 @@
-// The host's packed batches, read in JavaScript: the SDK side of the WIT
-// `batch` record (wit/detector.wit) for detectors built with componentize-js.
+// The host's packed batches, read in JavaScript, and observations packed for
+// the host: the SDK side of the WIT `batch` and `observations` records
+// (wit/detector.wit, sentinel:detector@0.2.0) for detectors built with
+// componentize-js.
 //
 // `cargo xtask build-detectors` builds this module into every JavaScript
 // detector (it stages it beside the detector's own files), so a detector
 // imports it:
 //
-//   import { Batch, DetectorError, configValue, observation } from './sentinel-batch.js';
+//   import { Batch, DetectorError, configValue, observation, pack } from './sentinel-batch.js';
 //
+// `push` and `finish` return `pack(observations)`: the host takes them packed.
 // It follows the Rust SDK's rules: a null or mistyped cell reads as null, an
 // int or boolean column also reads as a float, the layout is checked once.
 // WIT `s64`/`u64` values are BigInts in JavaScript.
@@ -116,19 +119,52 @@ export function configValue(context, key, tag, want) {
 
 export function observation(kind, signature, title, at, occurrence, evidence, more = {}) {
   return {
-    kind,
-    signature,
-    groupingVersion: GROUPING_VERSION,
-    title,
+    // The texts in the WIT's packed field order; tool, bot, thread and turn are optional.
+    texts: [kind, signature, title, more.tool, more.bot, more.thread, more.turn, occurrence, evidence[0], evidence[1]],
     origin: more.origin ?? 'harness',
     severity: more.severity ?? 'medium',
-    tool: more.tool,
-    botId: more.bot,
-    threadId: more.thread,
-    turnId: more.turn,
+    groupingVersion: GROUPING_VERSION,
     at: BigInt(at),
-    occurrence,
-    evidence: { source: evidence[0], id: evidence[1] },
     wastedTurns: more.wastedTurns ?? 0,
   };
+}
+
+const FIELDS = 10;
+const ENCODER = new TextEncoder();
+
+/// The WIT `observations` record: every text in one buffer with end offsets, the rest in columns.
+export function pack(observations) {
+  const n = observations.length;
+  const parts = [];
+  let total = 0;
+  const textEnds = new Uint32Array(n * FIELDS);
+  const present = new Uint8Array(n);
+  const groupingVersions = new Uint32Array(n);
+  const at = new BigInt64Array(n);
+  const wastedTurns = new Uint32Array(n);
+  const origins = [];
+  const severities = [];
+  observations.forEach((o, i) => {
+    o.texts.forEach((value, f) => {
+      if (value !== undefined && value !== null) {
+        const bytes = ENCODER.encode(value);
+        parts.push(bytes);
+        total += bytes.length;
+        if (f >= 3 && f <= 6) present[i] |= 1 << (f - 3);
+      }
+      textEnds[i * FIELDS + f] = total;
+    });
+    origins.push(o.origin);
+    severities.push(o.severity);
+    groupingVersions[i] = o.groupingVersion;
+    at[i] = o.at;
+    wastedTurns[i] = o.wastedTurns;
+  });
+  const text = new Uint8Array(total);
+  let offset = 0;
+  for (const p of parts) {
+    text.set(p, offset);
+    offset += p.length;
+  }
+  return { count: n, text, textEnds, present, origins, severities, groupingVersions, at, wastedTurns };
 }

@@ -1,10 +1,14 @@
-"""The host's packed batches, read in Python: the SDK side of the WIT
-`batch` record (wit/detector.wit) for detectors built with componentize-py.
+"""The host's packed batches, read in Python, and observations packed for the
+host: the SDK side of the WIT `batch` and `observations` records
+(wit/detector.wit, sentinel:detector@0.2.0) for detectors built with
+componentize-py.
 
 `cargo xtask build-detectors` builds this module into every Python detector
 (it stages it beside the detector's own files), so a detector imports it:
 
-    from sentinel_batch import BadInput, Batch, observation
+    from sentinel_batch import BadInput, Batch, observation, pack
+
+`push` and `finish` return `pack(observations)`: the host takes them packed.
 
 It follows the Rust SDK's rules: a null or mistyped cell reads as None, an
 int or boolean column also reads as a float, the layout is checked once.
@@ -141,5 +145,31 @@ def rust_display(x):
 
 def observation(kind, signature, title, at, occurrence, evidence, *, origin=t.Origin.HARNESS,
                 severity=t.Severity.MEDIUM, tool=None, bot=None, thread=None, turn=None, wasted_turns=0):
-    return t.Observation(kind, signature, GROUPING_VERSION, title, origin, severity, tool, bot, thread, turn,
-                         at, occurrence, t.EvidenceRef(evidence[0], evidence[1]), wasted_turns)
+    """One observation, as a tuple `pack` reads: texts in the WIT's packed field order."""
+    return ((kind, signature, title, tool, bot, thread, turn, occurrence, evidence[0], evidence[1]),
+            origin, severity, GROUPING_VERSION, at, wasted_turns)
+
+
+# Bit of `present` for each optional text field (tool, bot, thread, turn: fields 3 to 6).
+_OPTIONAL = (3, 4, 5, 6)
+
+
+def pack(observations):
+    """The WIT `observations` record: every text in one buffer with end offsets, the rest in columns."""
+    text, ends, present = bytearray(), [], []
+    origins, severities, versions, ats, wasted = [], [], [], [], []
+    for fields, origin, severity, version, at, wasted_turns in observations:
+        bits = 0
+        for f, value in enumerate(fields):
+            if value is not None:
+                text += value.encode("utf-8")
+                if f in _OPTIONAL:
+                    bits |= 1 << (f - 3)
+            ends.append(len(text))
+        present.append(bits)
+        origins.append(origin)
+        severities.append(severity)
+        versions.append(version)
+        ats.append(at)
+        wasted.append(wasted_turns)
+    return t.Observations(len(present), bytes(text), ends, bytes(present), origins, severities, versions, ats, wasted)

@@ -75,11 +75,12 @@ impl Batch {
             return Err(bad("text offsets out of order or out of range"));
         }
         let text = String::from_utf8(raw.text).map_err(|_| bad("text is not UTF-8"))?;
+        let types = raw.columns.iter().map(|c| c.ty).collect();
         Ok(Batch {
             source: raw.source,
             kind: raw.kind,
-            names: raw.columns.iter().map(|c| c.name.clone()).collect(),
-            types: raw.columns.iter().map(|c| c.ty).collect(),
+            names: raw.columns.into_iter().map(|c| c.name).collect(),
+            types,
             slots,
             rows,
             text,

@@ -118,6 +118,7 @@ pub mod __private {
 
     use super::__bindings::exports::sentinel::detector::detector as wit;
     use super::__bindings::sentinel::detector::types;
+    use super::observe::pack;
     use super::{Batch, Detector, DetectorError, ScanContext};
 
     pub use wit::{Guest, GuestScan};
@@ -128,13 +129,13 @@ pub mod __private {
     }
 
     impl<D: Detector> GuestScan for ScanAdapter<D> {
-        fn push(&self, batch: types::Batch) -> Result<Vec<types::Observation>, DetectorError> {
+        fn push(&self, batch: types::Batch) -> Result<types::Observations, DetectorError> {
             let batch = Batch::new(batch).map_err(DetectorError::BadInput)?;
             let mut inner = self.inner.borrow_mut();
             let det = inner.as_mut().ok_or_else(|| DetectorError::Failed("push after finish".into()))?;
             let mut out = Vec::new();
             det.push(&batch, &mut out)?;
-            Ok(out.into_iter().map(|o| o.into_wit()).collect())
+            Ok(pack(&out))
         }
 
         fn finish(&self) -> Result<types::ScanOutput, DetectorError> {
@@ -142,8 +143,13 @@ pub mod __private {
                 self.inner.borrow_mut().take().ok_or_else(|| DetectorError::Failed("finish called twice".into()))?;
             let mut out = Vec::new();
             let state = det.finish(&mut out)?;
-            Ok(types::ScanOutput { observations: out.into_iter().map(|o| o.into_wit()).collect(), state })
+            Ok(types::ScanOutput { observations: pack(&out), state })
         }
+    }
+
+    /// How many observations a packed record holds (for the benchmark's twin).
+    pub fn count(o: &types::Observations) -> usize {
+        o.count as usize
     }
 
     pub fn describe<D: Detector>() -> types::Descriptor {

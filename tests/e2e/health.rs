@@ -87,7 +87,7 @@ fn detectors_inspect_shows_imports_verdicts_and_health() {
     assert!(verdicts.iter().any(|(i, v)| i.starts_with("wasi:http/outgoing-handler") && v.starts_with("refused")));
     assert!(verdicts.iter().any(|(i, v)| i.starts_with("wasi:io/streams") && v == "granted"));
     let panicker = by_file("panicker");
-    assert_eq!(panicker["witVersion"], "0.1.0");
+    assert_eq!(panicker["witVersion"], "0.2.0");
     assert_eq!(panicker["health"]["failuresInARow"], 1);
     assert_eq!(panicker["health"]["lastFailure"], "trap in push");
     let tool_error = by_file("tool_error");

@@ -86,12 +86,46 @@ fn an_http_import_is_refused_at_load_with_the_import_named() {
 }
 
 #[test]
-fn a_component_of_another_wit_version_is_refused_with_both_versions() {
+fn a_component_of_another_wit_version_is_refused_with_the_versions_named() {
     let summary = scan_with(&["wrong_version"], &[]);
     let d = detector(&summary, "wrong_version");
     assert_eq!(d["status"], "refused");
     let msg = d["failure"]["message"].as_str().unwrap();
-    assert!(msg.contains("sentinel:detector@0.2.0") && msg.contains("sentinel:detector@0.1.0"), "{msg}");
+    assert!(msg.contains("built against sentinel:detector@0.9.0"), "{msg}");
+    assert!(msg.contains("this host speaks sentinel:detector@0.1.0 and sentinel:detector@0.2.0"), "{msg}");
+}
+
+#[test]
+fn packed_observations_with_a_broken_layout_are_refused_with_the_fault_named() {
+    let summary = scan_with(&["bad_pack"], &[]);
+    let d = detector(&summary, "bad_pack");
+    assert_eq!(
+        (d["status"].as_str(), d["failure"]["kind"].as_str()),
+        (Some("failed"), Some("invalid-output")),
+        "{d:#}"
+    );
+    let msg = d["failure"]["message"].as_str().unwrap();
+    assert!(msg.contains("packed observations: observation 0, field 7: offsets out of order, out of range"), "{msg}");
+    assert_eq!(d["observations"], 0);
+}
+
+/// The compatibility promise: a component built against the released 0.1.0
+/// contract (observations as records, not packed) still loads, passes the
+/// replay cases of the detector it ports, and runs in a scan beside the
+/// 0.2.0 components, reporting what its 0.2.0 original reports.
+#[test]
+fn a_component_built_against_wit_0_1_0_loads_runs_and_passes_replay() {
+    let legacy = fixture("cost_v0_1_0");
+    let o = replay(&legacy, &root().join("detectors/cost/cases"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(out.matches("PASS").count(), 2, "both of cost's cases: {out}");
+
+    let summary = scan_with(&["cost_v0_1_0"], &[]);
+    let (old, new) = (detector(&summary, "cost_v0_1_0"), detector(&summary, "cost"));
+    assert_eq!(old["status"], "ok", "{summary:#}");
+    assert!(new["observations"].as_u64().unwrap() > 0, "{summary:#}");
+    assert_eq!(old["observations"], new["observations"], "{summary:#}");
 }
 
 #[test]

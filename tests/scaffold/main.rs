@@ -170,7 +170,7 @@ fn build_standalone(name: &str, lang: Lang, dir: &Path) -> std::path::PathBuf {
                 plain(venv.join("bin/componentize-py"), dir)
                     .env("VIRTUAL_ENV", &venv)
                     .env("PATH", path)
-                    .args(["-d", "wit/sentinel-detector-0.1.0", "-w", "detector-world", "componentize", "app", "-o"])
+                    .args(["-d", "wit/sentinel-detector-0.2.0", "-w", "detector-world", "componentize", "app", "-o"])
                     .arg(format!("{name}.wasm")),
             );
             dir.join(format!("{name}.wasm"))
@@ -198,7 +198,7 @@ fn a_standalone_detector_in_each_language_builds_with_its_own_tools_replays_and_
     for (name, lang) in langs {
         let dir = s.path(&name.replace('_', "-"));
         xtask::scaffold::new_standalone(&root(), name, lang, &dir).unwrap();
-        for f in ["README.md", "cases/example.json", "wit/sentinel-detector-0.1.0/detector.wit"] {
+        for f in ["README.md", "cases/example.json", "wit/sentinel-detector-0.2.0/detector.wit"] {
             assert!(dir.join(f).is_file(), "{name}: {f}");
         }
         let wasm = build_standalone(name, lang, &dir);
@@ -248,9 +248,9 @@ fn a_standalone_detector_in_each_language_builds_with_its_own_tools_replays_and_
             .arg(&packs)
             .arg(root().join("sdk/python")),
     );
-    assert!(packs.join("sentinel_batch-0.1.0-py3-none-any.whl").is_file(), "{:?}", listing(&packs));
+    assert!(packs.join("sentinel_batch-0.2.0-py3-none-any.whl").is_file(), "{:?}", listing(&packs));
     must("npm pack", plain("npm", &root().join("sdk/js")).args(["pack", "--quiet", "--pack-destination"]).arg(&packs));
-    assert!(packs.join("sentinel-batch-0.1.0.tgz").is_file(), "{:?}", listing(&packs));
+    assert!(packs.join("sentinel-batch-0.2.0.tgz").is_file(), "{:?}", listing(&packs));
     let listed = must(
         "cargo package --list -p sentinel-sdk",
         plain("cargo", &root()).args(["package", "--list", "--allow-dirty", "-p", "sentinel-sdk"]),

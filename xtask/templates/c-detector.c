@@ -48,33 +48,35 @@ static bool push(const sb_raw_batch *b, sb_observations *out, sb_error *err) {
         if (!sb_int_at(b, at_c, row, &at)) at = 0;
         bool has_bot = sb_text_at(b, bot_c, row, &bot), has_thread = sb_text_at(b, thread_c, row, &thread),
              has_turn = sb_text_at(b, turn_c, row, &turn);
-        sb_observation *o = sb_push(out);
-        if (!o) {
+        sb_observation o = {
+            .kind = sb_cstr(KIND),
+            .signature = has_bot ? bot : sb_cstr("-"),
+            .title = sb_cstr("a turn did not end ok"),
+            .bot = has_bot ? &bot : NULL,
+            .thread = has_thread ? &thread : NULL,
+            .turn = has_turn ? &turn : NULL,
+            .occurrence = id,
+            .evidence_source = sb_cstr("events"),
+            .evidence_id = id,
+            .origin = SENTINEL_DETECTOR_TYPES_ORIGIN_HARNESS,
+            .severity = SENTINEL_DETECTOR_TYPES_SEVERITY_LOW,
+            .grouping_version = SB_GROUPING_VERSION,
+            .at = at,
+            .wasted_turns = 1,
+        };
+        if (!sb_observe(out, &o)) {
             sb_fail(err, SENTINEL_DETECTOR_TYPES_DETECTOR_ERROR_FAILED, "out of memory");
             return false;
         }
-        o->kind = sb_dup(KIND);
-        o->signature = has_bot ? sb_dup_text(bot) : sb_dup("-");
-        o->title = sb_dup("a turn did not end ok");
-        o->origin = SENTINEL_DETECTOR_TYPES_ORIGIN_HARNESS;
-        o->severity = SENTINEL_DETECTOR_TYPES_SEVERITY_LOW;
-        o->bot_id = sb_some(has_bot ? &bot : NULL);
-        o->thread_id = sb_some(has_thread ? &thread : NULL);
-        o->turn_id = sb_some(has_turn ? &turn : NULL);
-        o->at = at;
-        o->occurrence = sb_dup_text(id);
-        o->evidence.source = sb_dup("events");
-        o->evidence.id = sb_dup_text(id);
-        o->wasted_turns = 1;
     }
     return true;
 }
 
 bool exports_sentinel_detector_detector_method_scan_push(exports_sentinel_detector_detector_borrow_scan_t scan,
                                                          sb_raw_batch *batch,
-                                                         exports_sentinel_detector_detector_list_observation_t *ret,
+                                                         exports_sentinel_detector_detector_observations_t *ret,
                                                          sb_error *err) {
-    sb_observations out = {NULL, 0, 0};
+    sb_observations out = {0};
     bool ok = !scan->finished && push(batch, &out, err);
     if (scan->finished) sb_fail(err, SENTINEL_DETECTOR_TYPES_DETECTOR_ERROR_FAILED, "push after finish");
     sentinel_detector_types_batch_free(batch);

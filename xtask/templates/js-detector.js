@@ -7,7 +7,7 @@
 {{build}}
 
 {{sdk_note}}
-import { Batch, DetectorError, observation } from '{{batch_module}}';
+import { Batch, DetectorError, observation, pack } from '{{batch_module}}';
 
 // --- the detector ---
 
@@ -21,7 +21,7 @@ class Scan {
   push(raw) {
     const batch = new Batch(raw);
     const out = [];
-    if (!batch.is('events', 'turn-completed')) return out;
+    if (!batch.is('events', 'turn-completed')) return pack(out);
     for (let row = 0; row < batch.rows; row++) {
       const id = batch.text('id', row);
       if (id === undefined || batch.boolean('ok', row) !== false) continue;
@@ -35,13 +35,13 @@ class Scan {
         wastedTurns: 1,
       }));
     }
-    return out;
+    return pack(out);
   }
 
   finish() {
     if (this.finished) throw new DetectorError('failed', 'finish called twice');
     this.finished = true;
-    return { observations: [], state: undefined };
+    return { observations: pack([]), state: undefined };
   }
 }
 

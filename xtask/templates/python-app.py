@@ -13,7 +13,7 @@ from wit_world.exports import detector
 from wit_world.imports import types as t
 
 {{sdk_note}}
-from sentinel_batch import BadInput, Batch, observation
+from sentinel_batch import BadInput, Batch, observation, pack
 
 # --- the detector ---
 
@@ -31,7 +31,7 @@ class Scan(detector.Scan):
             raise Err(t.DetectorError_BadInput(str(e))) from None
         out = []
         if not batch.is_("events", "turn-completed"):
-            return out
+            return pack(out)
         for row in range(batch.rows):
             id = batch.text("id", row)
             if id is None or batch.boolean("ok", row) is not False:
@@ -42,13 +42,13 @@ class Scan(detector.Scan):
                                    0 if at is None else at, id, ("events", id), origin=t.Origin.HARNESS,
                                    severity=t.Severity.LOW, bot=bot, thread=batch.text("thread_id", row),
                                    turn=batch.text("turn_id", row), wasted_turns=1))
-        return out
+        return pack(out)
 
     def finish(self):
         if self.finished:
             raise Err(t.DetectorError_Failed("finish called twice"))
         self.finished = True
-        return t.ScanOutput([], None)
+        return t.ScanOutput(pack([]), None)
 
 
 class Detector(exports.Detector):

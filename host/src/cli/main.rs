@@ -67,12 +67,18 @@ enum Command {
     /// Check that the installed schedule still runs: its binary and detectors
     /// exist and the detectors load.
     CheckInstall(CheckInstallArgs),
-    /// The contract: every WIT version this binary speaks (printed, or with
-    /// --out written as `.wit` folders and binary WIT packages).
+    /// The contract: the newest WIT version printed (`--version 0.1.0` for an
+    /// older one the host still loads), or with --out every version this
+    /// binary speaks written as `.wit` folders and binary WIT packages.
     Wit {
-        /// Write the files into this folder instead of printing the text.
+        /// Write the files of every version into this folder instead of
+        /// printing the text.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print this version instead of the newest (older releases, such
+        /// as 0.1.0, still load; see docs/wit-contract.md).
+        #[arg(long, conflicts_with = "out")]
+        version: Option<String>,
     },
     /// Check the fire log: every segment, the hash chain and the signed head
     /// (exit 12 when it does not verify).
@@ -340,9 +346,11 @@ fn main() -> ExitCode {
         Command::Service(ServiceCommand::Install(args)) => service_install(&args),
         Command::Service(ServiceCommand::Uninstall(args)) => service_uninstall(&args),
         Command::CheckInstall(args) => check_install(&args),
-        Command::Wit { out } => sentinel_host::wit_export::run(out.as_deref(), &mut std::io::stdout())
-            .map(|()| exit::OK)
-            .map_err(Into::into),
+        Command::Wit { out, version } => {
+            { sentinel_host::wit_export::run(out.as_deref(), version.as_deref(), &mut std::io::stdout()) }
+                .map(|()| exit::OK)
+                .map_err(Into::into)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -731,6 +739,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             | ServiceError::Config(_),
         ) => return exit::CONFIG,
         _ => {}
+    }
+    if let Some(sentinel_host::wit_export::WitExportError::UnknownVersion(_)) = err.downcast_ref() {
+        return exit::USAGE;
     }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::replay::ReplayError>().is_some()

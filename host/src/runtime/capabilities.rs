@@ -41,13 +41,25 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// The WIT package version the host speaks, and the names it derives.
+/// The WIT package the host speaks, its newest version (the one the SDKs
+/// build against), and every version it loads.
 pub const WIT_PACKAGE: &str = "sentinel:detector";
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
-/// The export every detector must have.
+/// The export every detector must have, in the newest version.
 pub fn detector_export() -> String {
     format!("{WIT_PACKAGE}/detector@{WIT_VERSION}")
+}
+
+/// Every version the host speaks, for messages: `0.1.0 and 0.2.0`.
+pub fn spoken() -> String {
+    let all: Vec<String> = WIT_VERSIONS.iter().map(|v| format!("{WIT_PACKAGE}@{v}")).collect();
+    match all.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 /// Interfaces granted by the WASI deny-all context, keyed by
@@ -122,5 +134,15 @@ mod tests {
         assert_eq!(classify("wasi:cli/environment@0.2.0"), Ok(Grant::Virtualised));
         assert_eq!(classify("wasi:sockets/tcp@0.2.0"), Ok(Grant::Virtualised));
         assert_eq!(classify("sentinel:detector/host@0.1.0"), Ok(Grant::AsIs));
+        assert_eq!(classify("sentinel:detector/types@0.2.0"), Ok(Grant::AsIs));
+    }
+
+    #[test]
+    fn every_spoken_version_is_bound_and_named_in_messages() {
+        assert_eq!(spoken(), "sentinel:detector@0.1.0 and sentinel:detector@0.2.0");
+        for v in WIT_VERSIONS {
+            assert!(crate::runtime::WitVersion::parse(v).is_some(), "{v} has no bindings");
+        }
+        assert_eq!(WIT_VERSIONS.last(), Some(&WIT_VERSION));
     }
 }

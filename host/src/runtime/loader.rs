@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::Store;
 use wasmtime::component::Component;
 
-use super::bindings::{DetectorWorldPre, guest, types};
-use super::capabilities::{self, Refusal, WIT_PACKAGE, WIT_VERSION};
+use super::bindings::{Pre, WitVersion, guest, types};
+use super::capabilities::{self, Refusal, WIT_PACKAGE};
 use super::sandbox::StoreData;
 use super::session::{CallFailure, Phase, classify_failure, convert_config_value};
 use super::{Runtime, RuntimeError};
@@ -45,7 +45,14 @@ pub struct LoadedDetector {
     pub cache: super::CacheUse,
     /// Every import of the component, with how the host grants it.
     pub imports: Vec<(String, capabilities::Grant)>,
-    pub(crate) pre: DetectorWorldPre<StoreData>,
+    pub(crate) pre: Pre,
+}
+
+impl LoadedDetector {
+    /// The version of `sentinel:detector` it was built against.
+    pub fn wit_version(&self) -> WitVersion {
+        self.pre.version()
+    }
 }
 
 impl std::fmt::Debug for LoadedDetector {
@@ -73,7 +80,8 @@ pub enum LoadError {
     #[error("detector {path}: invalid component: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error(
-        "detector {path}: built against {WIT_PACKAGE}@{found}, this host speaks {WIT_PACKAGE}@{WIT_VERSION}; rebuild it against wit/ of this release"
+        "detector {path}: built against {WIT_PACKAGE}@{found}, this host speaks {}; rebuild it against wit/ of this release",
+        capabilities::spoken()
     )]
     UnsupportedVersion { path: PathBuf, found: String },
     #[error("detector {path}: exports no `{expected}` (it exports: {exports})")]
@@ -242,20 +250,22 @@ impl Runtime {
         let Compiled { size, sha256, component, cache } = compiled;
         let ty = component.component_type();
 
-        // The export names the WIT version the component was built against.
-        let expected = capabilities::detector_export();
+        // The export names the WIT version the component was built against:
+        // the newest, or an older one the host still speaks.
         let prefix = format!("{WIT_PACKAGE}/detector@");
         let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_owned()).collect();
-        if !exports.contains(&expected) {
-            if let Some(found) = exports.iter().find_map(|e| e.strip_prefix(&prefix)) {
-                return Err(LoadError::UnsupportedVersion { path: p(), found: found.to_owned() });
+        let found = exports.iter().find_map(|e| e.strip_prefix(&prefix));
+        let version = match found.map(|f| (f, WitVersion::parse(f))) {
+            Some((_, Some(version))) => version,
+            Some((found, None)) => return Err(LoadError::UnsupportedVersion { path: p(), found: found.to_owned() }),
+            None => {
+                return Err(LoadError::NoDetectorExport {
+                    path: p(),
+                    expected: capabilities::detector_export(),
+                    exports: if exports.is_empty() { "nothing".into() } else { exports.join(", ") },
+                });
             }
-            return Err(LoadError::NoDetectorExport {
-                path: p(),
-                expected,
-                exports: if exports.is_empty() { "nothing".into() } else { exports.join(", ") },
-            });
-        }
+        };
 
         let mut imports = Vec::new();
         let mut refused = Vec::new();
@@ -273,14 +283,14 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
-        let pre = DetectorWorldPre::new(instance_pre)
-            .map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
+        let pre =
+            Pre::new(version, instance_pre).map_err(|e| LoadError::Invalid { path: p(), message: format!("{e:#}") })?;
 
         let descriptor = self.describe(&pre, path)?;
         Ok(LoadedDetector { path: p(), sha256, size, descriptor, cache, imports, pre })
     }
 
-    fn describe(&self, pre: &DetectorWorldPre<StoreData>, path: &Path) -> Result<Descriptor, LoadError> {
+    fn describe(&self, pre: &Pre, path: &Path) -> Result<Descriptor, LoadError> {
         let label = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let mut store = self.new_store(0);
         let fail = |store: &Store<StoreData>, e: wasmtime::Error| LoadError::Describe {
@@ -293,7 +303,7 @@ impl Runtime {
             Err(e) => return Err(fail(&store, e)),
         };
         self.arm(&mut store);
-        let raw = match world.sentinel_detector_detector().call_describe(&mut store) {
+        let raw = match world.describe(&mut store) {
             Ok(d) => d,
             Err(e) => return Err(fail(&store, e)),
         };

@@ -13,6 +13,7 @@ mod bindings;
 mod cache;
 pub mod capabilities;
 mod loader;
+mod observations;
 pub mod output;
 mod sandbox;
 mod session;
@@ -22,15 +23,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
+pub use bindings::WitVersion;
 pub use cache::CacheUse;
 pub use loader::{Inspection, LoadError, LoadedDetector, detector_files, shared_refusals};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
 pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
 
-use bindings::DetectorWorld;
 use sandbox::StoreData;
 
 /// Every cap a detector runs under. All are configurable; the defaults are
@@ -147,8 +148,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         sandbox::link_virtual_sleep(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-        DetectorWorld::add_to_linker::<StoreData, HasSelf<StoreData>>(&mut linker, |s| s)
-            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {

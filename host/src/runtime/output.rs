@@ -77,23 +77,18 @@ fn cut(mut s: String, max: usize) -> String {
 }
 
 /// An identifier, escaped and cut; counts a clamp when it changed.
-pub fn identifier(raw: String, clamps: &mut Clamps) -> String {
-    let escaped = match sanitize::one_line(&raw) {
-        std::borrow::Cow::Borrowed(_) => raw,
-        std::borrow::Cow::Owned(o) => {
-            clamps.identifiers += 1;
-            return cut(o, ID_BYTES);
-        }
+pub fn identifier(raw: &str, clamps: &mut Clamps) -> String {
+    let escaped = match sanitize::one_line(raw) {
+        std::borrow::Cow::Borrowed(_) if raw.len() <= ID_BYTES => return raw.to_owned(),
+        std::borrow::Cow::Borrowed(_) => raw.to_owned(),
+        std::borrow::Cow::Owned(o) => o,
     };
-    if escaped.len() > ID_BYTES {
-        clamps.identifiers += 1;
-        return cut(escaped, ID_BYTES);
-    }
-    escaped
+    clamps.identifiers += 1;
+    cut(escaped, ID_BYTES)
 }
 
 /// An optional identifier.
-pub fn opt_identifier(raw: Option<String>, clamps: &mut Clamps) -> Option<String> {
+pub fn opt_identifier(raw: Option<&str>, clamps: &mut Clamps) -> Option<String> {
     raw.map(|s| identifier(s, clamps))
 }
 
@@ -131,6 +126,11 @@ pub fn wasted_turns(raw: u32, clamps: &mut Clamps) -> u32 {
 /// One line, every dangerous character replaced by a space (a title is
 /// prose: escapes would only clutter it), at most [`TITLE_CHARS`] characters.
 pub fn title(raw: &str) -> String {
+    // The common case, a short clean title, in one copy (a byte count at or
+    // under the cap bounds the character count too).
+    if raw.len() <= TITLE_CHARS && !raw.chars().any(sanitize::is_dangerous) {
+        return raw.trim().to_owned();
+    }
     raw.chars()
         .map(|c| if sanitize::is_dangerous(c) { ' ' } else { c })
         .take(TITLE_CHARS)
@@ -146,12 +146,12 @@ mod tests {
     #[test]
     fn identifiers_are_escaped_and_cut_to_their_cap() {
         let mut c = Clamps::default();
-        assert_eq!(identifier("bash".into(), &mut c), "bash");
+        assert_eq!(identifier("bash", &mut c), "bash");
         assert_eq!(c, Clamps::default());
-        let long = identifier("x".repeat(64 << 10), &mut c);
+        let long = identifier(&"x".repeat(64 << 10), &mut c);
         assert_eq!(long.len(), ID_BYTES);
-        assert_eq!(identifier("a\u{1b}[2J".into(), &mut c), "a\\u{1b}[2J");
-        let cut_mid_char = identifier("é".repeat(200), &mut c);
+        assert_eq!(identifier("a\u{1b}[2J", &mut c), "a\\u{1b}[2J");
+        let cut_mid_char = identifier(&"é".repeat(200), &mut c);
         assert!(cut_mid_char.len() <= ID_BYTES && cut_mid_char.chars().all(|ch| ch == 'é'));
         assert_eq!(c.identifiers, 3);
     }

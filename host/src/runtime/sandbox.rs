@@ -16,7 +16,6 @@ use wasmtime_wasi::p2::pipe::{ClosedInputStream, MemoryOutputPipe};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::Limits;
-use super::bindings::{host_api, types};
 
 /// A limit a detector ran into, recorded by the limiter so the failure can be
 /// named precisely.
@@ -142,7 +141,7 @@ pub(crate) struct LogSink {
 impl LogSink {
     /// Keeps one line, sanitized ([`crate::sanitize::one_line`]) here, at
     /// the edge, so no consumer ever sees it raw.
-    fn push(&mut self, level: LogLevel, message: String) {
+    pub(crate) fn push(&mut self, level: LogLevel, message: String) {
         // Dropped before any work once the scan's lines or bytes are spent:
         // a detector logging in a loop costs the host next to nothing.
         // (Escaping only lengthens a line: if its raw cut does not fit, nor will it.)
@@ -283,20 +282,6 @@ const SEED: [u8; 16] = *b"sentinel-detsalt";
 impl WasiView for StoreData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
-
-impl types::Host for StoreData {}
-
-impl host_api::Host for StoreData {
-    fn log(&mut self, level: host_api::Level, message: String) {
-        let level = match level {
-            host_api::Level::Debug => LogLevel::Debug,
-            host_api::Level::Info => LogLevel::Info,
-            host_api::Level::Warn => LogLevel::Warn,
-            host_api::Level::Error => LogLevel::Error,
-        };
-        self.log.push(level, message);
     }
 }
 

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceAny;
 use wasmtime::{Store, Trap, WasmBacktrace};
 
-use super::bindings::{DetectorWorld, types};
+use super::bindings::{Instance, Returned, since_v0_1_0, types};
+use super::observations::{self, View};
 use super::output;
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
@@ -168,9 +169,10 @@ pub struct ScanContext {
 }
 
 /// A batch converted once into the WIT shape, ready to push to any number of
-/// detectors.
+/// detectors (converted once more, on first use, for 0.1.0 detectors).
 pub struct PreparedBatch {
     pub(crate) inner: types::Batch,
+    v0_1_0: std::sync::OnceLock<since_v0_1_0::types::Batch>,
 }
 
 impl fmt::Debug for PreparedBatch {
@@ -210,7 +212,13 @@ impl PreparedBatch {
                 floats: b.floats,
                 nulls: b.nulls,
             },
+            v0_1_0: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The batch in the 0.1.0 shape, converted on first use.
+    pub(crate) fn v0_1_0(&self) -> &since_v0_1_0::types::Batch {
+        self.v0_1_0.get_or_init(|| since_v0_1_0::batch(&self.inner))
     }
 
     pub fn source(&self) -> &str {
@@ -255,7 +263,7 @@ pub struct DetectorScan<'r> {
     name: String,
     emits: Vec<String>,
     store: Store<StoreData>,
-    world: DetectorWorld,
+    world: Instance,
     scan: ResourceAny,
     /// Accepted and not yet taken by [`DetectorScan::take_observations`].
     observations: Vec<Observation>,
@@ -298,7 +306,7 @@ impl Runtime {
             state: ctx.state,
         };
         self.arm(&mut store);
-        let result = world.sentinel_detector_detector().call_start(&mut store, &wit_ctx);
+        let result = world.start(&mut store, &wit_ctx);
         let fuel = self.limits.fuel_per_call.saturating_sub(store.get_fuel().unwrap_or(0));
         let scan = match result {
             Ok(Ok(scan)) => scan,
@@ -351,7 +359,7 @@ impl DetectorScan<'_> {
     pub fn push(&mut self, batch: &PreparedBatch) -> Result<(), CallFailure> {
         self.runtime.arm(&mut self.store);
         let started = Instant::now();
-        let result = self.world.sentinel_detector_detector().scan().call_push(&mut self.store, self.scan, &batch.inner);
+        let result = self.world.push(&mut self.store, self.scan, batch);
         self.account(started);
         self.stats.records += u64::from(batch.inner.rows);
         match result {
@@ -365,17 +373,17 @@ impl DetectorScan<'_> {
     pub fn finish(mut self) -> Result<ScanOutcome, CallFailure> {
         self.runtime.arm(&mut self.store);
         let started = Instant::now();
-        let result = self.world.sentinel_detector_detector().scan().call_finish(&mut self.store, self.scan);
+        let result = self.world.finish(&mut self.store, self.scan);
         self.stats.finish = self.account(started);
-        let output = match result {
+        let (observations, state) = match result {
             Ok(Ok(out)) => out,
             Ok(Err(e)) => return Err(detector_error(&self.name, Phase::Finish, e, &self.store)),
             Err(e) => {
                 return Err(classify_failure(&self.name, Phase::Finish, &self.store, &e, &self.runtime.limits));
             }
         };
-        self.accept(Phase::Finish, output.observations)?;
-        if let Some(state) = &output.state
+        self.accept(Phase::Finish, observations)?;
+        if let Some(state) = &state
             && state.len() > self.runtime.limits.state_bytes
         {
             return Err(self.invalid(
@@ -389,7 +397,7 @@ impl DetectorScan<'_> {
         }
         let logs = std::mem::take(&mut data.log.lines);
         let logs_dropped = data.log.dropped;
-        Ok(ScanOutcome { observations: self.observations, state: output.state, stats: self.stats, logs, logs_dropped })
+        Ok(ScanOutcome { observations: self.observations, state, stats: self.stats, logs, logs_dropped })
     }
 
     pub fn stats(&self) -> &CallStats {
@@ -419,7 +427,7 @@ impl DetectorScan<'_> {
         }
     }
 
-    fn accept(&mut self, phase: Phase, obs: Vec<types::Observation>) -> Result<(), CallFailure> {
+    fn accept(&mut self, phase: Phase, obs: Returned) -> Result<(), CallFailure> {
         let per_call = self.runtime.limits.observations_per_call;
         if obs.len() > per_call {
             return Err(
@@ -431,47 +439,58 @@ impl DetectorScan<'_> {
             return Err(self.invalid(phase, format!("more than {cap} observations in one scan")));
         }
         self.accepted += obs.len();
-        for o in obs {
-            if !self.emits.contains(&o.kind) {
-                let kind = crate::sanitize::one_line(&o.kind).into_owned();
-                return Err(self.invalid(phase, format!("observation kind `{kind}` is not declared in emits")));
-            }
-            let keys = output::key("occurrence key", &o.occurrence, false)
-                .and_then(|()| output::key("signature", &o.signature, true));
-            if let Err(message) = keys {
-                return Err(self.invalid(phase, message));
-            }
-            let c = &mut self.clamps;
-            self.observations.push(Observation {
-                detector: self.name.clone(),
-                kind: o.kind,
-                signature: o.signature,
-                grouping_version: o.grouping_version,
-                title: output::title(&o.title),
-                origin: match o.origin {
-                    types::Origin::Harness => Origin::Harness,
-                    types::Origin::Shell => Origin::Shell,
-                    types::Origin::External => Origin::External,
-                },
-                severity: match o.severity {
-                    types::Severity::Low => Severity::Low,
-                    types::Severity::Medium => Severity::Medium,
-                    types::Severity::High => Severity::High,
-                },
-                tool: output::opt_identifier(o.tool, c),
-                bot_id: output::opt_identifier(o.bot_id, c),
-                thread_id: output::opt_identifier(o.thread_id, c),
-                turn_id: output::opt_identifier(o.turn_id, c),
-                at: output::at(o.at, self.scan_time_ms, c),
-                occurrence: o.occurrence,
-                evidence_source: output::identifier(o.evidence.source, c),
-                evidence_id: output::identifier(o.evidence.id, c),
-                wasted_turns: output::wasted_turns(o.wasted_turns, c),
-                probation: false,
-            });
-        }
-        Ok(())
+        self.observations.reserve(obs.len());
+        let (emits, name, scan_time_ms) = (&self.emits, &self.name, self.scan_time_ms);
+        let (out, clamps) = (&mut self.observations, &mut self.clamps);
+        let checked = observations::each(&obs, |v| {
+            out.push(checked(v, emits, name, scan_time_ms, clamps)?);
+            Ok(())
+        });
+        checked.map_err(|message| self.invalid(phase, message))
     }
+}
+
+/// One observation as the host keeps it, after every check on its values.
+fn checked(
+    v: View<'_>,
+    emits: &[String],
+    detector: &str,
+    scan_time_ms: i64,
+    c: &mut output::Clamps,
+) -> Result<Observation, String> {
+    if !emits.iter().any(|e| e == v.kind) {
+        let kind = crate::sanitize::one_line(v.kind);
+        return Err(format!("observation kind `{kind}` is not declared in emits"));
+    }
+    output::key("occurrence key", v.occurrence, false)?;
+    output::key("signature", v.signature, true)?;
+    Ok(Observation {
+        detector: detector.to_owned(),
+        kind: v.kind.to_owned(),
+        signature: v.signature.to_owned(),
+        grouping_version: v.grouping_version,
+        title: output::title(v.title),
+        origin: match v.origin {
+            types::Origin::Harness => Origin::Harness,
+            types::Origin::Shell => Origin::Shell,
+            types::Origin::External => Origin::External,
+        },
+        severity: match v.severity {
+            types::Severity::Low => Severity::Low,
+            types::Severity::Medium => Severity::Medium,
+            types::Severity::High => Severity::High,
+        },
+        tool: output::opt_identifier(v.tool, c),
+        bot_id: output::opt_identifier(v.bot_id, c),
+        thread_id: output::opt_identifier(v.thread_id, c),
+        turn_id: output::opt_identifier(v.turn_id, c),
+        at: output::at(v.at, scan_time_ms, c),
+        occurrence: v.occurrence.to_owned(),
+        evidence_source: output::identifier(v.evidence_source, c),
+        evidence_id: output::identifier(v.evidence_id, c),
+        wasted_turns: output::wasted_turns(v.wasted_turns, c),
+        probation: false,
+    })
 }
 
 /// A `detector-error` the guest returned, with the tail of its stderr.

@@ -1,10 +1,10 @@
 //! Fixture `wrong_version`: a component built against a future version of
-//! the contract (`sentinel:detector@0.2.0`); the host must refuse it at load
-//! with both versions named.
+//! the contract (`sentinel:detector@0.9.0`); the host must refuse it at load
+//! with the version it found and the versions it speaks named.
 
 wit_bindgen::generate!({
     inline: "
-        package sentinel:detector@0.2.0;
+        package sentinel:detector@0.9.0;
 
         interface detector {
             describe: func() -> string;
