@@ -5,7 +5,10 @@
 //! calls from `messages.db`, assignment events from `runtime.db`), its
 //! output thrown away, and a plain line count of the NDJSON event logs
 //! (read in 64 KiB blocks, newlines counted). Their sum is the floor the
-//! reader is compared with. Never reads through the host's sources.
+//! reader is compared with. Never reads through the host's sources, and
+//! never runs the shell in the data dir: even `-readonly`, it creates
+//! `-wal` and `-shm` files beside a WAL database (which would also end the
+//! next scan's fast path), so it reads copies ([`copy_databases`]).
 
 use std::io::Read;
 use std::path::Path;
@@ -33,8 +36,26 @@ pub fn sqlite_shell_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The `sqlite3` shell reading both databases of `data_dir`, read-only.
-pub fn sqlite_shell(data_dir: &Path) -> Result<Duration> {
+/// Copies the databases of `data_dir` (with their `-wal` files) into a
+/// scratch folder for [`sqlite_shell`].
+pub fn copy_databases(data_dir: &Path) -> Result<tempfile::TempDir> {
+    let copy = tempfile::tempdir()?;
+    for db in ["messages.db", "runtime.db"] {
+        for file in [db.to_owned(), format!("{db}-wal")] {
+            let from = data_dir.join(&file);
+            if from.exists() {
+                std::fs::copy(&from, copy.path().join(&file))
+                    .with_context(|| format!("cannot copy {}", from.display()))?;
+            }
+        }
+    }
+    Ok(copy)
+}
+
+/// The `sqlite3` shell reading both databases of `dir` (a copy of the data
+/// dir's, [`copy_databases`]), read-only.
+pub fn sqlite_shell(dir: &Path) -> Result<Duration> {
+    let data_dir = dir;
     let started = Instant::now();
     for (db, query) in [("messages.db", MESSAGES), ("runtime.db", RUNTIME)] {
         let path = data_dir.join(db);

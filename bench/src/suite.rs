@@ -265,9 +265,10 @@ fn size(
     let mut sqlite = Vec::new();
     let mut lines = Vec::new();
     let shell = crate::floors::sqlite_shell_available();
+    let copy = crate::floors::copy_databases(&set.dir)?;
     for _ in 0..reps {
         if shell {
-            sqlite.push(crate::floors::sqlite_shell(&set.dir)?);
+            sqlite.push(crate::floors::sqlite_shell(copy.path())?);
         }
         lines.push(crate::floors::line_count(&set.dir)?.0);
     }

@@ -60,6 +60,10 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
     assert_eq!(r.startup.detectors, names.len());
     assert_eq!(r.sizes.len(), 1);
     let size = &r.sizes[0];
+    // The floors ran (on a copy: the suite's fast-path check would fail had
+    // the sqlite3 shell touched the data dir).
+    assert!(size.ndjson_lines_ms > 0.0);
+    assert_eq!(size.sqlite_shell_ms.is_some(), sentinel_bench::floors::sqlite_shell_available());
     assert!(size.records >= 1_500 && size.delivered > 0 && size.observations > 0, "{size:?}");
     for name in &names {
         let d = size.detectors.iter().find(|d| &d.name == name).unwrap_or_else(|| panic!("{name} measured"));
