@@ -21,4 +21,5 @@ mod support;
 mod tool_error;
 mod twins;
 mod wal;
+mod watch;
 mod wit;
