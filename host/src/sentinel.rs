@@ -82,6 +82,7 @@ pub enum Applied {
         wake: bool,
     },
     /// A force-wake: queued, with its diagnostic fire.
+    #[serde(rename_all = "camelCase")]
     Woken {
         detector: String,
         tenant: String,
@@ -204,7 +205,13 @@ impl Sentinel {
         };
         let ledger = Ledger::open(&out)?;
         let state_reset = ledger.reset_reason().map(str::to_owned);
-        Ok(Sentinel { opts, data_dir, out, cache_dir, ledger, runtime: None,
+        Ok(Sentinel {
+            opts,
+            data_dir,
+            out,
+            cache_dir,
+            ledger,
+            runtime: None,
             catalog: Catalog::default(),
             state_reset,
             roster: Roster::default(),

@@ -529,7 +529,9 @@ fn start_watch(
     let env = WatchEnv::from_process();
     let gates = Arc::new(Gates::new(env.dispatching()));
     if env.dispatcher_enabled && env.target.is_none() {
-        tracing::warn!("WATCH_DISPATCHER_ENABLED is set but no WATCH_DISPATCH_WEBHOOK or WATCH_DISPATCH_COMMAND: nothing is dispatched");
+        tracing::warn!(
+            "WATCH_DISPATCHER_ENABLED is set but no WATCH_DISPATCH_WEBHOOK or WATCH_DISPATCH_COMMAND: nothing is dispatched"
+        );
     }
     let state = AppState {
         out: sentinel.out_dir().to_owned(),

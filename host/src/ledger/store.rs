@@ -393,7 +393,8 @@ impl Ledger {
         reason: String,
     ) -> Result<u64, LedgerError> {
         let path = self.db_path.clone();
-        let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot record a diagnostic fire", source };
+        let e =
+            move |source| LedgerError::Store { path: path.clone(), action: "cannot record a diagnostic fire", source };
         let tx = self.conn.transaction().map_err(&e)?;
         let entry = super::counting::health_fire(FireType::Diagnostic, &Health::new(detector), at, version, reason);
         let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;

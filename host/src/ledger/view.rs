@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::export::{EvidenceRef, IssueLine, read_issues};
-use crate::firelog::FireEntry;
 use super::store::{check_header, read_health, read_meta};
 use super::{Health, LedgerError, STORE_FILE};
+use crate::firelog::FireEntry;
 
 /// A read-only view of the ledger of one output folder.
 #[derive(Debug)]
@@ -87,7 +87,12 @@ impl LedgerView {
 
     /// Fire-log entries, newest first: those before `before` (a sequence
     /// number; `None`: from the newest), at most `limit`, matching the filter.
-    pub fn fires_page(&self, before: Option<u64>, limit: u32, filter: &FireFilter) -> Result<Vec<FireEntry>, LedgerError> {
+    pub fn fires_page(
+        &self,
+        before: Option<u64>,
+        limit: u32,
+        filter: &FireFilter,
+    ) -> Result<Vec<FireEntry>, LedgerError> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -100,7 +105,9 @@ impl LedgerView {
             .map_err(self.err("cannot read the fire log"))?;
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         let rows = stmt
-            .query_map(params![before, filter.detector, filter.kind, filter.fire_type, limit], |r| r.get::<_, String>(0))
+            .query_map(params![before, filter.detector, filter.kind, filter.fire_type, limit], |r| {
+                r.get::<_, String>(0)
+            })
             .map_err(self.err("cannot read the fire log"))?;
         self.entries(rows)
     }
@@ -118,10 +125,7 @@ impl LedgerView {
         self.entries(rows)
     }
 
-    fn entries(
-        &self,
-        rows: impl Iterator<Item = rusqlite::Result<String>>,
-    ) -> Result<Vec<FireEntry>, LedgerError> {
+    fn entries(&self, rows: impl Iterator<Item = rusqlite::Result<String>>) -> Result<Vec<FireEntry>, LedgerError> {
         let mut out = Vec::new();
         for line in rows {
             let line = line.map_err(self.err("cannot read the fire log"))?;

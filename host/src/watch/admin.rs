@@ -42,11 +42,7 @@ pub struct ArmingBody {
 
 /// Parses a JSON body: empty is the default (when `T` has one), anything
 /// else must be JSON of exactly `T`'s fields.
-pub fn parse_body<T: DeserializeOwned>(
-    headers: &HeaderMap,
-    body: &Bytes,
-    empty: Option<T>,
-) -> Result<T, Problem> {
+pub fn parse_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, empty: Option<T>) -> Result<T, Problem> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return empty.ok_or_else(|| Problem::unprocessable("a JSON body is required"));
     }

@@ -58,11 +58,16 @@ pub fn idempotency_key(f: &FireEntry) -> String {
 impl<'a> Delivery<'a> {
     pub fn of(fire: &'a FireEntry, armed: bool) -> Self {
         let marker = if fire.probation { "[PROBATION] " } else { "" };
-        let ty = serde_json::to_value(fire.fire_type).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let ty =
+            serde_json::to_value(fire.fire_type).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
         Delivery {
             idempotency_key: idempotency_key(fire),
             marker,
-            summary: format!("{marker}{ty} by {}{}", fire.detector, fire.kind.as_deref().map(|k| format!(": {k}")).unwrap_or_default()),
+            summary: format!(
+                "{marker}{ty} by {}{}",
+                fire.detector,
+                fire.kind.as_deref().map(|k| format!(": {k}")).unwrap_or_default()
+            ),
             action_production_armed: armed,
             fire,
         }
@@ -145,12 +150,7 @@ fn run(out: &Path, env: &WatchEnv, gates: &Gates, stop: &AtomicBool) {
 
 /// The first attempt, then `env.retries` more with a doubling wait; the
 /// last error when none succeeded.
-fn deliver_with_retries(
-    target: &Target,
-    d: &Delivery<'_>,
-    env: &WatchEnv,
-    stop: &AtomicBool,
-) -> Result<(), String> {
+fn deliver_with_retries(target: &Target, d: &Delivery<'_>, env: &WatchEnv, stop: &AtomicBool) -> Result<(), String> {
     let mut wait = Duration::from_millis(env.backoff_ms.max(1));
     let mut last = String::new();
     for attempt in 0..=env.retries {
@@ -232,15 +232,11 @@ fn run_command(argv: &[String], d: &Delivery<'_>, body: &[u8]) -> Result<(), Str
 fn dead_letter(out: &Path, d: &Delivery<'_>, error: &str) {
     let line = serde_json::json!({ "deadAt": super::reads::now_ms(), "error": error, "delivery": d });
     let path = out.join(DEAD_LETTER_FILE);
-    let appended = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| {
-            crate::private_fs::restrict(&path);
-            writeln!(f, "{line}")?;
-            f.sync_data()
-        });
+    let appended = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| {
+        crate::private_fs::restrict(&path);
+        writeln!(f, "{line}")?;
+        f.sync_data()
+    });
     match appended {
         Ok(()) => tracing::error!(key = %d.idempotency_key, error, "fire dead-lettered"),
         Err(e) => tracing::error!(key = %d.idempotency_key, error = %e, "cannot write the dead-letter record"),

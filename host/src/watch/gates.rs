@@ -95,7 +95,9 @@ impl WatchEnv {
             (Some(t), Some(pin)) if t != pin => Err(Problem::new(
                 StatusCode::FORBIDDEN,
                 "single_tenant_violation",
-                format!("this sentinel is pinned to the canary tenant `{pin}` (WATCH_CANARY_TENANT); `{t}` is another tenant"),
+                format!(
+                    "this sentinel is pinned to the canary tenant `{pin}` (WATCH_CANARY_TENANT); `{t}` is another tenant"
+                ),
             )),
             (Some(t), _) => Ok((t.to_owned(), false)),
             (None, Some(pin)) => Ok((pin.clone(), true)),
@@ -118,7 +120,11 @@ pub fn check_bearer(headers: &HeaderMap, expected: Option<&str>, variable: &str)
         .ok_or_else(|| Problem::unauthorized("an `Authorization: Bearer <token>` header is required"))?;
     let a = Sha256::digest(sent.trim().as_bytes());
     let b = Sha256::digest(expected.as_bytes());
-    if bool::from(a.ct_eq(&b)) { Ok(()) } else { Err(Problem::unauthorized("the bearer token is not the one for this route")) }
+    if bool::from(a.ct_eq(&b)) {
+        Ok(())
+    } else {
+        Err(Problem::unauthorized("the bearer token is not the one for this route"))
+    }
 }
 
 /// The gates' live state.

@@ -185,11 +185,9 @@ pub async fn one_sentinel(
     Path(name): Path<String>,
 ) -> Result<Json<SentinelView>, Problem> {
     let items = blocking(move || sentinels(&state)).await?;
-    items
-        .into_iter()
-        .find(|s| s.name == name)
-        .map(Json)
-        .ok_or_else(|| Problem::not_found(format!("no sentinel named `{}` is loaded", crate::sanitize::one_line(&name))))
+    items.into_iter().find(|s| s.name == name).map(Json).ok_or_else(|| {
+        Problem::not_found(format!("no sentinel named `{}` is loaded", crate::sanitize::one_line(&name)))
+    })
 }
 
 /// A page's query: `limit` (default 50, capped at 500), `before_id` (the
