@@ -342,6 +342,69 @@ pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<super::gat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::{Policy, quarantine_by_hand, release};
+    use crate::ledger::Ledger;
+    use crate::sentinel::{Handle, Roster};
+
+    fn state(out: &std::path::Path) -> AppState {
+        AppState {
+            out: out.to_owned(),
+            handle: Handle::channel().0,
+            roster: Roster::default(),
+            live: Default::default(),
+            env: Default::default(),
+            gates: Default::default(),
+        }
+    }
+
+    /// Two fires (a quarantine and a release) committed by the real writer.
+    fn ledger_with_fires(out: &std::path::Path) -> Ledger {
+        let mut ledger = Ledger::open(out).unwrap();
+        let p = Policy::default();
+        ledger.change_health("d", 1, |h| quarantine_by_hand(h, 1, &p)).unwrap();
+        ledger.change_health("d", 2, |h| release(h, &p)).unwrap();
+        ledger
+    }
+
+    #[test]
+    fn a_read_while_the_writer_is_mid_commit_sees_the_last_commit_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _writer = ledger_with_fires(tmp.path());
+        // Another connection in the middle of a write transaction (what a
+        // scan's commit is), its rows written but not committed.
+        let scan = rusqlite::Connection::open(tmp.path().join(crate::ledger::STORE_FILE)).unwrap();
+        scan.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+        scan.execute_batch("BEGIN IMMEDIATE; INSERT INTO fires(seq, hash, line) VALUES(99, 'x', '{}');").unwrap();
+        let started = std::time::Instant::now();
+        let page = fires_page(&state(tmp.path()), &PageQuery::default()).unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(page.items.iter().map(|f| f.seq).collect::<Vec<_>>(), [2, 1], "the last committed state");
+        // Not a timing claim: a read that waited for the writer would have
+        // waited the writer's whole transaction, which is still open.
+        assert!(elapsed < std::time::Duration::from_secs(5), "{elapsed:?}");
+        scan.execute_batch("ROLLBACK").unwrap();
+    }
+
+    #[test]
+    fn the_writer_commits_while_a_read_is_in_the_middle_of_its_rows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut writer = ledger_with_fires(tmp.path());
+        let view = LedgerView::open(tmp.path()).unwrap().unwrap();
+        // A read transaction held open across the commit.
+        let held = view.fires_page(None, 1, &FireFilter::default()).unwrap();
+        assert_eq!(held.len(), 1);
+        let reader = rusqlite::Connection::open_with_flags(
+            tmp.path().join(crate::ledger::STORE_FILE),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        reader.execute_batch("BEGIN; SELECT COUNT(*) FROM fires;").unwrap();
+        let p = Policy::default();
+        writer.change_health("d", 3, |h| quarantine_by_hand(h, 3, &p)).expect("the commit is not blocked by a reader");
+        reader.execute_batch("COMMIT").unwrap();
+        let page = fires_page(&state(tmp.path()), &PageQuery::default()).unwrap();
+        assert_eq!(page.items.first().map(|f| f.seq), Some(3), "a new read sees the new commit");
+    }
 
     #[test]
     fn heat_follows_the_rule_and_its_bands() {
