@@ -20,13 +20,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::gates::check_bearer;
+use super::gates::{GateState, check_bearer};
 use super::problem::Problem;
 use super::reads::{self, blocking};
 use crate::sentinel::{Applied, Command, CommandError};
 
 /// What an admin mutation may carry.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdminBody {
     /// The tenant aimed at; with none, the default (see the response).
@@ -34,7 +34,7 @@ pub struct AdminBody {
 }
 
 /// The arming principal's one request.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArmingBody {
     pub armed: bool,
@@ -68,7 +68,7 @@ fn admin(state: &AppState, headers: &HeaderMap) -> Result<(), Problem> {
 }
 
 /// What a mutation did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Mutation {
     pub sentinel: String,
@@ -77,10 +77,12 @@ pub struct Mutation {
     pub tenant: String,
     /// Whether it was defaulted (no tenant in the body).
     pub tenant_defaulted: bool,
+    /// What the core applied (`applied`: `health`, `admin`, `woken`, ...).
+    #[schema(value_type = Object)]
     pub result: Applied,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
     Quarantine,
@@ -125,7 +127,17 @@ async fn mutate(
 }
 
 macro_rules! mutation {
-    ($fn:ident, $action:expr) => {
+    ($fn:ident, $action:expr, $path:literal) => {
+        #[utoipa::path(post, path = $path, tag = "admin", security(("bearer" = [])),
+                    params(("name" = String, Path, description = "the sentinel's name")),
+                    request_body(content = Option<AdminBody>, content_type = "application/json"),
+                    responses((status = 200, body = Mutation),
+                        (status = 401, body = Problem, content_type = "application/problem+json"),
+                        (status = 403, body = Problem, content_type = "application/problem+json"),
+                        (status = 404, body = Problem, content_type = "application/problem+json"),
+                        (status = 413, body = Problem, content_type = "application/problem+json"),
+                        (status = 415, body = Problem, content_type = "application/problem+json"),
+                        (status = 422, body = Problem, content_type = "application/problem+json")))]
         pub async fn $fn(
             State(state): State<Arc<AppState>>,
             name: Result<Path<String>, PathRejection>,
@@ -137,24 +149,25 @@ macro_rules! mutation {
     };
 }
 
-mutation!(quarantine, Action::Quarantine);
-mutation!(release, Action::Release);
-mutation!(enable, Action::Enable);
-mutation!(disable, Action::Disable);
-mutation!(force_wake, Action::ForceWake);
+mutation!(quarantine, Action::Quarantine, "/v1/admin/sentinels/{name}/quarantine");
+mutation!(release, Action::Release, "/v1/admin/sentinels/{name}/release");
+mutation!(enable, Action::Enable, "/v1/admin/sentinels/{name}/enable");
+mutation!(disable, Action::Disable, "/v1/admin/sentinels/{name}/disable");
+mutation!(force_wake, Action::ForceWake, "/v1/admin/sentinels/{name}/force-wake");
 
 /// What the status page shows, as JSON.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     pub taken_at: i64,
-    pub gates: super::gates::GateState,
+    pub gates: GateState,
     pub sentinels: Vec<reads::SentinelView>,
+    #[schema(value_type = Vec<Object>)]
     pub fires: Vec<crate::firelog::FireEntry>,
     pub chain: ChainSummary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChainSummary {
     pub ok: bool,
@@ -181,6 +194,14 @@ pub fn snapshot(state: &AppState, fires: u32) -> Result<Snapshot, Problem> {
 }
 
 /// The UI snapshot (admin): everything the status page shows, in one body.
+#[utoipa::path(post, path = "/v1/admin/ui-snapshot", tag = "admin", security(("bearer" = [])),
+    request_body(content = Option<AdminBody>, content_type = "application/json"),
+    responses((status = 200, body = Snapshot),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn ui_snapshot(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -195,11 +216,18 @@ pub async fn ui_snapshot(
 /// Arming (`action_production_armed`): only the holder of
 /// `WATCH_ARMING_TOKEN`; the admin token does not open it, and arming opens
 /// no other gate.
+#[utoipa::path(post, path = "/v1/admin/arming", tag = "arming", security(("arming" = [])),
+    request_body(content = ArmingBody, content_type = "application/json"),
+    responses((status = 200, body = GateState),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn arming(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<super::gates::GateState>, Problem> {
+) -> Result<Json<GateState>, Problem> {
     check_bearer(&headers, state.env.arming_token.as_deref(), "WATCH_ARMING_TOKEN")?;
     let body: ArmingBody = parse_body(&headers, &body?, None)?;
     state.gates.set_armed(body.armed);

@@ -135,7 +135,7 @@ pub struct Gates {
 }
 
 /// The gates as the API shows them.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct GateState {
     /// At least one loaded sentinel is enabled: it records, nothing more.
     pub observing: bool,

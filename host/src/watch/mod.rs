@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod dispatch;
 pub mod gates;
+pub mod openapi;
 pub mod page;
 pub mod problem;
 pub mod reads;
@@ -45,10 +46,11 @@ struct LiveInner {
 }
 
 /// One detector as the last scans left it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Seen {
-    /// Its status in the last full scan.
+    /// Its status in the last full scan (`ok`, `failed`, `quarantined`, `not-due`, `disabled`).
+    #[schema(value_type = Option<String>)]
     pub status: Option<DetectorStatus>,
     /// When it last ran (completed or failed), ms.
     pub last_run_at: Option<i64>,

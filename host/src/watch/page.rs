@@ -108,6 +108,8 @@ pub fn render(s: &Snapshot) -> String {
     h
 }
 
+/// The status page.
+#[utoipa::path(get, path = "/", tag = "reads", responses((status = 200, description = "the status page", content_type = "text/html", body = String)))]
 pub async fn status_page(State(state): State<Arc<AppState>>) -> Result<Html<String>, Problem> {
     blocking(move || snapshot(&state, 20)).await.map(|s| Html(render(&s)))
 }

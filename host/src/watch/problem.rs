@@ -13,7 +13,7 @@ use serde::Serialize;
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
 /// One problem, as RFC 9457 describes it, with the `code` extension.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Problem {
     #[serde(rename = "type")]
     pub type_: String,

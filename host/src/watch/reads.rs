@@ -16,6 +16,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 
+use super::gates::GateState;
 use super::problem::Problem;
 use super::{AppState, Seen};
 use crate::firelog::{FireEntry, PublicKeyFile, Verification};
@@ -54,7 +55,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// How hot a sentinel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Band {
     Cold,
@@ -62,7 +63,7 @@ pub enum Band {
     Hot,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Heat {
     pub value: f64,
@@ -85,9 +86,11 @@ impl Heat {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthView {
+    /// `ok`, `probation` or `quarantined`.
+    #[schema(value_type = String)]
     pub standing: Standing,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quarantined_until: Option<i64>,
@@ -100,7 +103,7 @@ pub struct HealthView {
 }
 
 /// One loaded sentinel.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SentinelView {
     pub name: String,
@@ -166,7 +169,7 @@ pub fn sentinels(state: &AppState) -> Result<Vec<SentinelView>, Problem> {
     Ok(out)
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SentinelList {
     pub items: Vec<SentinelView>,
@@ -174,12 +177,18 @@ pub struct SentinelList {
     pub last_scan: Option<i64>,
 }
 
+/// Every loaded sentinel with its health, heat, cadence and last run.
+#[utoipa::path(get, path = "/v1/sentinels", tag = "reads",
+    responses((status = 200, body = SentinelList), (status = 500, body = Problem, content_type = "application/problem+json")))]
 pub async fn list_sentinels(State(state): State<Arc<AppState>>) -> Result<Json<SentinelList>, Problem> {
     let s = Arc::clone(&state);
     let items = blocking(move || sentinels(&s)).await?;
     Ok(Json(SentinelList { items, last_scan: state.live.last_scan() }))
 }
 
+/// One loaded sentinel.
+#[utoipa::path(get, path = "/v1/sentinels/{name}", tag = "reads", params(("name" = String, Path, description = "the sentinel's name")),
+    responses((status = 200, body = SentinelView), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn one_sentinel(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -192,10 +201,15 @@ pub async fn one_sentinel(
 
 /// A page's query: `limit` (default 50, capped at 500), `before_id` (the
 /// cursor: the `nextBeforeId` of the page before), and filters.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
+    /// At most this many (default 50, capped at 500; at least 1).
+    #[param(minimum = 0)]
     pub limit: Option<u32>,
+    /// The cursor: the `nextBeforeId` of the previous page.
+    #[param(minimum = 0)]
     pub before_id: Option<u64>,
     /// Only this sentinel's.
     pub sentinel: Option<String>,
@@ -233,9 +247,11 @@ impl PageQuery {
 
 /// A page, newest first; `nextBeforeId` is the cursor of the next page
 /// (absent on the last one).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
+    /// Fire-log entries (docs/fire-log.md) or issues (`issues.jsonl` lines with their `id`).
+    #[schema(value_type = Vec<Object>)]
     pub items: Vec<T>,
     pub next_before_id: Option<i64>,
 }
@@ -252,6 +268,9 @@ pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Pr
     Ok(Page { items, next_before_id })
 }
 
+/// Fire-log entries, newest first.
+#[utoipa::path(get, path = "/v1/fires", tag = "reads", params(PageQuery),
+    responses((status = 200, body = Page<Object>), (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn fires(
     State(state): State<Arc<AppState>>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
@@ -268,6 +287,9 @@ pub struct IssueItem {
     pub issue: IssueLine,
 }
 
+/// Issues, newest first.
+#[utoipa::path(get, path = "/v1/issues", tag = "reads", params(PageQuery),
+    responses((status = 200, body = Page<Object>), (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn issues(
     State(state): State<Arc<AppState>>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
@@ -305,6 +327,8 @@ pub async fn issues(
 }
 
 /// The chain's verification: `ok: false` is a finding, answered 200.
+#[utoipa::path(get, path = "/v1/chain", tag = "reads",
+    responses((status = 200, description = "the verification, as `sentinel-host verify --json` prints it", body = Object)))]
 pub async fn chain(State(state): State<Arc<AppState>>) -> Result<Json<Verification>, Problem> {
     blocking(move || Ok(crate::firelog::verify_out_dir(&state.out, None))).await.map(Json)
 }
@@ -322,11 +346,13 @@ pub fn public_key_of(state: &AppState) -> Result<PublicKeyFile, Problem> {
 }
 
 /// The fire log's public key and its `kid`.
+#[utoipa::path(get, path = "/v1/public-key", tag = "reads",
+    responses((status = 200, description = "`{alg, kid, publicKey}`", body = Object), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn public_key(State(state): State<Arc<AppState>>) -> Result<Json<PublicKeyFile>, Problem> {
     blocking(move || public_key_of(&state)).await.map(Json)
 }
 
-pub fn gate_state(state: &AppState) -> Result<super::gates::GateState, Problem> {
+pub fn gate_state(state: &AppState) -> Result<GateState, Problem> {
     let disabled = match view(state)? {
         Some(v) => v.disabled().map_err(ledger_problem)?,
         None => HashSet::new(),
@@ -335,7 +361,9 @@ pub fn gate_state(state: &AppState) -> Result<super::gates::GateState, Problem> 
     Ok(state.gates.state(observing))
 }
 
-pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<super::gates::GateState>, Problem> {
+/// The three gates.
+#[utoipa::path(get, path = "/v1/gates", tag = "reads", responses((status = 200, body = GateState)))]
+pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<GateState>, Problem> {
     blocking(move || gate_state(&state)).await.map(Json)
 }
 

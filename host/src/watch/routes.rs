@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::problem::Problem;
-use super::{AppState, admin, page, reads};
+use super::{AppState, admin, openapi, page, reads};
 
 pub const MAX_BODY: usize = 16 * 1024;
 pub const MAX_QUERY: usize = 2048;
@@ -26,6 +26,7 @@ pub const MAX_HEADERS: usize = 16 * 1024;
 /// docs are checked against this list.
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
+    ("GET", "/openapi.json"),
     ("GET", "/v1/sentinels"),
     ("GET", "/v1/sentinels/{name}"),
     ("GET", "/v1/fires"),
@@ -45,6 +46,7 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(page::status_page))
+        .route("/openapi.json", get(openapi::openapi_json))
         .route("/v1/sentinels", get(reads::list_sentinels))
         .route("/v1/sentinels/{name}", get(reads::one_sentinel))
         .route("/v1/fires", get(reads::fires))
