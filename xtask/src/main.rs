@@ -16,6 +16,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use xtask::{datagen, guest};
 
+mod schemathesis;
+
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
 struct Cli {
@@ -56,6 +58,8 @@ enum Cmd {
     },
     /// Run the whole suite as CI does: fmt, clippy, tests.
     Test,
+    /// Only the watch API's schemathesis run (part of `test`), against a live `serve`.
+    Schemathesis,
     /// Run the benchmark in a release build and write docs/benchmarks.md and docs/benchmarks.json.
     Bench {
         /// Target record counts, comma-separated [default: 10000,100000,1000000].
@@ -111,6 +115,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Cmd::Test => test(&root)?,
+        Cmd::Schemathesis => schemathesis::run(&root)?,
         Cmd::Bench { sizes, reps, no_write } => bench(&root, sizes, reps, no_write)?,
     }
     Ok(())
@@ -305,6 +310,8 @@ fn test(root: &Path) -> Result<()> {
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;
+    eprintln!("==> schemathesis against a live sentinel-host serve (docs/watch-api.md)");
+    schemathesis::run(root)?;
     Ok(())
 }
 

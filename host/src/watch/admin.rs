@@ -129,15 +129,15 @@ async fn mutate(
 macro_rules! mutation {
     ($fn:ident, $action:expr, $path:literal) => {
         #[utoipa::path(post, path = $path, tag = "admin", security(("bearer" = [])),
-                    params(("name" = String, Path, description = "the sentinel's name")),
-                    request_body(content = Option<AdminBody>, content_type = "application/json"),
-                    responses((status = 200, body = Mutation),
-                        (status = 401, body = Problem, content_type = "application/problem+json"),
-                        (status = 403, body = Problem, content_type = "application/problem+json"),
-                        (status = 404, body = Problem, content_type = "application/problem+json"),
-                        (status = 413, body = Problem, content_type = "application/problem+json"),
-                        (status = 415, body = Problem, content_type = "application/problem+json"),
-                        (status = 422, body = Problem, content_type = "application/problem+json")))]
+                                    params(("name" = String, Path, description = "the sentinel's name")),
+                                    request_body(content = Option<AdminBody>, content_type = "application/json"),
+                                    responses((status = 200, body = Mutation),
+                                        (status = 401, body = Problem, content_type = "application/problem+json"),
+                                        (status = 403, body = Problem, content_type = "application/problem+json"),
+                                        (status = 404, body = Problem, content_type = "application/problem+json"),
+                                        (status = 413, body = Problem, content_type = "application/problem+json"),
+                                        (status = 415, body = Problem, content_type = "application/problem+json"),
+                                        (status = 422, body = Problem, content_type = "application/problem+json")))]
         pub async fn $fn(
             State(state): State<Arc<AppState>>,
             name: Result<Path<String>, PathRejection>,

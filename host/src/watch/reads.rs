@@ -270,7 +270,8 @@ pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Pr
 
 /// Fire-log entries, newest first.
 #[utoipa::path(get, path = "/v1/fires", tag = "reads", params(PageQuery),
-    responses((status = 200, body = Page<Object>), (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, body = Page<Object>), (status = 414, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn fires(
     State(state): State<Arc<AppState>>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
@@ -289,7 +290,8 @@ pub struct IssueItem {
 
 /// Issues, newest first.
 #[utoipa::path(get, path = "/v1/issues", tag = "reads", params(PageQuery),
-    responses((status = 200, body = Page<Object>), (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, body = Page<Object>), (status = 414, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn issues(
     State(state): State<Arc<AppState>>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
