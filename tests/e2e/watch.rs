@@ -446,3 +446,47 @@ fn with_only_observing_on_nothing_is_sent_and_with_dispatching_on_every_fire_is_
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Debian's headless Chromium (`cargo xtask test` installs it).
+fn chromium() -> &'static str {
+    if Command::new("chromium").arg("--version").output().is_ok() { "chromium" } else { "chromium-browser" }
+}
+
+#[test]
+fn the_status_page_shows_sentinels_heat_fires_and_the_chain_in_headless_chromium() {
+    let s = serve(&[("WATCH_ADMIN_TOKEN", "adm1n")]);
+    // A quarantine fire, so the page has more than one type of fire.
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/quarantine", Some("adm1n"), None);
+    assert_eq!(status, 200);
+    let artifacts = root().join("target/e2e/artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let profile = s.out.parent().unwrap().join("chromium-profile");
+    let browser = |args: &[&str]| {
+        let mut c = Command::new(chromium());
+        c.args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1280,900"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .arg(format!("{}/", s.base))
+            .stdin(Stdio::null());
+        run_within(c, Duration::from_secs(120))
+    };
+    // What a person sees, as the browser built it.
+    let dom = browser(&["--dump-dom"]);
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(dom.contains("<title>sentinel status</title>"), "{dom}");
+    let row = dom.split("data-sentinel=\"tool_error\"").nth(1).expect("a row for tool_error");
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("class=\"hot\""), "five fires in the hour: hot: {row}");
+    assert!(row.contains("quarantined"), "its health: {row}");
+    assert!(dom.contains("chain verified"), "{dom}");
+    assert!(dom.contains("action_production_armed <b>false</b>"), "{dom}");
+    assert!(dom.contains("<td>quarantine</td>") && dom.contains("<td>occurrence</td>"), "the latest fires: {dom}");
+    // The screenshot, kept in the test's artifacts.
+    let shot = artifacts.join("watch-status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = browser(&[&format!("--screenshot={}", shot.display())]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{} bytes", png.len());
+}

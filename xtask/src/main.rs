@@ -307,6 +307,8 @@ fn test(root: &Path) -> Result<()> {
     guest::ensure_components(&["rustfmt", "clippy"])?;
     ensure_systemd_analyze()?;
     ensure_real_programs()?;
+    // The watch API's status page is loaded in headless Chromium (tests/e2e/watch.rs).
+    ensure_debian_tool("chromium", "chromium", "the status page test needs it")?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     step("cargo test", cargo(root).args(["test", "--workspace"]))?;

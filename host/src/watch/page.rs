@@ -35,6 +35,23 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// A time in ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil
+/// calendar from days, Howard Hinnant's algorithm).
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 fn band(b: Band) -> &'static str {
     match b {
         Band::Cold => "cold",
@@ -53,7 +70,7 @@ pub fn render(s: &Snapshot) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>sentinel status</title><style>{STYLE}</style></head><body><h1>sentinel status</h1>"
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"30\"><title>sentinel status</title><style>{STYLE}</style></head><body><h1>sentinel status</h1>"
     );
     let chain = if s.chain.ok {
         format!("<span id=\"chain\" class=\"ok\">chain verified: {} entries</span>", s.chain.entries)
@@ -84,7 +101,7 @@ pub fn render(s: &Snapshot) -> String {
             st = esc(standing.as_deref().unwrap_or("ok")),
             en = if x.enabled { "yes" } else { "no" },
             cad = x.cadence_seconds.map(|c| format!("{c} s")).unwrap_or_else(|| "every scan".into()),
-            last = x.seen.last_run_at.map(|t| t.to_string()).unwrap_or_else(|| "never".into()),
+            last = x.seen.last_run_at.map(utc).unwrap_or_else(|| "never".into()),
             f1 = x.heat.fires_1h,
             f24 = x.heat.fires_24h,
         );
@@ -100,7 +117,7 @@ pub fn render(s: &Snapshot) -> String {
             if f.probation { "<span class=\"probation\">[PROBATION]</span> " } else { "" },
             esc(&f.detector),
             esc(f.kind.as_deref().unwrap_or("")),
-            f.recorded_at,
+            utc(f.recorded_at),
             esc(f.reason.as_deref().unwrap_or("")),
         );
     }
@@ -122,5 +139,12 @@ mod tests {
     fn what_a_detector_names_is_escaped() {
         assert_eq!(esc("<script>\"x\"&'"), "&lt;script&gt;&quot;x&quot;&amp;&#39;");
         assert_eq!(esc("a\u{1b}b"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_796_082_128_141), "2026-11-30 23:42:08 UTC");
     }
 }
