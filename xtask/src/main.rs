@@ -319,6 +319,7 @@ fn test(root: &Path) -> Result<()> {
 
 fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
     build_detectors(root)?;
+    let largest = sizes.as_ref().and_then(|s| s.iter().max().copied()).unwrap_or(1_000_000);
     step(
         "cargo build --release (host and benchmark)",
         cargo(root).args(["build", "--release", "-p", "sentinel-host", "-p", "sentinel-bench"]),
@@ -343,7 +344,22 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
     if !no_write {
         cmd.arg("--json").arg(root.join("docs/benchmarks.json")).arg("--markdown").arg(root.join("docs/benchmarks.md"));
     }
-    step("sentinel-bench", &mut cmd)
+    step("sentinel-bench", &mut cmd)?;
+    // The watch API's read latency while a scan of the largest data set runs
+    // (printed; docs/watch-api.md says how to read it).
+    step(
+        "sentinel-watch-load",
+        Command::new(release.join("sentinel-watch-load"))
+            .current_dir(root)
+            .arg("--host")
+            .arg(release.join("sentinel-host"))
+            .arg("--detectors")
+            .arg(root.join("detectors"))
+            .arg("--work")
+            .arg(root.join("target/bench"))
+            .arg("--records")
+            .arg(largest.to_string()),
+    )
 }
 
 #[cfg(test)]
