@@ -91,7 +91,7 @@ fn run(args: Args) -> Result<()> {
     // positions cleared: the served scan reads every record again.
     eprintln!("==> a first scan of {} records fills the ledger", set.records);
     let mut first = host(&args, "run");
-    first.arg("--once").arg("--detectors").arg(&detectors).arg("--cache-dir").arg(&cache);
+    first.args(["--once", "--scan-timeout", "0"]).arg("--detectors").arg(&detectors).arg("--cache-dir").arg(&cache);
     location(&mut first);
     if !first.stdout(Stdio::null()).status()?.success() {
         bail!("the first scan failed");
@@ -106,7 +106,7 @@ fn run(args: Args) -> Result<()> {
     serve.arg("--detectors").arg(&detectors).arg("--cache-dir").arg(&cache);
     location(&mut serve);
     let mut child = serve
-        .args(["--listen", "127.0.0.1:0", "--interval", "3600", "--no-fast-path"])
+        .args(["--listen", "127.0.0.1:0", "--interval", "3600", "--no-fast-path", "--scan-timeout", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log)?)

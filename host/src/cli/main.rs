@@ -640,6 +640,9 @@ fn run_long(
     if let Some(l) = &line {
         l.clear();
     }
+    // The commands still queued are answered "gone" (their senders see the
+    // channel close), so no request keeps the HTTP side from stopping.
+    drop(commands);
     drop(watch);
     if let Some(e) = fatal {
         return Err(e);
