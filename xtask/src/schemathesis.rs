@@ -119,7 +119,9 @@ pub fn run(root: &Path) -> Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     };
     let server = Server(child);
+    // Its cache (`.schemathesis/`) goes into the work folder, never the repository.
     let status = Command::new(&st)
+        .current_dir(&work)
         .arg("run")
         .arg(format!("{base}/openapi.json"))
         .args([
