@@ -41,6 +41,9 @@ pub enum FireType {
     Quarantine,
     /// A detector let back (on probation) by the operator.
     Release,
+    /// A diagnostic fire: the operator's force-wake (the watch API), with
+    /// the tenant it landed in named in `reason`.
+    Diagnostic,
 }
 
 impl FireType {
@@ -49,6 +52,7 @@ impl FireType {
             FireType::Occurrence => "occurrence",
             FireType::Quarantine => "quarantine",
             FireType::Release => "release",
+            FireType::Diagnostic => "diagnostic",
         }
     }
 }

@@ -12,7 +12,7 @@
 //! the commands that reach it over a channel ([`Handle`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, RwLock, mpsc};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -40,14 +40,15 @@ pub enum Command {
     Enable(String),
     /// Stop running a detector; its positions stay where they are.
     Disable(String),
-    /// Run a detector at the next scan whatever its cadence, and scan now.
-    ForceWake(String),
+    /// Run a detector at the next scan whatever its cadence, and scan now;
+    /// a diagnostic fire records it, naming the tenant it was aimed at.
+    ForceWake { detector: String, tenant: String },
 }
 
 impl Command {
     /// Whether the long-running mode should scan at once after applying it.
     pub fn scans(&self) -> bool {
-        matches!(self, Command::ScanNow | Command::ForceWake(_))
+        matches!(self, Command::ScanNow | Command::ForceWake { .. })
     }
 
     fn detector(&self) -> Option<&str> {
@@ -57,7 +58,7 @@ impl Command {
             | Command::Release(d)
             | Command::Enable(d)
             | Command::Disable(d)
-            | Command::ForceWake(d) => Some(d),
+            | Command::ForceWake { detector: d, .. } => Some(d),
         }
     }
 }
@@ -80,6 +81,41 @@ pub enum Applied {
         disabled: bool,
         wake: bool,
     },
+    /// A force-wake: queued, with its diagnostic fire.
+    #[serde(rename_all = "camelCase")]
+    Woken {
+        detector: String,
+        tenant: String,
+        fire_seq: u64,
+    },
+}
+
+/// One loaded detector as the watch API lists it: what its descriptor says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RosterEntry {
+    pub name: String,
+    pub version: String,
+    pub emits: Vec<String>,
+    pub cadence_seconds: Option<u32>,
+    pub path: PathBuf,
+}
+
+/// The loaded detectors, published by the core after every look at the
+/// folder, read by anyone (the watch API) without waiting for a scan.
+#[derive(Debug, Clone, Default)]
+pub struct Roster(Arc<RwLock<Vec<RosterEntry>>>);
+
+impl Roster {
+    pub fn get(&self) -> Vec<RosterEntry> {
+        self.0.read().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn set(&self, entries: Vec<RosterEntry>) {
+        if let Ok(mut r) = self.0.write() {
+            *r = entries;
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +174,7 @@ pub struct Sentinel {
     catalog: Catalog,
     /// Why the ledger was started again when it was opened, told once.
     state_reset: Option<String>,
+    roster: Roster,
 }
 
 impl std::fmt::Debug for Sentinel {
@@ -168,7 +205,17 @@ impl Sentinel {
         };
         let ledger = Ledger::open(&out)?;
         let state_reset = ledger.reset_reason().map(str::to_owned);
-        Ok(Sentinel { opts, data_dir, out, cache_dir, ledger, runtime: None, catalog: Catalog::default(), state_reset })
+        Ok(Sentinel {
+            opts,
+            data_dir,
+            out,
+            cache_dir,
+            ledger,
+            runtime: None,
+            catalog: Catalog::default(),
+            state_reset,
+            roster: Roster::default(),
+        })
     }
 
     pub fn out_dir(&self) -> &Path {
@@ -203,7 +250,27 @@ impl Sentinel {
         let dir = self.opts.detectors_dir.clone();
         self.runtime()?;
         let runtime = self.runtime.as_ref().expect("made above");
-        Ok(self.catalog.refresh(runtime, &dir)?)
+        let refresh = self.catalog.refresh(runtime, &dir)?;
+        self.roster.set(
+            self.catalog
+                .listing()
+                .0
+                .iter()
+                .map(|(d, _)| RosterEntry {
+                    name: d.descriptor.name.clone(),
+                    version: d.descriptor.version.clone(),
+                    emits: d.descriptor.emits.clone(),
+                    cadence_seconds: d.descriptor.cadence_seconds,
+                    path: d.path.clone(),
+                })
+                .collect(),
+        );
+        Ok(refresh)
+    }
+
+    /// The loaded detectors as published after every look at the folder.
+    pub fn roster(&self) -> Roster {
+        self.roster.clone()
     }
 
     /// One scan: the fast path when nothing changed, else plan → read →
@@ -290,7 +357,13 @@ impl Sentinel {
             }
             Command::Enable(name) => admin(&mut self.ledger, name, &|a| a.disabled = false)?,
             Command::Disable(name) => admin(&mut self.ledger, name, &|a| a.disabled = true)?,
-            Command::ForceWake(name) => admin(&mut self.ledger, name, &|a| a.wake = true)?,
+            Command::ForceWake { detector, tenant } => {
+                admin(&mut self.ledger, detector, &|a| a.wake = true)?;
+                let version = self.roster.get().into_iter().find(|r| &r.name == detector).map(|r| r.version);
+                let reason = format!("force-wake by the operator; tenant {tenant}");
+                let fire_seq = self.ledger.diagnostic_fire(detector, version, now, reason)?;
+                Applied::Woken { detector: detector.clone(), tenant: tenant.clone(), fire_seq }
+            }
         })
     }
 

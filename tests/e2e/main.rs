@@ -24,4 +24,5 @@ mod support;
 mod tool_error;
 mod twins;
 mod wal;
+mod watch;
 mod wit;

@@ -16,6 +16,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use xtask::{datagen, guest};
 
+mod schemathesis;
+
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
 struct Cli {
@@ -56,6 +58,8 @@ enum Cmd {
     },
     /// Run the whole suite as CI does: fmt, clippy, tests.
     Test,
+    /// Only the watch API's schemathesis run (part of `test`), against a live `serve`.
+    Schemathesis,
     /// Run the benchmark in a release build and write docs/benchmarks.md and docs/benchmarks.json.
     Bench {
         /// Target record counts, comma-separated [default: 10000,100000,1000000].
@@ -111,6 +115,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Cmd::Test => test(&root)?,
+        Cmd::Schemathesis => schemathesis::run(&root)?,
         Cmd::Bench { sizes, reps, no_write } => bench(&root, sizes, reps, no_write)?,
     }
     Ok(())
@@ -303,6 +308,8 @@ fn test(root: &Path) -> Result<()> {
     guest::ensure_components(&["rustfmt", "clippy"])?;
     ensure_systemd_analyze()?;
     ensure_real_programs()?;
+    // The watch API's status page is loaded in headless Chromium (tests/e2e/watch.rs).
+    ensure_debian_tool("chromium", "chromium", "the status page test needs it")?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // Tests never write into the real user cache folder: a scan left to the
@@ -311,12 +318,15 @@ fn test(root: &Path) -> Result<()> {
         "cargo test",
         cargo(root).args(["test", "--workspace"]).env("XDG_CACHE_HOME", root.join("target/test-xdg-cache")),
     )?;
+    eprintln!("==> schemathesis against a live sentinel-host serve (docs/watch-api.md)");
+    schemathesis::run(root)?;
     Ok(())
 }
 
 fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
     ensure_debian_tool("sqlite3", "sqlite3", "the benchmark's floor under the raw read needs it")?;
     build_detectors(root)?;
+    let largest = sizes.as_ref().and_then(|s| s.iter().max().copied()).unwrap_or(1_000_000);
     step(
         "cargo build --release (host and benchmark)",
         cargo(root).args(["build", "--release", "-p", "sentinel-host", "-p", "sentinel-bench"]),
@@ -341,7 +351,22 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
     if !no_write {
         cmd.arg("--json").arg(root.join("docs/benchmarks.json")).arg("--markdown").arg(root.join("docs/benchmarks.md"));
     }
-    step("sentinel-bench", &mut cmd)
+    step("sentinel-bench", &mut cmd)?;
+    // The watch API's read latency while a scan of the largest data set runs
+    // (printed; docs/watch-api.md says how to read it).
+    step(
+        "sentinel-watch-load",
+        Command::new(release.join("sentinel-watch-load"))
+            .current_dir(root)
+            .arg("--host")
+            .arg(release.join("sentinel-host"))
+            .arg("--detectors")
+            .arg(root.join("detectors"))
+            .arg("--work")
+            .arg(root.join("target/bench"))
+            .arg("--records")
+            .arg(largest.to_string()),
+    )
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ mod exit {
     pub const OUT_IN_USE: u8 = 11;
     pub const CHAIN_BROKEN: u8 = 12;
     pub const SCAN_OVERRUN: u8 = 13;
+    pub const LISTEN: u8 = 14;
 }
 
 #[derive(Parser, Debug)]
@@ -52,6 +53,10 @@ struct Cli {
 enum Command {
     /// Scan the data dir with every detector in a folder.
     Run(RunArgs),
+    /// Scan on the interval as `run` does, and answer the watch API over
+    /// HTTP (docs/watch-api.md): reads are public, mutations need the admin
+    /// token, arming its own.
+    Serve(ServeArgs),
     /// Start the state again: clear cursors, occurrence keys and detector
     /// state, keep the issues (what a release that changes the store does).
     Reset(ResetArgs),
@@ -237,6 +242,16 @@ struct ResetArgs {
 }
 
 #[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Where the watch API listens; loopback by default, any other address
+    /// is said in the startup log (`127.0.0.1:0`: a port the OS chooses).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    listen: std::net::SocketAddr,
+}
+
+#[derive(Args, Debug)]
 struct RunArgs {
     /// Folder of detector components (`*.wasm`), as built by `cargo xtask build-detectors`.
     #[arg(long, value_name = "DIR")]
@@ -328,7 +343,7 @@ fn main() -> ExitCode {
     };
     // The long-running mode logs what each scan did by default; one-shot
     // commands only errors. SENTINEL_LOG overrides both.
-    let long_running = matches!(&cli.command, Command::Run(a) if !a.once);
+    let long_running = matches!(&cli.command, Command::Run(a) if !a.once) || matches!(&cli.command, Command::Serve(_));
     let filter = tracing_subscriber::EnvFilter::try_from_env("SENTINEL_LOG").unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if long_running { "sentinel_host=info,warn" } else { "error" })
     });
@@ -338,7 +353,12 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
-        Command::Run(args) => run(&args),
+        Command::Run(args) => run(&args, None),
+        Command::Serve(args) if args.run.once => {
+            eprintln!("sentinel-host: error: serve keeps running: --once is for `run`");
+            return ExitCode::from(exit::USAGE);
+        }
+        Command::Serve(args) => run(&args.run, Some(args.listen)),
         Command::Reset(args) => reset(&args),
         Command::Verify(args) => verify(&args),
         Command::Replay(args) => replay(&args),
@@ -473,7 +493,7 @@ fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-fn run(args: &RunArgs) -> anyhow::Result<u8> {
+fn run(args: &RunArgs, listen: Option<std::net::SocketAddr>) -> anyhow::Result<u8> {
     let sentinels = args.sentinels.clone().or_else(sentinel_host::config::sentinels_path);
     let config = Config::load_with(args.config.as_deref(), sentinels.as_deref()).context("cannot load the config")?;
     // Defaults, then the config file's [limits], then the flags.
@@ -515,7 +535,53 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         print_report(&report?, args.json)?;
         return Ok(exit::OK);
     }
-    run_long(args, opts, line)
+    run_long(args, opts, line, listen)
+}
+
+/// The error `serve` exits 14 with.
+#[derive(Debug, thiserror::Error)]
+#[error("the watch API cannot listen on {addr}")]
+struct ListenError {
+    addr: std::net::SocketAddr,
+    #[source]
+    source: std::io::Error,
+}
+
+/// Starts the watch API beside the sentinel: it reads the output folder and
+/// sends its mutations through `handle`.
+fn start_watch(
+    sentinel: &sentinel_host::sentinel::Sentinel,
+    handle: sentinel_host::sentinel::Handle,
+    listen: std::net::SocketAddr,
+    live: Arc<sentinel_host::watch::Live>,
+) -> anyhow::Result<sentinel_host::watch::WatchServer> {
+    use sentinel_host::watch::{AppState, Gates, WatchEnv, WatchServer};
+    let env = WatchEnv::from_process();
+    let gates = Arc::new(Gates::new(env.dispatching()));
+    if env.dispatcher_enabled && env.target.is_none() {
+        tracing::warn!(
+            "WATCH_DISPATCHER_ENABLED is set but no WATCH_DISPATCH_WEBHOOK or WATCH_DISPATCH_COMMAND: nothing is dispatched"
+        );
+    }
+    let state = AppState {
+        out: sentinel.out_dir().to_owned(),
+        handle,
+        roster: sentinel.roster(),
+        live,
+        env: env.clone(),
+        gates,
+    };
+    let server = WatchServer::start(listen, state).map_err(|source| ListenError { addr: listen, source })?;
+    if !server.addr.ip().is_loopback() {
+        tracing::warn!(listen = %server.addr, "the watch API listens on a non-loopback address: anyone who can reach it can read everything");
+    }
+    tracing::info!(
+        admin = env.admin_token.as_deref().is_some_and(|t| !t.is_empty()),
+        dispatching = env.dispatching(),
+        "watch API listening on http://{}",
+        server.addr
+    );
+    Ok(server)
 }
 
 fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Result<()> {
@@ -534,7 +600,12 @@ fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Resul
 /// SIGTERM. The first signal lets the scan in flight stop before its commit
 /// (or finish it) and exits 0; a second one exits at once with 1 (the ledger
 /// is transactional, so even that loses nothing).
-fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Line>>) -> anyhow::Result<u8> {
+fn run_long(
+    args: &RunArgs,
+    mut opts: ScanOptions,
+    line: Option<Arc<progress::Line>>,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<u8> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {
@@ -548,6 +619,11 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
     let (handle, commands) = sentinel_host::sentinel::Handle::channel();
+    let live = Arc::new(sentinel_host::watch::Live::default());
+    let watch = match listen {
+        Some(addr) => Some(start_watch(&sentinel, handle.clone(), addr, Arc::clone(&live))?),
+        None => None,
+    };
     let kicker = kicker(&sentinel, handle);
     let mut scans = 0u64;
     let mut fatal: Option<anyhow::Error> = None;
@@ -559,6 +635,7 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
         match result {
             Ok(mut report) => {
                 report.last_kick = kicker.as_ref().and_then(|k| k.last_kick());
+                live.record(&report);
                 tracing::info!(
                     scan = scans,
                     unchanged = report.unchanged_since.is_some(),
@@ -593,6 +670,10 @@ fn run_long(args: &RunArgs, mut opts: ScanOptions, line: Option<Arc<progress::Li
     if let Some(l) = &line {
         l.clear();
     }
+    // The commands still queued are answered "gone" (their senders see the
+    // channel close), so no request keeps the HTTP side from stopping.
+    drop(commands);
+    drop(watch);
     if let Some(e) = fatal {
         return Err(e);
     }
@@ -727,6 +808,9 @@ fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
 }
 
 fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<ListenError>().is_some() {
+        return exit::LISTEN;
+    }
     match err.downcast_ref::<ServiceError>() {
         Some(ServiceError::OutDir(e)) => return out_dir_code(e),
         Some(ServiceError::DataDir(e)) => return scan_code(e),

@@ -381,6 +381,31 @@ impl Ledger {
     }
 }
 
+impl Ledger {
+    /// Appends a diagnostic fire for `detector` (a force-wake by the
+    /// operator), in a transaction of its own, and exports the log; returns
+    /// its sequence number.
+    pub fn diagnostic_fire(
+        &mut self,
+        detector: &str,
+        version: Option<String>,
+        at: i64,
+        reason: String,
+    ) -> Result<u64, LedgerError> {
+        let path = self.db_path.clone();
+        let e =
+            move |source| LedgerError::Store { path: path.clone(), action: "cannot record a diagnostic fire", source };
+        let tx = self.conn.transaction().map_err(&e)?;
+        let entry = super::counting::health_fire(FireType::Diagnostic, &Health::new(detector), at, version, reason);
+        let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;
+        appender.append(&tx, entry).map_err(&e)?;
+        let seq = appender.count();
+        tx.commit().map_err(&e)?;
+        self.export_fires(at)?;
+        Ok(seq)
+    }
+}
+
 /// Every detector's health, by name.
 pub(super) fn read_health(conn: &Connection) -> rusqlite::Result<Vec<Health>> {
     let mut stmt = conn.prepare(

@@ -1,5 +1,6 @@
 //! The read-only view of a ledger: what `detectors list`, `verify` and the
-//! watch API read while a scan may be writing.
+//! watch API read while a scan may be writing: issues, health, bookkeeping,
+//! and pages of the fire log and of the issues, newest first.
 //!
 //! It owns a connection opened with `SQLITE_OPEN_READONLY` on a store in WAL
 //! mode, so it never blocks the writer and the writer never blocks it (a
@@ -7,13 +8,15 @@
 //! never creates, migrates or repairs anything: a missing store is "no
 //! ledger yet", a store of another schema version is read as far as it goes.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, params};
 
-use super::export::{IssueLine, read_issues};
+use super::export::{EvidenceRef, IssueLine, read_issues};
 use super::store::{check_header, read_health, read_meta};
 use super::{Health, LedgerError, STORE_FILE};
+use crate::firelog::FireEntry;
 
 /// A read-only view of the ledger of one output folder.
 #[derive(Debug)]
@@ -71,4 +74,163 @@ impl LedgerView {
     pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
         read_meta(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
     }
+
+    /// The detectors the operator disabled.
+    pub fn disabled(&self) -> Result<std::collections::HashSet<String>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT detector FROM detector_admin WHERE disabled")
+            .map_err(self.err("cannot read the operator's settings"))?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err("cannot read the operator's settings"))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(self.err("cannot read the operator's settings"))
+    }
+
+    /// Fire-log entries, newest first: those before `before` (a sequence
+    /// number; `None`: from the newest), at most `limit`, matching the filter.
+    pub fn fires_page(
+        &self,
+        before: Option<u64>,
+        limit: u32,
+        filter: &FireFilter,
+    ) -> Result<Vec<FireEntry>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT line FROM fires WHERE seq < ?1
+                   AND (?2 IS NULL OR json_extract(line, '$.detector') = ?2)
+                   AND (?3 IS NULL OR json_extract(line, '$.kind') = ?3)
+                   AND (?4 IS NULL OR json_extract(line, '$.type') = ?4)
+                 ORDER BY seq DESC LIMIT ?5",
+            )
+            .map_err(self.err("cannot read the fire log"))?;
+        let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        let rows = stmt
+            .query_map(params![before, filter.detector, filter.kind, filter.fire_type, limit], |r| {
+                r.get::<_, String>(0)
+            })
+            .map_err(self.err("cannot read the fire log"))?;
+        self.entries(rows)
+    }
+
+    /// Fire-log entries after `seq`, oldest first, at most `limit` (what the
+    /// dispatcher delivers next).
+    pub fn fires_after(&self, seq: u64, limit: u32) -> Result<Vec<FireEntry>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT line FROM fires WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            .map_err(self.err("cannot read the fire log"))?;
+        let rows = stmt
+            .query_map(params![i64::try_from(seq).unwrap_or(i64::MAX), limit], |r| r.get::<_, String>(0))
+            .map_err(self.err("cannot read the fire log"))?;
+        self.entries(rows)
+    }
+
+    fn entries(&self, rows: impl Iterator<Item = rusqlite::Result<String>>) -> Result<Vec<FireEntry>, LedgerError> {
+        let mut out = Vec::new();
+        for line in rows {
+            let line = line.map_err(self.err("cannot read the fire log"))?;
+            // An entry the store holds is one the writer sealed; one that does
+            // not parse is skipped here and reported by the chain check.
+            if let Ok(entry) = serde_json::from_str(&line) {
+                out.push(entry);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fires per detector (occurrences and diagnostic fires, not health
+    /// changes) recorded since `since_1h` and since `since_24h`, counted
+    /// over at most the newest `window` entries.
+    pub fn fire_counts(
+        &self,
+        since_1h: i64,
+        since_24h: i64,
+        window: u32,
+    ) -> Result<HashMap<String, (u64, u64)>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT json_extract(line, '$.detector'), json_extract(line, '$.recordedAt'), json_extract(line, '$.type')
+                 FROM fires ORDER BY seq DESC LIMIT ?1",
+            )
+            .map_err(self.err("cannot read the fire log"))?;
+        let mut rows = stmt.query([window]).map_err(self.err("cannot read the fire log"))?;
+        let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
+        while let Some(r) = rows.next().map_err(self.err("cannot read the fire log"))? {
+            let (detector, at, kind): (Option<String>, Option<i64>, Option<String>) =
+                (r.get(0).ok().flatten(), r.get(1).ok().flatten(), r.get(2).ok().flatten());
+            let (Some(detector), Some(at)) = (detector, at) else { continue };
+            if at < since_24h {
+                break;
+            }
+            if !matches!(kind.as_deref(), Some("occurrence" | "diagnostic")) {
+                continue;
+            }
+            let c = counts.entry(detector).or_default();
+            c.1 += 1;
+            if at >= since_1h {
+                c.0 += 1;
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Issues, newest first by row id: those before `before`, at most
+    /// `limit`, of one of `kinds` when given, of `kind` when given.
+    pub fn issues_page(
+        &self,
+        before: Option<i64>,
+        limit: u32,
+        kinds: Option<&[String]>,
+        kind: Option<&str>,
+    ) -> Result<Vec<(i64, IssueLine)>, LedgerError> {
+        let kinds_json = kinds.map(|k| serde_json::Value::from(k.to_vec()).to_string());
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT rowid, sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
+                        count, wasted_turns, evidence_source, evidence_id, grouping_version, probation
+                 FROM issues WHERE rowid < ?1
+                   AND (?2 IS NULL OR kind IN (SELECT value FROM json_each(?2)))
+                   AND (?3 IS NULL OR kind = ?3)
+                 ORDER BY rowid DESC LIMIT ?4",
+            )
+            .map_err(self.err("cannot read issues"))?;
+        let rows = stmt
+            .query_map(params![before.unwrap_or(i64::MAX), kinds_json, kind, limit], |r| {
+                Ok((
+                    r.get(0)?,
+                    IssueLine {
+                        sig: r.get(1)?,
+                        kind: r.get(2)?,
+                        title: r.get(3)?,
+                        origin: r.get(4)?,
+                        severity: r.get(5)?,
+                        tool: r.get(6)?,
+                        bot_id: r.get(7)?,
+                        thread_id: r.get(8)?,
+                        turn_id: r.get(9)?,
+                        first_at: r.get(10)?,
+                        last_at: r.get(11)?,
+                        count: r.get(12)?,
+                        wasted_turns: r.get(13)?,
+                        evidence_ref: EvidenceRef { source: r.get(14)?, id: r.get(15)? },
+                        grouping_version: r.get(16)?,
+                        probation: r.get(17)?,
+                    },
+                ))
+            })
+            .map_err(self.err("cannot read issues"))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(self.err("cannot read issues"))
+    }
+}
+
+/// What a page of fires is narrowed to.
+#[derive(Debug, Clone, Default)]
+pub struct FireFilter {
+    pub detector: Option<String>,
+    /// The occurrence's kind.
+    pub kind: Option<String>,
+    /// The fire's type (`occurrence`, `quarantine`, `release`, `diagnostic`).
+    pub fire_type: Option<String>,
 }

@@ -1,0 +1,101 @@
+//! The OpenAPI document served at `/openapi.json`, generated from the
+//! handlers' and types' annotations (utoipa).
+//!
+//! It owns the list of documented paths and schemas and the two security
+//! schemes (the admin bearer token, the arming bearer token). It never
+//! serves anything itself but its own route; a test keeps the document and
+//! [`ROUTES`](super::routes::ROUTES) equal, path for path and method for
+//! method.
+
+use axum::Json;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+use super::{admin, gates, page, problem, reads};
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, what) in [("bearer", "WATCH_ADMIN_TOKEN or BOOTSTRAP_TOKEN"), ("arming", "WATCH_ARMING_TOKEN")] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(what)).build()),
+            );
+        }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "sentinel watch API", description = "Reads are public; mutations are admin; arming is a different principal entirely (docs/watch-api.md)."),
+    paths(
+        page::status_page,
+        openapi_json,
+        reads::list_sentinels,
+        reads::one_sentinel,
+        reads::fires,
+        reads::issues,
+        reads::chain,
+        reads::public_key,
+        reads::gates,
+        admin::quarantine,
+        admin::release,
+        admin::enable,
+        admin::disable,
+        admin::force_wake,
+        admin::ui_snapshot,
+        admin::arming,
+    ),
+    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, admin::AdminBody, admin::ArmingBody)),
+    modifiers(&Security)
+)]
+pub struct ApiDoc;
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "reads", responses((status = 200, description = "the OpenAPI document", body = Object)))]
+pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_lists_exactly_the_routes_served() {
+        let doc = ApiDoc::openapi();
+        let mut documented: Vec<(String, String)> = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            for (method, op) in [("GET", &item.get), ("POST", &item.post), ("PUT", &item.put), ("DELETE", &item.delete)]
+            {
+                if op.is_some() {
+                    documented.push((method.to_owned(), path.clone()));
+                }
+            }
+        }
+        documented.sort();
+        let mut served: Vec<(String, String)> =
+            super::super::routes::ROUTES.iter().map(|(m, p)| ((*m).to_owned(), (*p).to_owned())).collect();
+        served.sort();
+        assert_eq!(documented, served);
+    }
+
+    #[test]
+    fn every_error_answer_in_the_document_is_problem_json() {
+        let json = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        for (path, item) in json["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for (status, response) in op["responses"].as_object().unwrap() {
+                    if status.starts_with('4') || status.starts_with('5') {
+                        assert!(
+                            response["content"]["application/problem+json"].is_object(),
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

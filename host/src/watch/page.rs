@@ -1,0 +1,150 @@
+//! The HTML status page at `/`: sentinels with their heat bands, health and
+//! cadence, the latest fires, the chain's state and the gates, rendered on
+//! the server (no script).
+//!
+//! It owns the markup and escaping every value it prints (names, kinds and
+//! reasons come from third-party detectors). It never reads the ledger
+//! itself (it renders [`admin::snapshot`](super::admin::snapshot)) and never
+//! mutates anything.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Html;
+
+use super::AppState;
+use super::admin::{Snapshot, snapshot};
+use super::problem::Problem;
+use super::reads::{Band, blocking};
+
+/// Escapes text for an HTML element or a quoted attribute.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A time in ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil
+/// calendar from days, Howard Hinnant's algorithm).
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn band(b: Band) -> &'static str {
+    match b {
+        Band::Cold => "cold",
+        Band::Warm => "warm",
+        Band::Hot => "hot",
+    }
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
+table{border-collapse:collapse;margin-bottom:2em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}\
+.cold{background:#dbeafe}.warm{background:#fef3c7}.hot{background:#fecaca}\
+.ok{color:#166534}.bad{color:#b91c1c;font-weight:bold}.probation{color:#92400e}";
+
+/// Renders a snapshot as the page.
+pub fn render(s: &Snapshot) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"30\"><title>sentinel status</title><style>{STYLE}</style></head><body><h1>sentinel status</h1>"
+    );
+    let chain = if s.chain.ok {
+        format!("<span id=\"chain\" class=\"ok\">chain verified: {} entries</span>", s.chain.entries)
+    } else {
+        format!(
+            "<span id=\"chain\" class=\"bad\">chain broken: {}</span>",
+            esc(s.chain.finding.as_deref().unwrap_or("unknown"))
+        )
+    };
+    let _ = write!(
+        h,
+        "<p>{chain}{}</p><p id=\"gates\">gates: observing <b>{}</b>, dispatching <b>{}</b>, action_production_armed <b>{}</b></p>",
+        s.chain.kid.as_deref().map(|k| format!(" (key {})", esc(k))).unwrap_or_default(),
+        s.gates.observing,
+        s.gates.dispatching,
+        s.gates.action_production_armed
+    );
+    h.push_str("<h2>Sentinels</h2><table id=\"sentinels\"><tr><th>sentinel</th><th>version</th><th>heat</th><th>health</th><th>enabled</th><th>cadence</th><th>last run</th><th>fires 1 h / 24 h</th></tr>");
+    for x in &s.sentinels {
+        let standing = serde_json::to_value(x.health.standing).ok().and_then(|v| v.as_str().map(str::to_owned));
+        let _ = write!(
+            h,
+            "<tr data-sentinel=\"{n}\"><td>{n}</td><td>{v}</td><td class=\"{b}\">{b} {heat:.2}</td><td>{st}</td><td>{en}</td><td>{cad}</td><td>{last}</td><td>{f1} / {f24}</td></tr>",
+            n = esc(&x.name),
+            v = esc(&x.version),
+            b = band(x.heat.band),
+            heat = x.heat.value,
+            st = esc(standing.as_deref().unwrap_or("ok")),
+            en = if x.enabled { "yes" } else { "no" },
+            cad = x.cadence_seconds.map(|c| format!("{c} s")).unwrap_or_else(|| "every scan".into()),
+            last = x.seen.last_run_at.map(utc).unwrap_or_else(|| "never".into()),
+            f1 = x.heat.fires_1h,
+            f24 = x.heat.fires_24h,
+        );
+    }
+    h.push_str("</table><h2>Latest fires</h2><table id=\"fires\"><tr><th>#</th><th>type</th><th>sentinel</th><th>kind</th><th>at</th><th>note</th></tr>");
+    for f in &s.fires {
+        let ty = serde_json::to_value(f.fire_type).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.seq,
+            esc(&ty),
+            if f.probation { "<span class=\"probation\">[PROBATION]</span> " } else { "" },
+            esc(&f.detector),
+            esc(f.kind.as_deref().unwrap_or("")),
+            utc(f.recorded_at),
+            esc(f.reason.as_deref().unwrap_or("")),
+        );
+    }
+    h.push_str("</table><p>JSON: <a href=\"/v1/sentinels\">/v1/sentinels</a>, <a href=\"/v1/fires\">/v1/fires</a>, <a href=\"/v1/chain\">/v1/chain</a>, <a href=\"/v1/gates\">/v1/gates</a></p></body></html>");
+    h
+}
+
+/// The status page.
+#[utoipa::path(get, path = "/", tag = "reads", responses((status = 200, description = "the status page", content_type = "text/html", body = String)))]
+pub async fn status_page(State(state): State<Arc<AppState>>) -> Result<Html<String>, Problem> {
+    blocking(move || snapshot(&state, 20)).await.map(|s| Html(render(&s)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_detector_names_is_escaped() {
+        assert_eq!(esc("<script>\"x\"&'"), "&lt;script&gt;&quot;x&quot;&amp;&#39;");
+        assert_eq!(esc("a\u{1b}b"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_796_082_128_141), "2026-11-30 23:42:08 UTC");
+    }
+}

@@ -1,0 +1,457 @@
+//! The public reads: sentinels with health, heat and cadence; pages of
+//! fires and issues, newest first; the chain's verification; the public key
+//! and its `kid`; the gates.
+//!
+//! It owns the shapes the reads answer with and the heat rule
+//! (`clamp01(0.7 * fires_1h / 5 + 0.3 * fires_24h / 24)`, cold below 0.15,
+//! warm below 0.6, hot from 0.6). Every read opens its own read-only
+//! [`LedgerView`] on a blocking thread, so it sees the last committed scan
+//! and never waits for the one in flight. It never writes and never sends a
+//! command to the core.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use serde::{Deserialize, Serialize};
+
+use super::gates::GateState;
+use super::problem::Problem;
+use super::{AppState, Seen};
+use crate::firelog::{FireEntry, PublicKeyFile, Verification};
+use crate::health::{Standing, State as HealthState};
+use crate::ledger::{FireFilter, IssueLine, LedgerView};
+use crate::sentinel::RosterEntry;
+
+pub const DEFAULT_LIMIT: u32 = 50;
+pub const MAX_LIMIT: u32 = 500;
+/// The newest fires the heat is counted over (a flood saturates the heat
+/// long before this).
+pub const HEAT_WINDOW: u32 = 10_000;
+/// The longest filter value accepted (a detector name or a kind).
+pub const MAX_FILTER_LEN: usize = 128;
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// Runs `f` on a blocking thread: ledger reads are SQLite calls.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Problem> + Send + 'static,
+) -> Result<T, Problem> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Problem::internal(format!("a read stopped: {e}")))?
+}
+
+/// Opens the view; `None` before the first scan made a ledger.
+pub fn view(state: &AppState) -> Result<Option<LedgerView>, Problem> {
+    LedgerView::open(&state.out).map_err(|e| Problem::internal(format!("cannot read the ledger: {e}")))
+}
+
+fn ledger_problem(e: crate::ledger::LedgerError) -> Problem {
+    Problem::internal(format!("cannot read the ledger: {e}"))
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// How hot a sentinel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Band {
+    Cold,
+    Warm,
+    Hot,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Heat {
+    pub value: f64,
+    pub band: Band,
+    pub fires_1h: u64,
+    pub fires_24h: u64,
+}
+
+impl Heat {
+    pub fn of(fires_1h: u64, fires_24h: u64) -> Heat {
+        let value = (0.7 * fires_1h as f64 / 5.0 + 0.3 * fires_24h as f64 / 24.0).clamp(0.0, 1.0);
+        let band = if value < 0.15 {
+            Band::Cold
+        } else if value < 0.6 {
+            Band::Warm
+        } else {
+            Band::Hot
+        };
+        Heat { value, band, fires_1h, fires_24h }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthView {
+    /// `ok`, `probation` or `quarantined`.
+    #[schema(value_type = String)]
+    pub standing: Standing,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantined_until: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probation_clean_left: Option<u32>,
+    pub failures_in_a_row: u32,
+    pub failures_total: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+}
+
+/// One loaded sentinel.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SentinelView {
+    pub name: String,
+    pub version: String,
+    pub emits: Vec<String>,
+    /// Its own schedule, when it has one; else it runs with every scan.
+    pub cadence_seconds: Option<u32>,
+    /// Not disabled by the operator.
+    pub enabled: bool,
+    pub health: HealthView,
+    #[serde(flatten)]
+    pub seen: Seen,
+    /// When a fast sentinel's directory last kicked a scan, ms.
+    pub last_kick: Option<i64>,
+    pub heat: Heat,
+}
+
+/// Every loaded sentinel, by name.
+pub fn sentinels(state: &AppState) -> Result<Vec<SentinelView>, Problem> {
+    let roster = state.roster.get();
+    let (health, disabled, counts) = match view(state)? {
+        Some(v) => {
+            let now = now_ms();
+            (
+                v.health().map_err(ledger_problem)?,
+                v.disabled().map_err(ledger_problem)?,
+                v.fire_counts(now - HOUR_MS, now - 24 * HOUR_MS, HEAT_WINDOW).map_err(ledger_problem)?,
+            )
+        }
+        None => (Vec::new(), HashSet::new(), HashMap::new()),
+    };
+    let mut out: Vec<SentinelView> = roster
+        .into_iter()
+        .map(|r: RosterEntry| {
+            let h = health.iter().find(|h| h.detector == r.name);
+            let (quarantined_until, probation_clean_left) = match h.map(|h| h.state) {
+                Some(HealthState::Quarantined { until }) => (Some(until), None),
+                Some(HealthState::Probation { clean_left }) => (None, Some(clean_left)),
+                _ => (None, None),
+            };
+            let (f1, f24) = counts.get(&r.name).copied().unwrap_or_default();
+            SentinelView {
+                health: HealthView {
+                    standing: h.map_or(Standing::Ok, |h| h.state.standing()),
+                    quarantined_until,
+                    probation_clean_left,
+                    failures_in_a_row: h.map_or(0, |h| h.failures_in_a_row),
+                    failures_total: h.map_or(0, |h| h.failures_total),
+                    last_failure: h.and_then(|h| h.last_failure.clone()),
+                },
+                enabled: !disabled.contains(&r.name),
+                seen: state.live.seen(&r.name),
+                last_kick: state.live.last_kick(),
+                heat: Heat::of(f1, f24),
+                name: r.name,
+                version: r.version,
+                emits: r.emits,
+                cadence_seconds: r.cadence_seconds,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SentinelList {
+    pub items: Vec<SentinelView>,
+    /// When the last scan ran, ms.
+    pub last_scan: Option<i64>,
+}
+
+/// Every loaded sentinel with its health, heat, cadence and last run.
+#[utoipa::path(get, path = "/v1/sentinels", tag = "reads",
+    responses((status = 200, body = SentinelList), (status = 500, body = Problem, content_type = "application/problem+json")))]
+pub async fn list_sentinels(State(state): State<Arc<AppState>>) -> Result<Json<SentinelList>, Problem> {
+    let s = Arc::clone(&state);
+    let items = blocking(move || sentinels(&s)).await?;
+    Ok(Json(SentinelList { items, last_scan: state.live.last_scan() }))
+}
+
+/// One loaded sentinel.
+#[utoipa::path(get, path = "/v1/sentinels/{name}", tag = "reads", params(("name" = String, Path, description = "the sentinel's name")),
+    responses((status = 200, body = SentinelView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn one_sentinel(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> Result<Json<SentinelView>, Problem> {
+    let items = blocking(move || sentinels(&state)).await?;
+    items.into_iter().find(|s| s.name == name).map(Json).ok_or_else(|| {
+        Problem::not_found(format!("no sentinel named `{}` is loaded", crate::sanitize::one_line(&name)))
+    })
+}
+
+/// A page's query: `limit` (default 50, capped at 500), `before_id` (the
+/// cursor: the `nextBeforeId` of the page before), and filters.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// At most this many (default 50, capped at 500; at least 1).
+    #[param(minimum = 0)]
+    pub limit: Option<u32>,
+    /// The cursor: the `nextBeforeId` of the previous page.
+    #[param(minimum = 0)]
+    pub before_id: Option<u64>,
+    /// Only this sentinel's.
+    pub sentinel: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Fires only: only this type (`occurrence`, `quarantine`, `release`, `diagnostic`).
+    #[serde(rename = "type")]
+    pub fire_type: Option<String>,
+}
+
+impl PageQuery {
+    /// The limit, defaulted and capped; 0 is refused.
+    pub fn limit(&self) -> Result<u32, Problem> {
+        match self.limit {
+            Some(0) => Err(Problem::unprocessable("limit must be at least 1")),
+            Some(n) => Ok(n.min(MAX_LIMIT)),
+            None => Ok(DEFAULT_LIMIT),
+        }
+    }
+
+    fn check(&self) -> Result<(), Problem> {
+        for (name, v) in [("sentinel", &self.sentinel), ("kind", &self.kind), ("type", &self.fire_type)] {
+            if v.as_ref().is_some_and(|v| v.is_empty() || v.len() > MAX_FILTER_LEN) {
+                return Err(Problem::unprocessable(format!("{name} must be 1 to {MAX_FILTER_LEN} bytes")));
+            }
+        }
+        if let Some(t) = &self.fire_type
+            && !matches!(t.as_str(), "occurrence" | "quarantine" | "release" | "diagnostic")
+        {
+            return Err(Problem::unprocessable("type must be occurrence, quarantine, release or diagnostic"));
+        }
+        Ok(())
+    }
+}
+
+/// A page, newest first; `nextBeforeId` is the cursor of the next page
+/// (absent on the last one).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    /// Fire-log entries (docs/fire-log.md) or issues (`issues.jsonl` lines with their `id`).
+    #[schema(value_type = Vec<Object>)]
+    pub items: Vec<T>,
+    pub next_before_id: Option<i64>,
+}
+
+pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Problem> {
+    q.check()?;
+    let limit = q.limit()?;
+    let filter = FireFilter { detector: q.sentinel.clone(), kind: q.kind.clone(), fire_type: q.fire_type.clone() };
+    let items = match view(state)? {
+        Some(v) => v.fires_page(q.before_id, limit, &filter).map_err(ledger_problem)?,
+        None => Vec::new(),
+    };
+    let next_before_id = (items.len() as u32 == limit).then(|| items.last().map(|f| f.seq as i64)).flatten();
+    Ok(Page { items, next_before_id })
+}
+
+/// Fire-log entries, newest first.
+#[utoipa::path(get, path = "/v1/fires", tag = "reads", params(PageQuery),
+    responses((status = 200, body = Page<Object>), (status = 414, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
+pub async fn fires(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Page<FireEntry>>, Problem> {
+    let Query(q) = q?;
+    blocking(move || fires_page(&state, &q)).await.map(Json)
+}
+
+/// An issue with its id (the cursor of the issues' pages).
+#[derive(Debug, Clone, Serialize)]
+pub struct IssueItem {
+    pub id: i64,
+    #[serde(flatten)]
+    pub issue: IssueLine,
+}
+
+/// Issues, newest first.
+#[utoipa::path(get, path = "/v1/issues", tag = "reads", params(PageQuery),
+    responses((status = 200, body = Page<Object>), (status = 414, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
+pub async fn issues(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Page<IssueItem>>, Problem> {
+    let Query(q) = q?;
+    if q.fire_type.is_some() {
+        return Err(Problem::unprocessable("type filters fires, not issues"));
+    }
+    q.check()?;
+    let limit = q.limit()?;
+    blocking(move || {
+        // An issue belongs to the sentinel that emits its kind.
+        let kinds = match &q.sentinel {
+            Some(name) => match state.roster.get().into_iter().find(|r| &r.name == name) {
+                Some(r) => Some(r.emits),
+                None => return Ok(Page { items: Vec::new(), next_before_id: None }),
+            },
+            None => None,
+        };
+        let before = q.before_id.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
+        let items: Vec<IssueItem> = match view(&state)? {
+            Some(v) => v
+                .issues_page(before, limit, kinds.as_deref(), q.kind.as_deref())
+                .map_err(ledger_problem)?
+                .into_iter()
+                .map(|(id, issue)| IssueItem { id, issue })
+                .collect(),
+            None => Vec::new(),
+        };
+        let next_before_id = (items.len() as u32 == limit).then(|| items.last().map(|i| i.id)).flatten();
+        Ok(Page { items, next_before_id })
+    })
+    .await
+    .map(Json)
+}
+
+/// The chain's verification: `ok: false` is a finding, answered 200.
+#[utoipa::path(get, path = "/v1/chain", tag = "reads",
+    responses((status = 200, description = "the verification, as `sentinel-host verify --json` prints it", body = Object)))]
+pub async fn chain(State(state): State<Arc<AppState>>) -> Result<Json<Verification>, Problem> {
+    blocking(move || Ok(crate::firelog::verify_out_dir(&state.out, None))).await.map(Json)
+}
+
+pub fn public_key_of(state: &AppState) -> Result<PublicKeyFile, Problem> {
+    let path = state.out.join(crate::firelog::PUBLIC_KEY_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| Problem::internal(format!("{} does not parse: {e}", crate::firelog::PUBLIC_KEY_FILE))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Problem::not_found("no public key yet: it is published with the first scan's fire log"))
+        }
+        Err(e) => Err(Problem::internal(format!("cannot read {}: {e}", crate::firelog::PUBLIC_KEY_FILE))),
+    }
+}
+
+/// The fire log's public key and its `kid`.
+#[utoipa::path(get, path = "/v1/public-key", tag = "reads",
+    responses((status = 200, description = "`{alg, kid, publicKey}`", body = Object), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn public_key(State(state): State<Arc<AppState>>) -> Result<Json<PublicKeyFile>, Problem> {
+    blocking(move || public_key_of(&state)).await.map(Json)
+}
+
+pub fn gate_state(state: &AppState) -> Result<GateState, Problem> {
+    let disabled = match view(state)? {
+        Some(v) => v.disabled().map_err(ledger_problem)?,
+        None => HashSet::new(),
+    };
+    let observing = state.roster.get().iter().any(|r| !disabled.contains(&r.name));
+    Ok(state.gates.state(observing))
+}
+
+/// The three gates.
+#[utoipa::path(get, path = "/v1/gates", tag = "reads", responses((status = 200, body = GateState)))]
+pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<GateState>, Problem> {
+    blocking(move || gate_state(&state)).await.map(Json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{Policy, quarantine_by_hand, release};
+    use crate::ledger::Ledger;
+    use crate::sentinel::{Handle, Roster};
+
+    fn state(out: &std::path::Path) -> AppState {
+        AppState {
+            out: out.to_owned(),
+            handle: Handle::channel().0,
+            roster: Roster::default(),
+            live: Default::default(),
+            env: Default::default(),
+            gates: Default::default(),
+        }
+    }
+
+    /// Two fires (a quarantine and a release) committed by the real writer.
+    fn ledger_with_fires(out: &std::path::Path) -> Ledger {
+        let mut ledger = Ledger::open(out).unwrap();
+        let p = Policy::default();
+        ledger.change_health("d", 1, |h| quarantine_by_hand(h, 1, &p)).unwrap();
+        ledger.change_health("d", 2, |h| release(h, &p)).unwrap();
+        ledger
+    }
+
+    #[test]
+    fn a_read_while_the_writer_is_mid_commit_sees_the_last_commit_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _writer = ledger_with_fires(tmp.path());
+        // Another connection in the middle of a write transaction (what a
+        // scan's commit is), its rows written but not committed.
+        let scan = rusqlite::Connection::open(tmp.path().join(crate::ledger::STORE_FILE)).unwrap();
+        scan.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+        scan.execute_batch("BEGIN IMMEDIATE; INSERT INTO fires(seq, hash, line) VALUES(99, 'x', '{}');").unwrap();
+        let started = std::time::Instant::now();
+        let page = fires_page(&state(tmp.path()), &PageQuery::default()).unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(page.items.iter().map(|f| f.seq).collect::<Vec<_>>(), [2, 1], "the last committed state");
+        // Not a timing claim: a read that waited for the writer would have
+        // waited the writer's whole transaction, which is still open.
+        assert!(elapsed < std::time::Duration::from_secs(5), "{elapsed:?}");
+        scan.execute_batch("ROLLBACK").unwrap();
+    }
+
+    #[test]
+    fn the_writer_commits_while_a_read_is_in_the_middle_of_its_rows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut writer = ledger_with_fires(tmp.path());
+        let view = LedgerView::open(tmp.path()).unwrap().unwrap();
+        // A read transaction held open across the commit.
+        let held = view.fires_page(None, 1, &FireFilter::default()).unwrap();
+        assert_eq!(held.len(), 1);
+        let reader = rusqlite::Connection::open_with_flags(
+            tmp.path().join(crate::ledger::STORE_FILE),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        reader.execute_batch("BEGIN; SELECT COUNT(*) FROM fires;").unwrap();
+        let p = Policy::default();
+        writer.change_health("d", 3, |h| quarantine_by_hand(h, 3, &p)).expect("the commit is not blocked by a reader");
+        reader.execute_batch("COMMIT").unwrap();
+        let page = fires_page(&state(tmp.path()), &PageQuery::default()).unwrap();
+        assert_eq!(page.items.first().map(|f| f.seq), Some(3), "a new read sees the new commit");
+    }
+
+    #[test]
+    fn heat_follows_the_rule_and_its_bands() {
+        assert_eq!(Heat::of(0, 0).band, Band::Cold);
+        assert_eq!(Heat::of(0, 0).value, 0.0);
+        // 0.3 * 11/24 = 0.1375: still cold; 12/24 -> 0.15: warm.
+        assert_eq!(Heat::of(0, 11).band, Band::Cold);
+        assert_eq!(Heat::of(0, 12).band, Band::Warm);
+        // 0.7 * 4/5 = 0.56 + 0.3 * 4/24 = 0.05 -> 0.61: hot.
+        assert_eq!(Heat::of(4, 4).band, Band::Hot);
+        assert_eq!(Heat::of(100, 1000).value, 1.0, "clamped");
+    }
+
+    #[test]
+    fn the_limit_defaults_to_50_caps_at_500_and_refuses_0() {
+        assert_eq!(PageQuery::default().limit().unwrap(), 50);
+        assert_eq!(PageQuery { limit: Some(9999), ..Default::default() }.limit().unwrap(), 500);
+        assert_eq!(PageQuery { limit: Some(0), ..Default::default() }.limit().unwrap_err().status, 422);
+    }
+}

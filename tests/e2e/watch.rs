@@ -1,0 +1,493 @@
+//! The watch API with the real binary (`sentinel-host serve` on a loopback
+//! port the OS chooses): public reads, problem+json for every refusal, the
+//! admin token and the tenant rule, mutations through the core into the fire
+//! log, the gates, and the dispatcher counted at a real local receiver.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use xtask::datagen::{self, Activity};
+
+use crate::support::*;
+
+const HOUR: i64 = 3_600_000;
+
+/// A running `serve`, stopped with SIGTERM when dropped.
+struct Served {
+    child: Child,
+    base: String,
+    out: PathBuf,
+    data: PathBuf,
+    stderr: PathBuf,
+    _scratch: Scratch,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn add_failures(data: &std::path::Path, batch: &str, n: u32) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    for i in 0..n {
+        let id = format!("m{batch}-{i}");
+        // Different tools: each is an issue of its own, and each occurrence a fire.
+        let tool = format!("{batch}{}", ["alpha", "bravo", "charlie", "delta", "echo"][i as usize % 5]);
+        datagen::insert_activity(data, &Activity::failed(&id, now - HOUR + i64::from(i), "t1", &tool, "error: failed"))
+            .unwrap();
+    }
+}
+
+/// `serve --listen 127.0.0.1:0` over tool_error and a few failures, with
+/// only the `WATCH_*` variables given; returns once the first scan's fires
+/// are readable.
+fn serve(vars: &[(&str, &str)]) -> Served {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    add_failures(&data, "a", 5);
+    let detectors = s.detectors_in("detectors", &["tool_error"], &[]);
+    let out = s.path("out");
+    let stderr = s.path("stderr.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    cmd.arg("serve")
+        .arg("--detectors")
+        .arg(&detectors)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .args(["--deadline-ms", TEST_DEADLINE_MS])
+        .args(["--listen", "127.0.0.1:0", "--interval", "1"]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("WATCH_") || k == "BOOTSTRAP_TOKEN" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(vars.iter().copied());
+    let mut child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&stderr).unwrap()).spawn().unwrap();
+    let mut base = String::new();
+    wait_for(60, "the startup line with the bound address", &mut child, || {
+        let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+        match log.split("watch API listening on ").nth(1) {
+            Some(rest) => {
+                base = rest.split_whitespace().next().unwrap().to_owned();
+                true
+            }
+            None => false,
+        }
+    });
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    let served = Served { child, base, out, data, stderr, _scratch: s };
+    let child_check = || served_fires(&served) >= 5;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !child_check() {
+        assert!(
+            Instant::now() < deadline,
+            "no fires within 120 s: {}",
+            std::fs::read_to_string(&served.stderr).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    served
+}
+
+fn served_fires(s: &Served) -> usize {
+    let (status, _, body) = call(s, "GET", "/v1/fires?type=occurrence", None, None);
+    if status != 200 {
+        return 0;
+    }
+    body["items"].as_array().map_or(0, Vec::len)
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .proxy(None)
+            .build(),
+    )
+}
+
+/// One request; (status, content type, JSON body or Null).
+fn call(
+    s: &Served,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<(&str, Vec<u8>)>,
+) -> (u16, String, Value) {
+    let url = format!("{}{path}", s.base);
+    let a = agent();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let response = match method {
+        "GET" => {
+            let mut r = a.get(&url);
+            if let Some(auth) = &auth {
+                r = r.header("authorization", auth);
+            }
+            r.call()
+        }
+        _ => {
+            let mut r = a.post(&url);
+            if let Some(auth) = &auth {
+                r = r.header("authorization", auth);
+            }
+            match body {
+                Some((ct, bytes)) => r.header("content-type", ct).send(&bytes[..]),
+                None => r.send_empty(),
+            }
+        }
+    };
+    let mut response = response.unwrap();
+    let status = response.status().as_u16();
+    let ct = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    (status, ct, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+fn json(v: Value) -> Option<(&'static str, Vec<u8>)> {
+    Some(("application/json", v.to_string().into_bytes()))
+}
+
+fn assert_problem(r: &(u16, String, Value), status: u16, code: &str) {
+    assert_eq!(r.0, status, "{r:?}");
+    assert_eq!(r.1, "application/problem+json", "{r:?}");
+    assert_eq!(r.2["status"], status, "{r:?}");
+    assert_eq!(r.2["code"], code, "{r:?}");
+    assert!(r.2["title"].is_string() && r.2["detail"].is_string() && r.2["type"].is_string(), "{r:?}");
+}
+
+#[test]
+fn serve_answers_the_public_reads_while_it_scans() {
+    let s = serve(&[]);
+    // Sentinels: health, heat, last run (published once the scan's report is in).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let te = loop {
+        let (status, _, list) = call(&s, "GET", "/v1/sentinels", None, None);
+        assert_eq!(status, 200);
+        let te = list["items"].as_array().unwrap().iter().find(|x| x["name"] == "tool_error").cloned();
+        let te = te.expect("tool_error listed");
+        if te["lastRunAt"].is_i64() || Instant::now() > deadline {
+            break te;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(te["health"]["standing"], "ok");
+    assert_eq!(te["enabled"], true);
+    assert!(te["lastRunAt"].is_i64(), "{te}");
+    // Five fires in the last hour: 0.7 * 5 / 5 + 0.3 * 5 / 24 = 0.7625: hot.
+    assert_eq!(te["heat"]["fires1h"], 5, "{te}");
+    assert_eq!(te["heat"]["value"], 0.7625, "{te}");
+    assert_eq!(te["heat"]["band"], "hot", "{te}");
+    let (status, _, one) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
+    assert_eq!((status, &one["name"]), (200, &Value::from("tool_error")));
+
+    // Fires: newest first, paged by before_id.
+    let (_, _, page) = call(&s, "GET", "/v1/fires?limit=2", None, None);
+    let seqs: Vec<u64> = page["items"].as_array().unwrap().iter().map(|f| f["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs.len(), 2);
+    assert!(seqs[0] > seqs[1], "newest first: {seqs:?}");
+    let cursor = page["nextBeforeId"].as_u64().unwrap();
+    assert_eq!(cursor, seqs[1]);
+    let (_, _, next) = call(&s, "GET", &format!("/v1/fires?limit=2&before_id={cursor}"), None, None);
+    assert!(next["items"].as_array().unwrap().iter().all(|f| f["seq"].as_u64().unwrap() < cursor));
+    let (_, _, all) = call(&s, "GET", "/v1/fires?limit=100000&sentinel=tool_error&kind=tool_error", None, None);
+    assert_eq!(all["items"].as_array().unwrap().len(), 5, "the limit is capped, not refused: {all}");
+    assert!(all["nextBeforeId"].is_null());
+    let (_, _, none) = call(&s, "GET", "/v1/fires?sentinel=nobody", None, None);
+    assert!(none["items"].as_array().unwrap().is_empty());
+
+    // Issues: ids, newest first, filtered by the sentinel's kinds.
+    let (status, _, issues) = call(&s, "GET", "/v1/issues?sentinel=tool_error&limit=3", None, None);
+    assert_eq!(status, 200);
+    let ids: Vec<i64> = issues["items"].as_array().unwrap().iter().map(|i| i["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+    assert!(issues["items"][0]["sig"].as_str().unwrap().starts_with("tool_error:"));
+
+    // The key and its kid; the chain; the gates.
+    let (status, _, key) = call(&s, "GET", "/v1/public-key", None, None);
+    assert_eq!(status, 200);
+    let pk = key["publicKey"].as_str().unwrap();
+    let bytes: Vec<u8> = (0..pk.len()).step_by(2).map(|i| u8::from_str_radix(&pk[i..i + 2], 16).unwrap()).collect();
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(&bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(key["kid"], format!("sidecar-v1-{}", &hex[..8]));
+    let (status, _, chain) = call(&s, "GET", "/v1/chain", None, None);
+    assert_eq!((status, &chain["ok"]), (200, &Value::Bool(true)), "{chain}");
+    let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
+    assert_eq!(gates, serde_json::json!({"observing": true, "dispatching": false, "action_production_armed": false}));
+
+    // The page.
+    let (status, ct, page) = call(&s, "GET", "/", None, None);
+    assert_eq!(status, 200);
+    assert!(ct.starts_with("text/html"), "{ct}");
+    let html = page.as_str().unwrap();
+    assert!(html.contains("data-sentinel=\"tool_error\"") && html.contains("chain verified"), "{html}");
+
+    // A broken chain is a finding, answered 200.
+    let segment = s.out.join("fires-000001.ndjson");
+    let text = std::fs::read_to_string(&segment).unwrap();
+    std::fs::write(&segment, text.replacen("\"detector\":\"tool_error\"", "\"detector\":\"tool_errox\"", 1)).unwrap();
+    let (status, _, chain) = call(&s, "GET", "/v1/chain", None, None);
+    assert_eq!((status, &chain["ok"]), (200, &Value::Bool(false)), "{chain}");
+    assert!(chain["finding"]["problem"].is_string(), "{chain}");
+}
+
+#[test]
+fn every_refusal_is_problem_json_and_admin_routes_are_shut_without_a_token() {
+    let s = serve(&[("WATCH_ADMIN_TOKEN", "")]);
+    assert_problem(&call(&s, "GET", "/nowhere", None, None), 404, "not_found");
+    assert_problem(&call(&s, "GET", "/v1/sentinels/nobody", None, None), 404, "not_found");
+    assert_problem(&call(&s, "POST", "/v1/sentinels", None, None), 405, "method_not_allowed");
+    assert_problem(&call(&s, "GET", "/v1/fires?limit=0", None, None), 422, "invalid_request");
+    assert_problem(&call(&s, "GET", "/v1/fires?limit=many", None, None), 422, "invalid_request");
+    assert_problem(&call(&s, "GET", "/v1/fires?unknown=1", None, None), 422, "invalid_request");
+    assert_problem(&call(&s, "GET", "/v1/fires?type=opinion", None, None), 422, "invalid_request");
+    assert_problem(&call(&s, "GET", "/v1/issues?type=occurrence", None, None), 422, "invalid_request");
+    let long = format!("/v1/fires?kind={}", "k".repeat(3000));
+    assert_problem(&call(&s, "GET", &long, None, None), 414, "query_too_long");
+    let big = ureq::Agent::new_with_config(ureq::Agent::config_builder().http_status_as_error(false).build())
+        .get(format!("{}/v1/gates", s.base))
+        .header("x-padding", "p".repeat(20_000))
+        .call()
+        .unwrap();
+    assert_eq!(big.status().as_u16(), 431);
+    // An empty token: every admin route is 401, whatever is sent.
+    for path in [
+        "/v1/admin/sentinels/tool_error/quarantine",
+        "/v1/admin/sentinels/tool_error/release",
+        "/v1/admin/sentinels/tool_error/enable",
+        "/v1/admin/sentinels/tool_error/disable",
+        "/v1/admin/sentinels/tool_error/force-wake",
+        "/v1/admin/ui-snapshot",
+        "/v1/admin/arming",
+    ] {
+        assert_problem(&call(&s, "POST", path, Some(""), None), 401, "unauthorized");
+        assert_problem(&call(&s, "POST", path, None, None), 401, "unauthorized");
+    }
+    let (_, _, sentinels) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
+    assert_eq!(sentinels["health"]["standing"], "ok", "nothing was changed");
+}
+
+#[test]
+fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule() {
+    let s = serve(&[("BOOTSTRAP_TOKEN", "adm1n"), ("WATCH_CANARY_TENANT", "canary"), ("WATCH_ARMING_TOKEN", "arm")]);
+    let q = "/v1/admin/sentinels/tool_error/quarantine";
+    assert_problem(&call(&s, "POST", q, None, None), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", q, Some("adm1"), None), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", q, Some("adm1n"), json(serde_json::json!({"bogus": 1}))), 422, "invalid_request");
+    assert_problem(
+        &call(&s, "POST", q, Some("adm1n"), Some(("application/json", b"{not json".to_vec()))),
+        422,
+        "invalid_request",
+    );
+    assert_problem(
+        &call(&s, "POST", q, Some("adm1n"), Some(("text/plain", b"x".to_vec()))),
+        415,
+        "unsupported_media_type",
+    );
+    let huge = serde_json::json!({"tenant": "t".repeat(64 * 1024)});
+    assert_problem(&call(&s, "POST", q, Some("adm1n"), json(huge)), 413, "body_too_large");
+    assert_problem(
+        &call(&s, "POST", q, Some("adm1n"), json(serde_json::json!({"tenant": "other"}))),
+        403,
+        "single_tenant_violation",
+    );
+    assert_problem(&call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some("adm1n"), None), 404, "not_found");
+
+    // Quarantine: the core applies it, and it is a fact in the fire log.
+    let (status, _, r) = call(&s, "POST", q, Some("adm1n"), None);
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["result"]["health"]["state"], "quarantined", "{r}");
+    let (_, _, fires) = call(&s, "GET", "/v1/fires?type=quarantine", None, None);
+    assert_eq!(fires["items"][0]["reason"], "by the operator", "{fires}");
+    let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
+    assert_eq!(te["health"]["standing"], "quarantined");
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/release", Some("adm1n"), None);
+    assert_eq!(status, 200);
+    let (_, _, fires) = call(&s, "GET", "/v1/fires?type=release", None, None);
+    assert_eq!(fires["items"].as_array().unwrap().len(), 1);
+
+    // Disable, enable.
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/disable", Some("adm1n"), None);
+    assert_eq!(status, 200);
+    let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
+    assert_eq!(te["enabled"], false);
+    let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
+    assert_eq!(gates["observing"], false, "no sentinel enabled: nothing observes");
+    call(&s, "POST", "/v1/admin/sentinels/tool_error/enable", Some("adm1n"), None);
+    let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
+    assert_eq!(te["enabled"], true);
+
+    // Force-wake with no tenant lands in the pinned canary, and says so.
+    let (status, _, r) = call(&s, "POST", "/v1/admin/sentinels/tool_error/force-wake", Some("adm1n"), None);
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((&r["tenant"], &r["tenantDefaulted"]), (&Value::from("canary"), &Value::Bool(true)), "{r}");
+    let seq = r["result"]["fireSeq"].as_u64().unwrap();
+    let (_, _, fires) = call(&s, "GET", "/v1/fires?type=diagnostic", None, None);
+    assert_eq!(fires["items"][0]["seq"].as_u64(), Some(seq));
+    assert!(fires["items"][0]["reason"].as_str().unwrap().contains("tenant canary"), "{fires}");
+    let body = json(serde_json::json!({"tenant": "canary"}));
+    let (_, _, r) = call(&s, "POST", "/v1/admin/sentinels/tool_error/force-wake", Some("adm1n"), body);
+    assert_eq!(r["tenantDefaulted"], false);
+
+    // The UI snapshot.
+    let (status, _, snap) = call(&s, "POST", "/v1/admin/ui-snapshot", Some("adm1n"), None);
+    assert_eq!(status, 200);
+    assert!(snap["sentinels"].as_array().unwrap().iter().any(|x| x["name"] == "tool_error"));
+    assert_eq!(snap["chain"]["ok"], true, "{snap}");
+
+    // Arming: its own principal; the admin token does not open it; arming opens nothing else.
+    let arm = json(serde_json::json!({"armed": true}));
+    assert_problem(&call(&s, "POST", "/v1/admin/arming", Some("adm1n"), arm.clone()), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", "/v1/admin/arming", Some("arm"), None), 422, "invalid_request");
+    let (status, _, gates) = call(&s, "POST", "/v1/admin/arming", Some("arm"), arm);
+    assert_eq!(status, 200);
+    assert_eq!(gates, serde_json::json!({"observing": true, "dispatching": false, "action_production_armed": true}));
+
+    // Every mutation above that is a fact is in a chain that still verifies.
+    let (_, _, chain) = call(&s, "GET", "/v1/chain", None, None);
+    assert_eq!(chain["ok"], true, "{chain}");
+}
+
+/// A loopback HTTP receiver that answers 200 and keeps every request's
+/// idempotency key and body.
+/// What the receiver got: each request's idempotency key and body.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
+fn receiver() -> (String, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut length, mut key) = (0usize, String::new());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if lower.starts_with("idempotency-key:") {
+                    key = line["idempotency-key:".len()..].trim().to_owned();
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            seen.lock().unwrap().push((key, serde_json::from_slice(&body).unwrap_or(Value::Null)));
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, got)
+}
+
+#[test]
+fn with_only_observing_on_nothing_is_sent_and_with_dispatching_on_every_fire_is_delivered_once_each() {
+    let (url, got) = receiver();
+    {
+        // The target is configured but the dispatcher's gate is shut.
+        let s = serve(&[("WATCH_DISPATCH_WEBHOOK", url.as_str())]);
+        std::thread::sleep(Duration::from_secs(2));
+        let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
+        assert_eq!(gates["dispatching"], false);
+        assert!(!s.out.join("dispatch.cursor").exists());
+    }
+    assert_eq!(got.lock().unwrap().len(), 0, "nothing reached the receiver with only observing on");
+
+    let s = serve(&[("WATCH_DISPATCH_WEBHOOK", url.as_str()), ("WATCH_DISPATCHER_ENABLED", "1")]);
+    let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
+    assert_eq!(gates, serde_json::json!({"observing": true, "dispatching": true, "action_production_armed": false}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.lock().unwrap().len() < 5 {
+        assert!(Instant::now() < deadline, "only {} deliveries", got.lock().unwrap().len());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // New fires while serving are delivered too.
+    add_failures(&s.data, "b", 2);
+    while got.lock().unwrap().len() < 7 {
+        assert!(Instant::now() < deadline, "only {} deliveries", got.lock().unwrap().len());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let got = got.lock().unwrap().clone();
+    let mut keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), got.len(), "one idempotency key per fire");
+    for (key, body) in &got {
+        assert_eq!(body["idempotencyKey"], key.as_str());
+        assert_eq!(body["actionProductionArmed"], false, "dispatching never arms");
+        assert_eq!(body["fire"]["detector"], "tool_error");
+    }
+    // The cursor follows the deliveries (written just after each).
+    let cursor = || -> u64 {
+        std::fs::read_to_string(s.out.join("dispatch.cursor")).ok().and_then(|c| c.trim().parse().ok()).unwrap_or(0)
+    };
+    while cursor() < 7 {
+        assert!(Instant::now() < deadline, "the cursor stays at {}", cursor());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Debian's headless Chromium (`cargo xtask test` installs it).
+fn chromium() -> &'static str {
+    if Command::new("chromium").arg("--version").output().is_ok() { "chromium" } else { "chromium-browser" }
+}
+
+#[test]
+fn the_status_page_shows_sentinels_heat_fires_and_the_chain_in_headless_chromium() {
+    let s = serve(&[("WATCH_ADMIN_TOKEN", "adm1n")]);
+    // A quarantine fire, so the page has more than one type of fire.
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/quarantine", Some("adm1n"), None);
+    assert_eq!(status, 200);
+    let artifacts = root().join("target/e2e/artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let profile = s.out.parent().unwrap().join("chromium-profile");
+    let browser = |args: &[&str]| {
+        let mut c = Command::new(chromium());
+        c.args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1280,900"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .arg(format!("{}/", s.base))
+            .stdin(Stdio::null());
+        run_within(c, Duration::from_secs(120))
+    };
+    // What a person sees, as the browser built it.
+    let dom = browser(&["--dump-dom"]);
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(dom.contains("<title>sentinel status</title>"), "{dom}");
+    let row = dom.split("data-sentinel=\"tool_error\"").nth(1).expect("a row for tool_error");
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("class=\"hot\""), "five fires in the hour: hot: {row}");
+    assert!(row.contains("quarantined"), "its health: {row}");
+    assert!(dom.contains("chain verified"), "{dom}");
+    assert!(dom.contains("action_production_armed <b>false</b>"), "{dom}");
+    assert!(dom.contains("<td>quarantine</td>") && dom.contains("<td>occurrence</td>"), "the latest fires: {dom}");
+    // The screenshot, kept in the test's artifacts.
+    let shot = artifacts.join("watch-status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = browser(&[&format!("--screenshot={}", shot.display())]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{} bytes", png.len());
+}
