@@ -59,6 +59,24 @@ pub fn multi_line(s: &str) -> Cow<'_, str> {
     escape_with(s, |c| c == '\n' || c == '\t')
 }
 
+/// For markup (HTML, and XML such as a launchd plist): the five characters
+/// that mean something there written as entities (`&#39;` for the apostrophe,
+/// which both read). The caller decides what else to do with controls.
+pub fn markup(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// For serialized JSON: the dangerous characters serde_json leaves raw (DEL,
 /// C1, bidi controls, separators) written as `\uXXXX` escapes. The JSON means
 /// exactly the same to a parser; only its bytes are safe to print. Those

@@ -317,18 +317,7 @@ pub fn systemd_timer() -> String {
 
 /// Escapes text for XML character data and attribute values.
 pub fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::sanitize::markup(s)
 }
 
 /// The launchd agent: every 120 s, logging to `sentinel.log` in the output folder.

@@ -20,19 +20,8 @@ use super::reads::{Band, blocking};
 
 /// Escapes text for an HTML element or a quoted attribute.
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
+    let visible: String = s.chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
+    crate::sanitize::markup(&visible)
 }
 
 /// A time in ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil
