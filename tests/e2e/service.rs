@@ -36,7 +36,9 @@ impl Home {
 
     fn command(&self, binary: &Path) -> Command {
         let mut c = Command::new(binary);
-        c.env("HOME", &self.home)
+        // Nothing of the machine's: no sentinels file named by the runner's environment.
+        c.env_remove("SENTINELS_CONFIG_PATH")
+            .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", &self.config)
             .env("XDG_STATE_HOME", self.home.join(".local/state"))
             .env("XDG_RUNTIME_DIR", &self.runtime);
@@ -99,6 +101,15 @@ fn install(h: &Home, binary: &Path, platform: &str, detectors: &Path, data: &Pat
     o
 }
 
+/// The argument list a schedule installed for these folders runs (every path
+/// resolved; no config file in the test's home, so no `--config`/`--sentinels`).
+fn scheduled_run(detectors: &Path, data: &Path, out: &Path) -> Vec<String> {
+    let canon = |p: &Path| p.canonicalize().unwrap().to_string_lossy().into_owned();
+    let mut args = vec![canon(&bin()), "run".into(), "--once".into(), "--detectors".into(), canon(detectors)];
+    args.extend(["--data-dir".into(), canon(data), "--out".into(), canon(out)]);
+    args
+}
+
 fn data_dir(s: &Scratch) -> PathBuf {
     let data = s.path("data dir");
     std::fs::create_dir_all(&data).unwrap();
@@ -145,18 +156,7 @@ fn the_systemd_units_pass_systemd_analyze_verify_and_nothing_is_written_to_the_d
     // the first word is an executable. It must be the argument list the
     // unit is meant to run, and our own splitter must agree.
     let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
-    let canon = |p: &Path| p.canonicalize().unwrap().to_string_lossy().into_owned();
-    let expected = [
-        canon(&bin()),
-        "run".into(),
-        "--once".into(),
-        "--detectors".into(),
-        canon(&detectors),
-        "--data-dir".into(),
-        canon(&data),
-        "--out".into(),
-        canon(&out),
-    ];
+    let expected = scheduled_run(&detectors, &data, &out);
     let oracle = Command::new("python3")
         .args([
             "-c",
@@ -214,21 +214,7 @@ fn the_launchd_plist_is_xml_of_the_right_shape() {
         .filter(|n| n.has_tag_name("string"))
         .map(|n| n.text().unwrap_or_default().to_owned())
         .collect();
-    let canon = |p: &Path| p.canonicalize().unwrap().to_string_lossy().into_owned();
-    assert_eq!(
-        args,
-        [
-            canon(&bin()),
-            "run".into(),
-            "--once".into(),
-            "--detectors".into(),
-            canon(&detectors),
-            "--data-dir".into(),
-            canon(&data),
-            "--out".into(),
-            canon(&out)
-        ]
-    );
+    assert_eq!(args, scheduled_run(&detectors, &data, &out));
     let log = out.canonicalize().unwrap().join("sentinel.log").to_string_lossy().into_owned();
     for key in ["StandardOutPath", "StandardErrorPath"] {
         assert_eq!(value(key).text(), Some(log.as_str()), "{key}");
@@ -239,7 +225,7 @@ fn the_launchd_plist_is_xml_of_the_right_shape() {
     let o = h.run(&bin(), &["check-install", "--platform", "macos", "--out", out.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let json: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(json["schedule"]["out"], canon(&out));
+    assert_eq!(json["schedule"]["out"], out.canonicalize().unwrap().to_string_lossy().into_owned());
     assert_eq!(json["installed"], false);
 }
 
