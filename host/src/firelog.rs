@@ -47,13 +47,29 @@ pub enum FireType {
 }
 
 impl FireType {
-    fn as_str(self) -> &'static str {
+    /// Every type, in the order the docs list them.
+    pub const ALL: [FireType; 4] =
+        [FireType::Occurrence, FireType::Quarantine, FireType::Release, FireType::Diagnostic];
+
+    /// The name the JSON shows.
+    pub fn as_str(self) -> &'static str {
         match self {
             FireType::Occurrence => "occurrence",
             FireType::Quarantine => "quarantine",
             FireType::Release => "release",
             FireType::Diagnostic => "diagnostic",
         }
+    }
+
+    /// The type named `name` as the JSON shows it.
+    pub fn parse(name: &str) -> Option<FireType> {
+        FireType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Whether a fire of this type warms its sentinel: occurrences and
+    /// diagnostic fires do, health changes do not.
+    pub fn warms(self) -> bool {
+        matches!(self, FireType::Occurrence | FireType::Diagnostic)
     }
 }
 

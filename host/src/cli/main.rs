@@ -570,6 +570,7 @@ fn start_watch(
         live,
         env: env.clone(),
         gates,
+        heat: Default::default(),
     };
     let server = WatchServer::start(listen, state).map_err(|source| ListenError { addr: listen, source })?;
     if !server.addr.ip().is_loopback() {

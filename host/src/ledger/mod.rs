@@ -35,7 +35,7 @@ pub use counting::{CommitReport, ScanCommit, issue_sig};
 pub use export::{EvidenceRef, IssueLine};
 pub use lock::{LockError, WriterLock};
 pub use store::Admin;
-pub use view::{FireFilter, LedgerView};
+pub use view::{FireFact, FireFilter, FireSample, LedgerView};
 
 /// Bumped whenever the store's shape, or the meaning of what it stores,
 /// changes. Version 2: occurrence keys no longer include the detector name.

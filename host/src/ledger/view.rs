@@ -8,7 +8,6 @@
 //! never creates, migrates or repairs anything: a missing store is "no
 //! ledger yet", a store of another schema version is read as far as it goes.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
@@ -16,7 +15,7 @@ use rusqlite::{Connection, OpenFlags, params};
 use super::export::{EvidenceRef, IssueLine, read_issues};
 use super::store::{check_header, read_health, read_meta};
 use super::{Health, LedgerError, STORE_FILE};
-use crate::firelog::FireEntry;
+use crate::firelog::{FireEntry, FireType};
 
 /// A read-only view of the ledger of one output folder.
 #[derive(Debug)]
@@ -105,9 +104,10 @@ impl LedgerView {
             .map_err(self.err("cannot read the fire log"))?;
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         let rows = stmt
-            .query_map(params![before, filter.detector, filter.kind, filter.fire_type, limit], |r| {
-                r.get::<_, String>(0)
-            })
+            .query_map(
+                params![before, filter.detector, filter.kind, filter.fire_type.map(FireType::as_str), limit],
+                |r| r.get::<_, String>(0),
+            )
             .map_err(self.err("cannot read the fire log"))?;
         self.entries(rows)
     }
@@ -138,41 +138,37 @@ impl LedgerView {
         Ok(out)
     }
 
-    /// Fires per detector (occurrences and diagnostic fires, not health
-    /// changes) recorded since `since_1h` and since `since_24h`, counted
-    /// over at most the newest `window` entries.
-    pub fn fire_counts(
-        &self,
-        since_1h: i64,
-        since_24h: i64,
-        window: u32,
-    ) -> Result<HashMap<String, (u64, u64)>, LedgerError> {
+    /// The newest fire-log entries after `after_seq`, newest first, at most
+    /// `limit`: each entry's sequence number with its detector, time and
+    /// type (`None` for an entry that lacks one; the chain check reports it).
+    pub fn fire_samples(&self, after_seq: i64, limit: u32) -> Result<Vec<FireSample>, LedgerError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT json_extract(line, '$.detector'), json_extract(line, '$.recordedAt'), json_extract(line, '$.type')
-                 FROM fires ORDER BY seq DESC LIMIT ?1",
+                "SELECT seq, json_extract(line, '$.detector'), json_extract(line, '$.recordedAt'), json_extract(line, '$.type')
+                 FROM fires WHERE seq > ?1 ORDER BY seq DESC LIMIT ?2",
             )
             .map_err(self.err("cannot read the fire log"))?;
-        let mut rows = stmt.query([window]).map_err(self.err("cannot read the fire log"))?;
-        let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut rows = stmt.query(params![after_seq, limit]).map_err(self.err("cannot read the fire log"))?;
+        let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(self.err("cannot read the fire log"))? {
+            let seq: i64 = r.get(0).map_err(self.err("cannot read the fire log"))?;
             let (detector, at, kind): (Option<String>, Option<i64>, Option<String>) =
-                (r.get(0).ok().flatten(), r.get(1).ok().flatten(), r.get(2).ok().flatten());
-            let (Some(detector), Some(at)) = (detector, at) else { continue };
-            if at < since_24h {
-                break;
-            }
-            if !matches!(kind.as_deref(), Some("occurrence" | "diagnostic")) {
-                continue;
-            }
-            let c = counts.entry(detector).or_default();
-            c.1 += 1;
-            if at >= since_1h {
-                c.0 += 1;
-            }
+                (r.get(1).ok().flatten(), r.get(2).ok().flatten(), r.get(3).ok().flatten());
+            let fact = match (detector, at, kind.as_deref().and_then(FireType::parse)) {
+                (Some(detector), Some(at), Some(fire_type)) => Some(FireFact { detector, at, fire_type }),
+                _ => None,
+            };
+            out.push(FireSample { seq, fact });
         }
-        Ok(counts)
+        Ok(out)
+    }
+
+    /// The newest fire's sequence number (0 for an empty log).
+    pub fn last_fire_seq(&self) -> Result<i64, LedgerError> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM fires", [], |r| r.get(0))
+            .map_err(self.err("cannot read the fire log"))
     }
 
     /// Issues, newest first by row id: those before `before`, at most
@@ -225,12 +221,28 @@ impl LedgerView {
     }
 }
 
+/// One fire-log entry as the heat counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireSample {
+    pub seq: i64,
+    /// `None` for an entry without a detector, a time or a known type.
+    pub fact: Option<FireFact>,
+}
+
+/// Who fired, when (ms) and what kind of fact it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireFact {
+    pub detector: String,
+    pub at: i64,
+    pub fire_type: FireType,
+}
+
 /// What a page of fires is narrowed to.
 #[derive(Debug, Clone, Default)]
 pub struct FireFilter {
     pub detector: Option<String>,
     /// The occurrence's kind.
     pub kind: Option<String>,
-    /// The fire's type (`occurrence`, `quarantine`, `release`, `diagnostic`).
-    pub fire_type: Option<String>,
+    /// The fire's type.
+    pub fire_type: Option<FireType>,
 }

@@ -58,8 +58,7 @@ pub fn idempotency_key(f: &FireEntry) -> String {
 impl<'a> Delivery<'a> {
     pub fn of(fire: &'a FireEntry, armed: bool) -> Self {
         let marker = if fire.probation { "[PROBATION] " } else { "" };
-        let ty =
-            serde_json::to_value(fire.fire_type).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let ty = fire.fire_type.as_str();
         Delivery {
             idempotency_key: idempotency_key(fire),
             marker,

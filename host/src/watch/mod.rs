@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod dispatch;
 pub mod gates;
+pub mod heat;
 pub mod openapi;
 pub mod page;
 pub mod problem;
@@ -99,6 +100,8 @@ pub struct AppState {
     pub live: Arc<Live>,
     pub env: WatchEnv,
     pub gates: Arc<Gates>,
+    /// The newest fires the heat is counted over, kept between reads.
+    pub heat: std::sync::Mutex<heat::HeatWindow>,
 }
 
 /// The running HTTP side; dropping it stops the server and the dispatcher.

@@ -16,7 +16,7 @@ use axum::response::Html;
 use super::AppState;
 use super::admin::{Snapshot, snapshot};
 use super::problem::Problem;
-use super::reads::{Band, blocking};
+use super::reads::blocking;
 
 /// Escapes text for an HTML element or a quoted attribute.
 pub fn esc(s: &str) -> String {
@@ -39,14 +39,6 @@ pub fn utc(ms: i64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-fn band(b: Band) -> &'static str {
-    match b {
-        Band::Cold => "cold",
-        Band::Warm => "warm",
-        Band::Hot => "hot",
-    }
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
@@ -85,7 +77,7 @@ pub fn render(s: &Snapshot) -> String {
             "<tr data-sentinel=\"{n}\"><td>{n}</td><td>{v}</td><td class=\"{b}\">{b} {heat:.2}</td><td>{st}</td><td>{en}</td><td>{cad}</td><td>{last}</td><td>{f1} / {f24}</td></tr>",
             n = esc(&x.name),
             v = esc(&x.version),
-            b = band(x.heat.band),
+            b = x.heat.band.as_str(),
             heat = x.heat.value,
             st = esc(standing.as_deref().unwrap_or("ok")),
             en = if x.enabled { "yes" } else { "no" },
@@ -97,12 +89,12 @@ pub fn render(s: &Snapshot) -> String {
     }
     h.push_str("</table><h2>Latest fires</h2><table id=\"fires\"><tr><th>#</th><th>type</th><th>sentinel</th><th>kind</th><th>at</th><th>note</th></tr>");
     for f in &s.fires {
-        let ty = serde_json::to_value(f.fire_type).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let ty = f.fire_type.as_str();
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             f.seq,
-            esc(&ty),
+            esc(ty),
             if f.probation { "<span class=\"probation\">[PROBATION]</span> " } else { "" },
             esc(&f.detector),
             esc(f.kind.as_deref().unwrap_or("")),

@@ -2,9 +2,8 @@
 //! fires and issues, newest first; the chain's verification; the public key
 //! and its `kid`; the gates.
 //!
-//! It owns the shapes the reads answer with and the heat rule
-//! (`clamp01(0.7 * fires_1h / 5 + 0.3 * fires_24h / 24)`, cold below 0.15,
-//! warm below 0.6, hot from 0.6). Every read opens its own read-only
+//! It owns the shapes the reads answer with (the heat comes from
+//! [`super::heat`]). Every read opens its own read-only
 //! [`LedgerView`] on a blocking thread, so it sees the last committed scan
 //! and never waits for the one in flight. It never writes and never sends a
 //! command to the core.
@@ -17,22 +16,18 @@ use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::gates::GateState;
+pub use super::heat::{Band, Heat};
 use super::problem::Problem;
 use super::{AppState, Seen};
-use crate::firelog::{FireEntry, PublicKeyFile, Verification};
+use crate::firelog::{FireEntry, FireType, PublicKeyFile, Verification};
 use crate::health::{Standing, State as HealthState};
 use crate::ledger::{FireFilter, IssueLine, LedgerView};
 use crate::sentinel::RosterEntry;
 
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 500;
-/// The newest fires the heat is counted over (a flood saturates the heat
-/// long before this).
-pub const HEAT_WINDOW: u32 = 10_000;
 /// The longest filter value accepted (a detector name or a kind).
 pub const MAX_FILTER_LEN: usize = 128;
-
-const HOUR_MS: i64 = 3_600_000;
 
 /// Runs `f` on a blocking thread: ledger reads are SQLite calls.
 pub async fn blocking<T: Send + 'static>(
@@ -52,38 +47,6 @@ fn ledger_problem(e: crate::ledger::LedgerError) -> Problem {
 
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// How hot a sentinel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Band {
-    Cold,
-    Warm,
-    Hot,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Heat {
-    pub value: f64,
-    pub band: Band,
-    pub fires_1h: u64,
-    pub fires_24h: u64,
-}
-
-impl Heat {
-    pub fn of(fires_1h: u64, fires_24h: u64) -> Heat {
-        let value = (0.7 * fires_1h as f64 / 5.0 + 0.3 * fires_24h as f64 / 24.0).clamp(0.0, 1.0);
-        let band = if value < 0.15 {
-            Band::Cold
-        } else if value < 0.6 {
-            Band::Warm
-        } else {
-            Band::Hot
-        };
-        Heat { value, band, fires_1h, fires_24h }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -126,12 +89,12 @@ pub fn sentinels(state: &AppState) -> Result<Vec<SentinelView>, Problem> {
     let roster = state.roster.get();
     let (health, disabled, counts) = match view(state)? {
         Some(v) => {
-            let now = now_ms();
-            (
-                v.health().map_err(ledger_problem)?,
-                v.disabled().map_err(ledger_problem)?,
-                v.fire_counts(now - HOUR_MS, now - 24 * HOUR_MS, HEAT_WINDOW).map_err(ledger_problem)?,
-            )
+            let counts = {
+                let mut window = state.heat.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                window.refresh(&v).map_err(ledger_problem)?;
+                window.counts(now_ms())
+            };
+            (v.health().map_err(ledger_problem)?, v.disabled().map_err(ledger_problem)?, counts)
         }
         None => (Vec::new(), HashSet::new(), HashMap::new()),
     };
@@ -236,12 +199,18 @@ impl PageQuery {
                 return Err(Problem::unprocessable(format!("{name} must be 1 to {MAX_FILTER_LEN} bytes")));
             }
         }
-        if let Some(t) = &self.fire_type
-            && !matches!(t.as_str(), "occurrence" | "quarantine" | "release" | "diagnostic")
-        {
-            return Err(Problem::unprocessable("type must be occurrence, quarantine, release or diagnostic"));
-        }
+        self.fire_type()?;
         Ok(())
+    }
+
+    /// The `type` filter, parsed.
+    fn fire_type(&self) -> Result<Option<FireType>, Problem> {
+        match self.fire_type.as_deref() {
+            None => Ok(None),
+            Some(t) => FireType::parse(t)
+                .map(Some)
+                .ok_or_else(|| Problem::unprocessable("type must be occurrence, quarantine, release or diagnostic")),
+        }
     }
 }
 
@@ -259,7 +228,7 @@ pub struct Page<T> {
 pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Problem> {
     q.check()?;
     let limit = q.limit()?;
-    let filter = FireFilter { detector: q.sentinel.clone(), kind: q.kind.clone(), fire_type: q.fire_type.clone() };
+    let filter = FireFilter { detector: q.sentinel.clone(), kind: q.kind.clone(), fire_type: q.fire_type()? };
     let items = match view(state)? {
         Some(v) => v.fires_page(q.before_id, limit, &filter).map_err(ledger_problem)?,
         None => Vec::new(),
@@ -384,6 +353,7 @@ mod tests {
             live: Default::default(),
             env: Default::default(),
             gates: Default::default(),
+            heat: Default::default(),
         }
     }
 
@@ -434,18 +404,6 @@ mod tests {
         reader.execute_batch("COMMIT").unwrap();
         let page = fires_page(&state(tmp.path()), &PageQuery::default()).unwrap();
         assert_eq!(page.items.first().map(|f| f.seq), Some(3), "a new read sees the new commit");
-    }
-
-    #[test]
-    fn heat_follows_the_rule_and_its_bands() {
-        assert_eq!(Heat::of(0, 0).band, Band::Cold);
-        assert_eq!(Heat::of(0, 0).value, 0.0);
-        // 0.3 * 11/24 = 0.1375: still cold; 12/24 -> 0.15: warm.
-        assert_eq!(Heat::of(0, 11).band, Band::Cold);
-        assert_eq!(Heat::of(0, 12).band, Band::Warm);
-        // 0.7 * 4/5 = 0.56 + 0.3 * 4/24 = 0.05 -> 0.61: hot.
-        assert_eq!(Heat::of(4, 4).band, Band::Hot);
-        assert_eq!(Heat::of(100, 1000).value, 1.0, "clamped");
     }
 
     #[test]
