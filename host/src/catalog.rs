@@ -108,9 +108,7 @@ impl Catalog {
                 (Ok(_), None) => None,
             };
             match (error, &e.loaded) {
-                (Some(err), _) => {
-                    refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), error_chain(err)))
-                }
+                (Some(err), _) => refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), err)),
                 (None, Ok(d)) => {
                     let load = if e.fresh { LoadKind::Loaded } else { LoadKind::Kept };
                     ready.push((d, DetectorSummary::loaded(d, load)));
