@@ -14,7 +14,6 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::errors::error_chain;
 use crate::runtime::{LoadError, LoadedDetector, Runtime, RuntimeError, detector_files, shared_refusals};
 use crate::scan::{DetectorSummary, LoadKind};
 
