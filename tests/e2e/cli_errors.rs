@@ -78,7 +78,7 @@ fn a_config_value_of_the_wrong_type_fails_that_detector_alone_as_bad_config_nami
 
 #[test]
 fn a_usage_error_exits_2() {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host")).arg("run").output().unwrap();
+    let o = sentinel_host().arg("run").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -112,7 +112,7 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
     std::fs::create_dir_all(home.join(".openmausbot")).unwrap();
     let state = s.path("state");
     let run_default = |data: &Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        sentinel_host()
             .env("XDG_CACHE_HOME", user_cache_home())
             .args(["run", "--once", "--json", "--detectors"])
             .arg(s.detectors_with(&[]))

@@ -29,10 +29,7 @@ fn scan_with_limits(s: &Scratch, detectors: &Path, data: &Path, limits: &str, ex
     let file = s.path(&format!("sentinel-{n}.toml"));
     std::fs::write(&file, format!("[limits]\n{limits}\n{deadline}")).unwrap();
     let mut c = run_command_with_product_deadline(detectors, data, &s.path(&format!("out-{n}")));
-    c.args(["--once", "--json", "--no-fast-path", "--config"])
-        .arg(&file)
-        .args(extra)
-        .env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--json", "--no-fast-path", "--config"]).arg(&file).args(extra);
     let o = run_within(c, std::time::Duration::from_secs(300));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -130,7 +127,7 @@ fn a_config_mistake_is_exit_3_naming_the_file_and_the_line() {
         let file = s.path("bad.toml");
         std::fs::write(&file, config).unwrap();
         let mut c = run_command(&detectors, &data, &s.path("out"));
-        c.args(["--once", "--json", "--config"]).arg(&file).env_remove("SENTINELS_CONFIG_PATH");
+        c.args(["--once", "--json", "--config"]).arg(&file);
         let o = run_within(c, std::time::Duration::from_secs(300));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(3), "{err}");
@@ -143,7 +140,7 @@ fn a_cache_dir_inside_the_data_dir_is_refused_and_nothing_is_written_there() {
     let s = Scratch::new();
     let (data, detectors) = setup(&s, &[]);
     let before = tree_state(&data);
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    let mut c = sentinel_host();
     c.args(["run", "--once", "--json", "--detectors"])
         .arg(&detectors)
         .arg("--data-dir")

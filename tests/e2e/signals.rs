@@ -101,7 +101,6 @@ fn spawn_long_running(detectors: &Path, data: &Path, out: &Path, config: &Path) 
     let mut c = run_command(detectors, data, out);
     c.args(["--interval", "3600", "--json", "--config"])
         .arg(config)
-        .env_remove("SENTINELS_CONFIG_PATH")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -143,7 +142,7 @@ fn a_signal_mid_read_stops_the_scan_before_its_commit_and_the_next_run_counts_ev
     // The next run reads the stopped scan's records again: each counted once.
     server.answer();
     let mut c = run_command(&detectors, &data, &out);
-    c.args(["--once", "--json", "--config"]).arg(&config).env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--json", "--config"]).arg(&config);
     let o = run_within(c, HANG);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(tool_error_total(&out), failures, "every failure counted once after the stop");
@@ -188,9 +187,9 @@ fn on_a_terminal(s: &Scratch, extra: &str) -> (Option<i32>, String) {
         quote(&shared_cache()),
         TEST_DEADLINE_MS,
     );
-    let child = Command::new("script")
+    // The binary inherits script's environment: isolated like every other run.
+    let child = isolate(&mut Command::new("script"))
         .args(["-q", "-e", "-c", &cmd, "/dev/null"])
-        .env_remove("SENTINELS_CONFIG_PATH")
         .env("TERM", "xterm")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -233,7 +232,7 @@ fn no_progress_line_is_drawn_with_json_or_off_a_terminal() {
     let server = HeldServer::start();
     let (data, config, _) = setup(&s, &server);
     let mut c = run_command(&s.detectors_with(&[]), &data, &s.path("out"));
-    c.args(["--once", "--config"]).arg(&config).env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--config"]).arg(&config);
     let child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     server.wait_for_request();
     std::thread::sleep(Duration::from_secs(1));
@@ -273,7 +272,6 @@ fn paused_at(s: &Scratch, point: &str, detectors: &Path, data: &Path, out: &Path
     std::fs::create_dir_all(&rendezvous).unwrap();
     let mut c = run_command(detectors, data, out);
     c.args(["--interval", "3600", "--json"])
-        .env_remove("SENTINELS_CONFIG_PATH")
         .env(sentinel_host::test_hook::VAR, format!("{point}:{}", rendezvous.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -333,7 +331,7 @@ fn exported(out: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// `sentinel-host verify --out OUT` exits 0.
 fn assert_fire_log_verifies(out: &Path) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host")).args(["verify", "--out"]).arg(out).output().unwrap();
+    let o = sentinel_host().args(["verify", "--out"]).arg(out).output().unwrap();
     assert_eq!(
         o.status.code(),
         Some(0),

@@ -56,7 +56,7 @@ fn serve(vars: &[(&str, &str)]) -> Served {
     let detectors = s.detectors_in("detectors", &["tool_error"], &[]);
     let out = s.path("out");
     let stderr = s.path("stderr.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    let mut cmd = sentinel_host();
     cmd.arg("serve")
         .arg("--detectors")
         .arg(&detectors)
