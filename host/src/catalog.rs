@@ -14,7 +14,6 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::errors::error_chain;
 use crate::runtime::{LoadError, LoadedDetector, Runtime, RuntimeError, detector_files, shared_refusals};
 use crate::scan::{DetectorSummary, LoadKind};
 
@@ -108,9 +107,7 @@ impl Catalog {
                 (Ok(_), None) => None,
             };
             match (error, &e.loaded) {
-                (Some(err), _) => {
-                    refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), error_chain(err)))
-                }
+                (Some(err), _) => refused.push(DetectorSummary::refused(e.path.clone(), stem(&e.path), err)),
                 (None, Ok(d)) => {
                     let load = if e.fresh { LoadKind::Loaded } else { LoadKind::Kept };
                     ready.push((d, DetectorSummary::loaded(d, load)));

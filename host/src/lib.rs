@@ -33,6 +33,7 @@ pub mod sentinel;
 pub mod service;
 pub mod sources;
 pub mod stock;
+pub mod test_hook;
 pub mod watch;
 pub mod wit_export;
 

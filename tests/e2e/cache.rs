@@ -8,7 +8,7 @@ use crate::support::*;
 fn scan_with_cache(s: &Scratch, cache: &std::path::Path) -> Value {
     let data = s.path("data");
     std::fs::create_dir_all(&data).unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    let o = sentinel_host()
         .args(["run", "--once", "--json", "--no-fast-path", "--detectors"])
         .arg(s.path("detectors"))
         .arg("--data-dir")
@@ -41,7 +41,7 @@ fn the_first_scan_into_a_fresh_output_folder_after_a_build_starts_warm() {
     let data = s.path("data");
     std::fs::create_dir_all(&data).unwrap();
     let out = s.path("fresh-out");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    let o = sentinel_host()
         .env("XDG_CACHE_HOME", user_cache_home())
         .args(["run", "--once", "--json", "--detectors"])
         .arg(&detectors)

@@ -78,7 +78,7 @@ fn a_config_value_of_the_wrong_type_fails_that_detector_alone_as_bad_config_nami
 
 #[test]
 fn a_usage_error_exits_2() {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host")).arg("run").output().unwrap();
+    let o = sentinel_host().arg("run").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -112,7 +112,7 @@ fn the_default_output_folder_is_private_and_per_data_dir() {
     std::fs::create_dir_all(home.join(".openmausbot")).unwrap();
     let state = s.path("state");
     let run_default = |data: &Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+        sentinel_host()
             .env("XDG_CACHE_HOME", user_cache_home())
             .args(["run", "--once", "--json", "--detectors"])
             .arg(s.detectors_with(&[]))
@@ -181,4 +181,72 @@ fn a_scan_that_overruns_its_budget_stops_before_its_commit_names_what_held_it_an
     assert!(summary["issues"]["counted"].as_u64().unwrap() > 0, "{summary:#}");
     let again = scan(&detectors, &data, &out);
     assert_eq!(again["issues"]["counted"], 0);
+}
+
+/// `--out` below a regular file: no user, root included, can create it
+/// (ENOTDIR), whatever the permission bits say.
+#[test]
+fn an_out_below_a_regular_file_exits_6_naming_it() {
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    std::fs::write(s.path("a-file"), "not a folder").unwrap();
+    let out = s.path("a-file/out");
+    let o = run(&s.detectors_with(&[]), &data, &out, &[]);
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(err.contains(&out.display().to_string()), "the path is named: {err}");
+    assert!(err.contains("Not a directory"), "the cause is named: {err}");
+    assert_eq!(std::fs::read_to_string(s.path("a-file")).unwrap(), "not a folder");
+}
+
+/// An output folder the binary cannot write: `chattr +i` (root writes
+/// through permission bits, not through the immutable attribute); a
+/// non-root run falls back to mode 0500. Never skipped: as root on a file
+/// system without the attribute, the test fails saying so.
+struct Unwritable(std::path::PathBuf, bool);
+
+impl Unwritable {
+    fn new(dir: &Path) -> Self {
+        let chattr = std::process::Command::new("chattr").arg("+i").arg(dir).output();
+        if chattr.as_ref().is_ok_and(|o| o.status.success()) {
+            return Unwritable(dir.to_owned(), true);
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(!root, "cannot make {} unwritable for root: chattr +i failed ({chattr:?})", dir.display());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+        Unwritable(dir.to_owned(), false)
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+}
+
+#[test]
+fn an_output_folder_that_cannot_be_written_exits_6_naming_it_and_is_left_as_it_was() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    scan(&detectors, &data, &out);
+    let before = tree_state(&out);
+    let guard = Unwritable::new(&out);
+    let o = run(&detectors, &data, &out, &["--no-fast-path"]);
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(err.contains(&out.display().to_string()), "the path is named: {err}");
+    assert_eq!(tree_state(&out), before, "nothing in the folder changed");
+    drop(guard);
+    let o = run(&detectors, &data, &out, &["--no-fast-path"]);
+    assert_eq!(o.status.code(), Some(0), "writable again, it scans: {}", stderr_of(&o));
 }

@@ -84,7 +84,7 @@ fn the_long_running_mode_scans_on_its_interval_and_stops_cleanly_on_sigterm() {
 #[test]
 fn the_long_running_mode_stops_with_the_first_scans_error_code() {
     let s = Scratch::new();
-    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    let o = sentinel_host()
         .env("XDG_CACHE_HOME", user_cache_home())
         .args(["run", "--interval", "1", "--detectors"])
         .arg(s.detectors_with(&[]))

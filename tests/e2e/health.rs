@@ -113,7 +113,7 @@ fn detectors_inspect_reuses_the_compiled_code_a_scan_left() {
     assert_eq!(caches(&out), ["off", "off"]);
     assert!(!out.exists(), "inspect created the output folder");
     // A scan with the default cache (the user cache folder), then inspect hits it.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    let o = sentinel_host()
         .env("XDG_CACHE_HOME", &cache_home)
         .args(["run", "--once", "--json", "--detectors"])
         .arg(&detectors)

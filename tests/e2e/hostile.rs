@@ -272,7 +272,7 @@ fn a_detector_that_sleeps_in_the_host_is_stopped_within_the_rule() {
     let s = Scratch::new();
     let data = s.path("data");
     datagen::generate(&data, &DataSpec::default()).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    let mut child = sentinel_host()
         .args(["run", "--once", "--json", "--detectors"])
         .arg(s.detectors_with(&["sleeper"]))
         .arg("--data-dir")

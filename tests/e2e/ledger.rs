@@ -123,11 +123,7 @@ fn a_kill_at_any_point_loses_nothing_and_counts_nothing_twice() {
 
 /// `sentinel-host verify --json --out OUT` (exit 0 or 12) as JSON.
 pub fn verify(out: &std::path::Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .args(["verify", "--json", "--out"])
-        .arg(out)
-        .output()
-        .unwrap();
+    let o = sentinel_host().args(["verify", "--json", "--out"]).arg(out).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
     assert_eq!(o.status.code(), Some(if v["ok"] == true { 0 } else { 12 }), "{v:#}");
     v
@@ -186,7 +182,7 @@ fn verify_passes_an_intact_log_names_a_tampered_entry_and_an_independent_verifie
         "{v:#}"
     );
     assert_eq!(python(&out).status.code(), Some(1), "the independent verifier sees it too");
-    let human = Command::new(env!("CARGO_BIN_EXE_sentinel-host")).args(["verify", "--out"]).arg(&out).output().unwrap();
+    let human = sentinel_host().args(["verify", "--out"]).arg(&out).output().unwrap();
     assert_eq!(human.status.code(), Some(12));
     assert!(String::from_utf8_lossy(&human.stdout).starts_with("BROKEN: fires-000001.ndjson, line 2, entry 2"));
 }
@@ -203,13 +199,7 @@ fn a_reset_by_hand_keeps_issues_and_counts_only_newer_occurrences() {
     let out = s.path("out");
     scan(&detectors, &data, &out);
 
-    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
-        .args(["reset", "--json", "--data-dir"])
-        .arg(&data)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = sentinel_host().args(["reset", "--json", "--data-dir"]).arg(&data).arg("--out").arg(&out).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let outcome: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(outcome["issuesKept"], 1);

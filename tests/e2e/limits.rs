@@ -29,10 +29,7 @@ fn scan_with_limits(s: &Scratch, detectors: &Path, data: &Path, limits: &str, ex
     let file = s.path(&format!("sentinel-{n}.toml"));
     std::fs::write(&file, format!("[limits]\n{limits}\n{deadline}")).unwrap();
     let mut c = run_command_with_product_deadline(detectors, data, &s.path(&format!("out-{n}")));
-    c.args(["--once", "--json", "--no-fast-path", "--config"])
-        .arg(&file)
-        .args(extra)
-        .env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--json", "--no-fast-path", "--config"]).arg(&file).args(extra);
     let o = run_within(c, std::time::Duration::from_secs(300));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -130,7 +127,7 @@ fn a_config_mistake_is_exit_3_naming_the_file_and_the_line() {
         let file = s.path("bad.toml");
         std::fs::write(&file, config).unwrap();
         let mut c = run_command(&detectors, &data, &s.path("out"));
-        c.args(["--once", "--json", "--config"]).arg(&file).env_remove("SENTINELS_CONFIG_PATH");
+        c.args(["--once", "--json", "--config"]).arg(&file);
         let o = run_within(c, std::time::Duration::from_secs(300));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(3), "{err}");
@@ -143,7 +140,7 @@ fn a_cache_dir_inside_the_data_dir_is_refused_and_nothing_is_written_there() {
     let s = Scratch::new();
     let (data, detectors) = setup(&s, &[]);
     let before = tree_state(&data);
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    let mut c = sentinel_host();
     c.args(["run", "--once", "--json", "--detectors"])
         .arg(&detectors)
         .arg("--data-dir")
@@ -157,4 +154,47 @@ fn a_cache_dir_inside_the_data_dir_is_refused_and_nothing_is_written_there() {
     assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(err.contains(&data.join("cache").display().to_string()) && err.contains("inside the data dir"), "{err}");
     assert_eq!(tree_state(&data), before, "nothing written into the data dir");
+}
+
+/// The table, instance and stack limits, each met by a fixture built from
+/// source (the two hogs padded by xtask past the default 100 000 table
+/// elements and 64 core instances; the deep recursion past the 512 KiB
+/// stack), all in one scan: each fails alone with its kind named, and every
+/// other detector runs and lands its issues. Raised in `[limits]`, the two
+/// hogs load and run.
+#[test]
+fn the_table_instance_and_stack_limits_each_stop_only_their_fixture() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    let truth = datagen::generate(&data, &DataSpec::default()).unwrap();
+    let detectors = s.detectors_with(&["table_hog", "instance_hog", "deep_recursion"]);
+    let summary = scan_with_limits(&s, &detectors, &data, "", &[]);
+    let refusal = |name: &str| {
+        let d = detector(&summary, name);
+        assert_eq!(d["status"], "refused", "{d:#}");
+        let f = &d["failure"];
+        (f["kind"].as_str().unwrap(), f["phase"].as_str().unwrap(), f["message"].as_str().unwrap())
+    };
+    let (kind, phase, message) = refusal("table_hog");
+    assert_eq!((kind, phase), ("table", "instantiate"), "{message}");
+    assert!(message.contains("table limit of 100000 elements exceeded (asked for 200000)"), "{message}");
+    let (kind, phase, message) = refusal("instance_hog");
+    assert_eq!((kind, phase), ("instances", "instantiate"), "{message}");
+    assert!(message.contains("instance count limit of 64 exceeded"), "{message}");
+    assert_eq!(failure(&summary, "deep_recursion").0, "stack");
+    let all = summary["detectors"].as_array().unwrap();
+    let ok: Vec<&str> = all.iter().filter(|d| d["status"] == "ok").map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(ok.len(), all.len() - 3, "every other detector ran: {summary:#}");
+    assert!(ok.contains(&"tool_error"), "{ok:?}");
+    let out = Path::new(summary["outDir"].as_str().unwrap());
+    let counted: u64 = issues_of(out, "tool_error").iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, truth.failures.len() as u64, "the other detectors' issues landed");
+
+    // The same components under raised limits: both hogs load and run.
+    let summary = scan_with_limits(&s, &detectors, &data, "table_elements = 300000\ninstances = 100", &[]);
+    for name in ["table_hog", "instance_hog"] {
+        let d = detector(&summary, name);
+        assert_eq!(d["status"], "ok", "{d:#}");
+        assert!(d["calls"].as_u64().unwrap() > 0, "it ran: {d:#}");
+    }
 }

@@ -44,7 +44,7 @@ fn a_wrong_expectation_fails_with_exit_8_and_the_difference() {
 
 /// `SENTINEL_BLESS=1 sentinel-host replay` on one case file.
 fn bless(detector: &std::path::Path, case: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    sentinel_host()
         .args(["replay", "--detector"])
         .arg(detector)
         .arg("--cases")

@@ -4,6 +4,14 @@
 //! nothing committed, nothing lost); a second signal exits at once with 1
 //! while the read is still held; and on a terminal the held scan draws its
 //! progress line, which nothing else does.
+//!
+//! And mid-commit: the debug build's test rendezvous (`SENTINEL_TEST_PAUSE`,
+//! host/src/test_hook.rs) holds the commit inside its transaction, or just
+//! after it, until the test has delivered its signals. One signal lets the
+//! commit finish (exit 0); a second exits 1 at once, and the ledger is as
+//! the last finished scan left it (or, after the transaction, as this one
+//! left it, the export finished by the next run), the fire log verifies and
+//! the next run counts everything once.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -12,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
-use xtask::datagen::{self, DataSpec};
+use xtask::datagen::{self, Activity, DataSpec};
 
 use crate::support::*;
 
@@ -93,7 +101,6 @@ fn spawn_long_running(detectors: &Path, data: &Path, out: &Path, config: &Path) 
     let mut c = run_command(detectors, data, out);
     c.args(["--interval", "3600", "--json", "--config"])
         .arg(config)
-        .env_remove("SENTINELS_CONFIG_PATH")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -135,7 +142,7 @@ fn a_signal_mid_read_stops_the_scan_before_its_commit_and_the_next_run_counts_ev
     // The next run reads the stopped scan's records again: each counted once.
     server.answer();
     let mut c = run_command(&detectors, &data, &out);
-    c.args(["--once", "--json", "--config"]).arg(&config).env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--json", "--config"]).arg(&config);
     let o = run_within(c, HANG);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(tool_error_total(&out), failures, "every failure counted once after the stop");
@@ -180,9 +187,9 @@ fn on_a_terminal(s: &Scratch, extra: &str) -> (Option<i32>, String) {
         quote(&shared_cache()),
         TEST_DEADLINE_MS,
     );
-    let child = Command::new("script")
+    // The binary inherits script's environment: isolated like every other run.
+    let child = isolate(&mut Command::new("script"))
         .args(["-q", "-e", "-c", &cmd, "/dev/null"])
-        .env_remove("SENTINELS_CONFIG_PATH")
         .env("TERM", "xterm")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -225,7 +232,7 @@ fn no_progress_line_is_drawn_with_json_or_off_a_terminal() {
     let server = HeldServer::start();
     let (data, config, _) = setup(&s, &server);
     let mut c = run_command(&s.detectors_with(&[]), &data, &s.path("out"));
-    c.args(["--once", "--config"]).arg(&config).env_remove("SENTINELS_CONFIG_PATH");
+    c.args(["--once", "--config"]).arg(&config);
     let child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     server.wait_for_request();
     std::thread::sleep(Duration::from_secs(1));
@@ -234,4 +241,184 @@ fn no_progress_line_is_drawn_with_json_or_off_a_terminal() {
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("records read") && !err.contains('\u{1b}'), "nothing drawn off a terminal: {err:?}");
+}
+
+/// The two failures a scan finds after the first one committed.
+const LATE: [(&str, &str); 2] = [("late-1", "no layer 12 in /a/b"), ("late-2", "queue 9 is full")];
+
+/// A data dir, a first scan committed over it, then two more failures: the
+/// next scan has new occurrences (and fire log entries) to commit. Returns
+/// (data, detectors, out, every failure in the data dir).
+fn committed_then_more(s: &Scratch) -> (PathBuf, PathBuf, PathBuf, u64) {
+    let data = s.path("data");
+    let spec = DataSpec::default();
+    let truth = datagen::generate(&data, &spec).unwrap();
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    scan(&detectors, &data, &out);
+    assert_eq!(tool_error_total(&out), truth.failures.len() as u64);
+    for (i, (id, output)) in LATE.iter().enumerate() {
+        let at = spec.start_ms + 10_000_000 + i as i64;
+        datagen::insert_activity(&data, &Activity::failed(id, at, "t-late", "mcp__agents__load_layer", output))
+            .unwrap();
+    }
+    (data, detectors, out, (truth.failures.len() + LATE.len()) as u64)
+}
+
+/// The long-running mode, its commit held at `point` (a folder of the
+/// scratch is the rendezvous). Returns the child once it is paused there.
+fn paused_at(s: &Scratch, point: &str, detectors: &Path, data: &Path, out: &Path) -> Child {
+    let rendezvous = s.path("rendezvous");
+    std::fs::create_dir_all(&rendezvous).unwrap();
+    let mut c = run_command(detectors, data, out);
+    c.args(["--interval", "3600", "--json"])
+        .env(sentinel_host::test_hook::VAR, format!("{point}:{}", rendezvous.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("sentinel-host runs");
+    let paused = rendezvous.join(format!("{point}.paused"));
+    // A release build has no rendezvous: this fails (the child exits on the
+    // kill) rather than pass without having paused.
+    wait_for(120, &format!("the commit to pause at {point} (a debug build)"), &mut child, || paused.exists());
+    child
+}
+
+fn release(s: &Scratch, point: &str) {
+    std::fs::write(s.path("rendezvous").join(format!("{point}.go")), b"").unwrap();
+}
+
+/// Sends `sig` (`INT` or `TERM`) and waits until the kernel has delivered it
+/// (it is no longer pending in /proc/PID/status): the handler has run, so
+/// whatever the test does next happens after the signal was seen.
+fn deliver(child: &Child, sig: &str) {
+    let bit = match sig {
+        "INT" => 1u64 << (2 - 1),
+        "TERM" => 1u64 << (15 - 1),
+        other => panic!("no signal {other}"),
+    };
+    signal(child, &format!("-{sig}"));
+    let status = format!("/proc/{}/status", child.id());
+    let started = std::time::Instant::now();
+    loop {
+        let Ok(text) = std::fs::read_to_string(&status) else { return }; // already gone
+        let pending = ["SigPnd:", "ShdPnd:"].iter().any(|field| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+                .is_some_and(|mask| mask & bit != 0)
+        });
+        if !pending {
+            return;
+        }
+        assert!(started.elapsed() < HANG, "SIG{sig} still pending after {HANG:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Every file of the output folder but SQLite's own `-wal` and `-shm`
+/// (which a killed connection leaves), with its bytes.
+fn exported(out: &Path) -> Vec<(String, Vec<u8>)> {
+    listing(out)
+        .into_iter()
+        .filter(|n| !n.ends_with("-wal") && !n.ends_with("-shm") && n != "ledger.db" && n != "ledger.lock")
+        .map(|n| {
+            let bytes = std::fs::read(out.join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// `sentinel-host verify --out OUT` exits 0.
+fn assert_fire_log_verifies(out: &Path) {
+    let o = sentinel_host().args(["verify", "--out"]).arg(out).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "verify: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A `run --once --json --no-fast-path` that must succeed; its summary.
+fn rescan(detectors: &Path, data: &Path, out: &Path) -> serde_json::Value {
+    let o = run(detectors, data, out, &["--no-fast-path"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn a_signal_inside_the_commit_transaction_lets_the_commit_finish_and_exits_0() {
+    let s = Scratch::new();
+    let (data, detectors, out, failures) = committed_then_more(&s);
+    let child = paused_at(&s, "commit-transaction", &detectors, &data, &out);
+    deliver(&child, "TERM");
+    // Seen mid-transaction, and still there: the commit goes on.
+    release(&s, "commit-transaction");
+    let out_of = crate::support::wait_within(child, HANG);
+    let err = String::from_utf8_lossy(&out_of.stderr);
+    assert_eq!(out_of.status.code(), Some(0), "{err}");
+    let summary: serde_json::Value = serde_json::from_slice(&out_of.stdout)
+        .unwrap_or_else(|e| panic!("one summary, the finished scan's: {e}: {err}"));
+    assert_eq!(summary["issues"]["counted"], LATE.len(), "{summary:#}");
+    assert_eq!(tool_error_total(&out), failures, "the late failures committed and exported");
+    assert_fire_log_verifies(&out);
+    let again = rescan(&detectors, &data, &out);
+    assert_eq!(again["issues"]["counted"], 0, "nothing counted twice: {again:#}");
+    assert_eq!(tool_error_total(&out), failures);
+}
+
+#[test]
+fn a_second_signal_inside_the_commit_transaction_exits_1_and_the_transaction_rolls_back() {
+    let s = Scratch::new();
+    let (data, detectors, out, failures) = committed_then_more(&s);
+    let before = exported(&out);
+    assert!(before.iter().any(|(n, _)| n == "issues.jsonl") && before.iter().any(|(n, _)| n.starts_with("fires-")));
+    let child = paused_at(&s, "commit-transaction", &detectors, &data, &out);
+    deliver(&child, "INT");
+    deliver(&child, "TERM");
+    let (code, err) = exit_of(child);
+    assert_eq!(code, Some(1), "the second signal exits at once with 1: {err}");
+    // The commit is abandoned before it could finish: it was never released.
+    assert_eq!(
+        exported(&out),
+        before,
+        "issues.jsonl and the fire log as the first scan left them, no file half written"
+    );
+    assert_fire_log_verifies(&out);
+    let summary = rescan(&detectors, &data, &out);
+    assert_eq!(summary["issues"]["counted"], LATE.len(), "the rolled-back occurrences counted now: {summary:#}");
+    assert_eq!(tool_error_total(&out), failures, "every failure counted once");
+    assert_fire_log_verifies(&out);
+}
+
+#[test]
+fn a_second_signal_after_the_transaction_exits_1_and_the_next_run_finishes_the_export() {
+    let s = Scratch::new();
+    let (data, detectors, out, failures) = committed_then_more(&s);
+    let before = exported(&out);
+    let child = paused_at(&s, "commit-export", &detectors, &data, &out);
+    deliver(&child, "INT");
+    deliver(&child, "TERM");
+    let (code, err) = exit_of(child);
+    assert_eq!(code, Some(1), "{err}");
+    // Committed, not yet exported: the files are still the first scan's, whole.
+    assert_eq!(exported(&out), before, "no file half written");
+    assert_fire_log_verifies(&out);
+    // The next run (the data unchanged since the committed scan: the fast
+    // path) writes the pending export and counts nothing again.
+    let o = run(&detectors, &data, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["issues"]["counted"], 0, "{summary:#}");
+    assert_eq!(tool_error_total(&out), failures, "the committed scan's issues exported");
+    assert_fire_log_verifies(&out);
+    let fires: usize = listing(&out)
+        .iter()
+        .filter(|n| n.starts_with("fires-"))
+        .map(|n| std::fs::read_to_string(out.join(n)).unwrap().lines().count())
+        .sum();
+    let occurrences: u64 = issues(&out).iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert_eq!(fires as u64, occurrences, "one fire per counted occurrence, the late ones exported too");
 }

@@ -299,7 +299,9 @@ fn with_no_sentinels_config_the_stock_sentinels_are_inert_and_change_nothing() {
     let quiet = |dir: &Path, out: &str| {
         let o = run_command(dir, &data, &s.path(out))
             .args(["--once", "--json"])
-            .env("SENTINELS_CONFIG_PATH", "")
+            // A sentinels file that binds nothing (an unset variable would let
+            // a real /etc/gateway/sentinels.yaml in).
+            .env("SENTINELS_CONFIG_PATH", no_sentinels())
             .env("XDG_CONFIG_HOME", s.path("no-config"))
             .output()
             .unwrap();

@@ -105,6 +105,44 @@ impl Scratch {
 /// (built with [`run_command_with_product_deadline`]).
 pub const TEST_DEADLINE_MS: &str = "60000";
 
+/// An empty sentinels file of the test run's (`{}`: no sentinel bound).
+pub fn no_sentinels() -> PathBuf {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let dir = root().join("target").join("e2e");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("no-sentinels.yaml");
+        // Written once per run; the same bytes every time, so a test binary
+        // started beside this one reads a whole file either way.
+        if std::fs::read(&path).ok().as_deref() != Some(b"{}\n") {
+            let tmp = dir.join(format!("no-sentinels.yaml.{}", std::process::id()));
+            std::fs::write(&tmp, "{}\n").unwrap();
+            std::fs::rename(&tmp, &path).unwrap();
+        }
+        path
+    })
+    .clone()
+}
+
+/// Keeps the machine's configuration away from a `sentinel-host` command:
+/// the sentinels file is [`no_sentinels`] (so neither the runner's
+/// `SENTINELS_CONFIG_PATH` nor a real `/etc/gateway/sentinels.yaml` is
+/// read) and the user config folder one under target/ that holds no
+/// `config.toml` (so no `~/.config/sentinel/config.toml`). A test that
+/// wants either sets its own after this.
+pub fn isolate(c: &mut Command) -> &mut Command {
+    c.env(sentinel_host::config::SENTINELS_ENV, no_sentinels())
+        .env("XDG_CONFIG_HOME", root().join("target").join("e2e").join("no-user-config"))
+}
+
+/// The `sentinel-host` binary under test, [`isolate`]d: every e2e run of it
+/// starts here.
+pub fn sentinel_host() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    isolate(&mut c);
+    c
+}
+
 /// `sentinel-host run --detectors … --data-dir … --out … --cache-dir <shared>
 /// --deadline-ms 60000`, ready for more arguments (`--once`, `--interval`, ...).
 pub fn run_command(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
@@ -115,7 +153,7 @@ pub fn run_command(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
 
 /// As [`run_command`], with the product's own 100 ms deadline per call.
 pub fn run_command_with_product_deadline(detectors: &Path, data_dir: &Path, out: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    let mut c = sentinel_host();
     c.arg("run")
         .arg("--detectors")
         .arg(detectors)
@@ -144,7 +182,7 @@ pub fn inspect(detectors: &Path, data_dir: &Path, out: &Path) -> Vec<Value> {
 
 /// [`inspect`] with this XDG_CACHE_HOME.
 pub fn inspect_with_cache_home(detectors: &Path, data_dir: &Path, out: &Path, cache_home: &Path) -> Vec<Value> {
-    let o = Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    let o = sentinel_host()
         .env("XDG_CACHE_HOME", cache_home)
         .args(["detectors", "inspect", "--json", "--detectors"])
         .arg(detectors)
@@ -160,7 +198,7 @@ pub fn inspect_with_cache_home(detectors: &Path, data_dir: &Path, out: &Path, ca
 
 /// Runs `sentinel-host replay` of `cases` against `detector`, with the shared cache.
 pub fn replay(detector: &Path, cases: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sentinel-host"))
+    sentinel_host()
         .args(["replay", "--detector"])
         .arg(detector)
         .arg("--cases")

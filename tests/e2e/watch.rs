@@ -56,7 +56,7 @@ fn serve(vars: &[(&str, &str)]) -> Served {
     let detectors = s.detectors_in("detectors", &["tool_error"], &[]);
     let out = s.path("out");
     let stderr = s.path("stderr.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sentinel-host"));
+    let mut cmd = sentinel_host();
     cmd.arg("serve")
         .arg("--detectors")
         .arg(&detectors)
@@ -364,12 +364,18 @@ fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule()
     assert_eq!(chain["ok"], true, "{chain}");
 }
 
-/// A loopback HTTP receiver that answers 200 and keeps every request's
-/// idempotency key and body.
 /// What the receiver got: each request's idempotency key and body.
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
 
+/// A loopback HTTP receiver that answers 200 and keeps every request's
+/// idempotency key and body.
 fn receiver() -> (String, Received) {
+    receiver_answering("200 OK")
+}
+
+/// A loopback HTTP receiver that answers every request with `status` and
+/// keeps its idempotency key and body.
+fn receiver_answering(status: &'static str) -> (String, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let got = Arc::new(Mutex::new(Vec::new()));
@@ -395,7 +401,8 @@ fn receiver() -> (String, Received) {
             let mut body = vec![0; length];
             let _ = reader.read_exact(&mut body);
             seen.lock().unwrap().push((key, serde_json::from_slice(&body).unwrap_or(Value::Null)));
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = stream.write_all(answer.as_bytes());
         }
     });
     (url, got)
@@ -446,6 +453,96 @@ fn with_only_observing_on_nothing_is_sent_and_with_dispatching_on_every_fire_is_
         assert!(Instant::now() < deadline, "the cursor stays at {}", cursor());
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Polls `f` until it is true, or fails after a minute saying `what` and
+/// showing the server's log.
+fn until(s: &Served, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: {}", std::fs::read_to_string(&s.stderr).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn dispatch_cursor(s: &Served) -> u64 {
+    std::fs::read_to_string(s.out.join("dispatch.cursor")).ok().and_then(|c| c.trim().parse().ok()).unwrap_or(0)
+}
+
+fn dead_letters(s: &Served) -> Vec<Value> {
+    std::fs::read_to_string(s.out.join("dispatch-dead-letter.ndjson"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each dead letter is one JSON line"))
+        .collect()
+}
+
+#[test]
+fn a_webhook_answering_500_is_retried_then_each_fire_is_dead_lettered_and_the_dispatcher_goes_on() {
+    let (url, got) = receiver_answering("500 Internal Server Error");
+    let s = serve(&[
+        ("WATCH_DISPATCH_WEBHOOK", url.as_str()),
+        ("WATCH_DISPATCHER_ENABLED", "1"),
+        ("WATCH_DISPATCH_RETRIES", "2"),
+        ("WATCH_DISPATCH_BACKOFF_MS", "10"),
+    ]);
+    until(&s, "five fires dead-lettered", || dead_letters(&s).len() >= 5);
+    until(&s, "the cursor past them", || dispatch_cursor(&s) >= 5);
+    let letters = dead_letters(&s);
+    assert_eq!(letters.len(), 5, "one line per fire: {letters:#?}");
+    let got = got.lock().unwrap().clone();
+    for letter in &letters {
+        assert_eq!(letter["error"], "status 500", "{letter:#}");
+        assert!(letter["deadAt"].is_i64(), "{letter:#}");
+        let key = letter["delivery"]["idempotencyKey"].as_str().unwrap();
+        assert_eq!(letter["delivery"]["fire"]["detector"], "tool_error");
+        let attempts = got.iter().filter(|(k, _)| k == key).count();
+        assert_eq!(attempts, 3, "the first attempt and 2 retries, one key: {key}");
+    }
+    assert_eq!(got.len(), 15, "no fire attempted more than its retries allow");
+}
+
+#[test]
+fn a_command_target_gets_each_fire_on_stdin_with_its_key_and_a_failed_attempt_is_retried() {
+    // A command (no shell between: argv split on whitespace) that fails each
+    // fire's first attempt and delivers its second, keeping what it got.
+    let scratch = Scratch::new();
+    let log = scratch.path("got");
+    std::fs::create_dir_all(&log).unwrap();
+    let script = scratch.path("deliver.sh");
+    std::fs::write(
+        &script,
+        "key=\"$SENTINEL_IDEMPOTENCY_KEY\"\n\
+         echo \"$key $SENTINEL_PROBATION\" >> \"$1/attempts\"\n\
+         if [ ! -e \"$1/failed-$key\" ]; then : > \"$1/failed-$key\"; exit 3; fi\n\
+         cat > \"$1/delivered-$key.json\"\n",
+    )
+    .unwrap();
+    let command = format!("/bin/sh {} {}", script.display(), log.display());
+    assert!(!command.contains("  ") && command.split_whitespace().count() == 3, "{command}");
+    let s = serve(&[
+        ("WATCH_DISPATCH_COMMAND", command.as_str()),
+        ("WATCH_DISPATCHER_ENABLED", "1"),
+        ("WATCH_DISPATCH_BACKOFF_MS", "10"),
+    ]);
+    let delivered = || listing(&log).into_iter().filter(|n| n.starts_with("delivered-")).collect::<Vec<_>>();
+    until(&s, "five fires delivered", || delivered().len() >= 5);
+    until(&s, "the cursor past them", || dispatch_cursor(&s) >= 5);
+    for name in delivered() {
+        let key = name.strip_prefix("delivered-").unwrap().strip_suffix(".json").unwrap();
+        let body: Value = serde_json::from_slice(&std::fs::read(log.join(&name)).unwrap()).unwrap();
+        assert_eq!(body["idempotencyKey"], key, "the key in the environment is the body's");
+        assert_eq!(body["fire"]["detector"], "tool_error");
+        assert_eq!(body["actionProductionArmed"], false);
+    }
+    let attempts = std::fs::read_to_string(log.join("attempts")).unwrap();
+    let mut keys: Vec<&str> = attempts.lines().collect();
+    keys.sort();
+    assert_eq!(keys.len(), 10, "two attempts per fire: {attempts}");
+    keys.dedup();
+    assert_eq!(keys.len(), 5, "each attempt of a fire with one key, not on probation (0): {attempts}");
+    assert!(keys.iter().all(|k| k.ends_with(" 0")), "{attempts}");
+    assert!(dead_letters(&s).is_empty(), "a retried fire that got through is not dead-lettered");
 }
 
 /// Debian's headless Chromium (`cargo xtask test` installs it).

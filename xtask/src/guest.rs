@@ -19,6 +19,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 pub mod c;
+pub mod padding;
 pub mod toolchain;
 
 pub const TARGET: &str = "wasm32-wasip2";
@@ -326,8 +327,19 @@ pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Re
 pub fn build_fixtures(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let guests = root.join("tests").join("guests");
     let packages = packages_under(&guests)?;
-    let built = build(&guests.join("Cargo.toml"), &packages, &root.join("target").join("guest-fixtures"))?;
-    Ok(packages.into_iter().map(|p| p.name).zip(built).collect())
+    let target = root.join("target").join("guest-fixtures");
+    let built = build(&guests.join("Cargo.toml"), &packages, &target)?;
+    packages
+        .into_iter()
+        .zip(built)
+        .map(|(p, path)| match padding::requested(&p.dir.join("Cargo.toml"))? {
+            Some(pad) => {
+                let dest = target.join("padded").join(path.file_name().context("a component file name")?);
+                Ok((p.name, padding::pad(&path, pad, &dest)?))
+            }
+            None => Ok((p.name, path)),
+        })
+        .collect()
 }
 
 #[cfg(test)]

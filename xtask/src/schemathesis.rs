@@ -27,9 +27,13 @@ fn venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/toolchains/schemathesis");
     let st = venv.join("bin/st");
     let pinned = venv.join(format!(".schemathesis-{VERSION}"));
-    if st.exists() && pinned.exists() {
+    // A venv copied from elsewhere keeps scripts whose `#!` names the old
+    // place: only one whose `st` runs is kept.
+    let runs = || Command::new(&st).arg("--version").output().is_ok_and(|o| o.status.success());
+    if pinned.exists() && runs() {
         return Ok(st);
     }
+    let _ = std::fs::remove_dir_all(&venv);
     eprintln!("==> installing schemathesis {VERSION} into {}", venv.display());
     let ok = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().is_ok_and(|s| s.success());
     if !ok {

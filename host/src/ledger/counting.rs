@@ -363,8 +363,10 @@ impl Ledger {
         }
         report.fires = appender.count() - fires_before;
         self.fire_append_time = appender.spent;
+        crate::test_hook::pause("commit-transaction");
         tx.commit().map_err(e("cannot commit the scan"))?;
         tracing::debug!(counted = report.counted, "ledger commit done");
+        crate::test_hook::pause("commit-export");
         report.total_issues = self.total_issues()?;
         self.export()?;
         self.export_fires(scan.scan_time)?;

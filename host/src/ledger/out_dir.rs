@@ -23,7 +23,7 @@ pub enum OutDirError {
     InsideGitRepo { out: PathBuf, repo: PathBuf },
     #[error("no default output folder: {0} is not set; pass --out")]
     NoHome(&'static str),
-    #[error("cannot create the output folder {path}")]
+    #[error("cannot create the output folder {path} or set it to mode 0700")]
     Create {
         path: PathBuf,
         #[source]

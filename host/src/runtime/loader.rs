@@ -293,19 +293,19 @@ impl Runtime {
     fn describe(&self, pre: &Pre, path: &Path) -> Result<Descriptor, LoadError> {
         let label = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let mut store = self.new_store(0);
-        let fail = |store: &Store<StoreData>, e: wasmtime::Error| LoadError::Describe {
+        let fail = |store: &Store<StoreData>, phase: Phase, e: wasmtime::Error| LoadError::Describe {
             path: path.to_owned(),
-            failure: classify_failure(&label, Phase::Describe, store, &e, &self.limits),
+            failure: classify_failure(&label, phase, store, &e, &self.limits),
         };
         self.arm(&mut store);
         let world = match pre.instantiate(&mut store) {
             Ok(w) => w,
-            Err(e) => return Err(fail(&store, e)),
+            Err(e) => return Err(fail(&store, Phase::Instantiate, e)),
         };
         self.arm(&mut store);
         let raw = match world.describe(&mut store) {
             Ok(d) => d,
-            Err(e) => return Err(fail(&store, e)),
+            Err(e) => return Err(fail(&store, Phase::Describe, e)),
         };
         convert_descriptor(raw).map_err(|message| LoadError::BadDescriptor { path: path.to_owned(), message })
     }

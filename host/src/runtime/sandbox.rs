@@ -25,6 +25,31 @@ pub enum LimitBreach {
     Memory { limit: usize, desired: usize },
     #[error("table limit of {limit} elements exceeded (asked for {desired})")]
     Table { limit: usize, desired: usize },
+    /// More core instances, tables or memories than a store may create
+    /// (`what`: `instance`, `table` or `memory`). Wasmtime checks these counts
+    /// itself, without asking the limiter, so this is read from its error.
+    #[error("{what} count limit of {limit} exceeded (the component creates {at})")]
+    Count { what: &'static str, limit: usize, at: usize },
+}
+
+impl LimitBreach {
+    /// The count breach wasmtime reports as `resource limit exceeded: {what}
+    /// count too high at {at}` (wasmtime 48's `bump_resource_counts`).
+    pub(crate) fn from_count_error(err: &wasmtime::Error, limits: &Limits) -> Option<Self> {
+        err.chain().find_map(|cause| {
+            let text = cause.to_string();
+            let rest = text.strip_prefix("resource limit exceeded: ")?;
+            let (what, at) = rest.split_once(" count too high at ")?;
+            let at: usize = at.trim().parse().ok()?;
+            let (what, limit) = match what {
+                "instance" => ("instance", limits.instances),
+                "table" => ("table", limits.tables),
+                "memory" => ("memory", limits.memories),
+                _ => return None,
+            };
+            Some(LimitBreach::Count { what, limit, at })
+        })
+    }
 }
 
 /// Enforces the memory and table caps and remembers the first breach. The
@@ -321,6 +346,25 @@ mod tests {
         let mut sink = LogSink { budget: 4096, ..LogSink::default() };
         sink.push(LogLevel::Warn, "a\u{1b}[2Jb\u{202e}c\nd".into());
         assert_eq!(sink.lines[0].message, "a\\u{1b}[2Jb\\u{202e}c\\u{a}d");
+    }
+
+    #[test]
+    fn wasmtime_count_errors_are_read_as_count_breaches_and_nothing_else_is() {
+        let limits = Limits::default();
+        let err = wasmtime::Error::msg("resource limit exceeded: instance count too high at 65")
+            .context("while instantiating");
+        assert_eq!(
+            LimitBreach::from_count_error(&err, &limits),
+            Some(LimitBreach::Count { what: "instance", limit: limits.instances, at: 65 })
+        );
+        let err = wasmtime::Error::msg("resource limit exceeded: memory count too high at 17");
+        assert!(matches!(
+            LimitBreach::from_count_error(&err, &limits),
+            Some(LimitBreach::Count { what: "memory", .. })
+        ));
+        for other in ["resource limit exceeded: fuel count too high at 3", "instance count too high at 65", "trap"] {
+            assert_eq!(LimitBreach::from_count_error(&wasmtime::Error::msg(other), &limits), None, "{other}");
+        }
     }
 
     #[test]

@@ -74,6 +74,9 @@ impl FailureKind {
             FailureKind::Fuel => "fuel",
             FailureKind::Limit(LimitBreach::Memory { .. }) => "memory",
             FailureKind::Limit(LimitBreach::Table { .. }) => "table",
+            FailureKind::Limit(LimitBreach::Count { what: "instance", .. }) => "instances",
+            FailureKind::Limit(LimitBreach::Count { what: "table", .. }) => "tables",
+            FailureKind::Limit(LimitBreach::Count { .. }) => "memories",
             FailureKind::StackOverflow => "stack",
             FailureKind::Trap(_) => "trap",
             FailureKind::DetectorError(_) => "detector-error",
@@ -109,6 +112,9 @@ pub(crate) fn classify_failure(
     let backtrace = err.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
     let (kind, message): (FailureKind, String) = if let Some(breach) = &store.data().limiter.breach {
         (FailureKind::Limit(breach.clone()), breach.to_string())
+    } else if let Some(breach) = LimitBreach::from_count_error(err, limits) {
+        let message = breach.to_string();
+        (FailureKind::Limit(breach), message)
     } else if let Some(trap) = err.downcast_ref::<Trap>() {
         match trap {
             Trap::Interrupt => {

@@ -110,15 +110,23 @@ impl DetectorSummary {
         }
     }
 
-    /// A file that did not load.
-    pub(crate) fn refused(path: PathBuf, name: String, message: String) -> Self {
-        DetectorSummary {
-            name,
-            path,
-            status: DetectorStatus::Refused,
-            failure: Some(FailureSummary::new("load", message)),
-            ..Self::blank()
-        }
+    /// A file that did not load. A refusal that is a failed call (its
+    /// `describe`, or the instantiation before it) keeps that call's kind
+    /// (`memory`, `table`, `instances`, `fuel`, ...) and phase; every other
+    /// is of kind `load`.
+    pub(crate) fn refused(path: PathBuf, name: String, error: &crate::runtime::LoadError) -> Self {
+        let message = crate::errors::error_chain(error);
+        let failure = match error {
+            crate::runtime::LoadError::Describe { failure: f, .. } => FailureSummary {
+                kind: f.kind.label(),
+                phase: Some(f.phase.to_string()),
+                message,
+                backtrace: f.backtrace.clone(),
+                stderr: f.stderr.clone(),
+            },
+            _ => FailureSummary::new("load", message),
+        };
+        DetectorSummary { name, path, status: DetectorStatus::Refused, failure: Some(failure), ..Self::blank() }
     }
 
     fn blank() -> Self {
