@@ -2,7 +2,7 @@
 //!
 //! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (a
 //! validation pass over embedded bytes, once per instance, no compilation)
-//! and the two searches the rules need: whether a rule matches, and every
+//! and the one search the rules need: every
 //! non-overlapping match, leftmost-first (what the `regex` crate's
 //! `replace_all` visits). Never decides what a match becomes.
 
@@ -28,10 +28,6 @@ pub(crate) struct Rule {
 }
 
 impl Rule {
-    pub(crate) fn is_match(&self, text: &str) -> bool {
-        self.re.is_match(text)
-    }
-
     /// Every match, left to right, as byte ranges.
     pub(crate) fn find_iter<'t>(&'t self, text: &'t str) -> impl Iterator<Item = Range<usize>> + 't {
         self.re.find_iter(text).map(|m| m.range())

@@ -22,6 +22,7 @@ mod counted;
 #[cfg(test)]
 mod equivalence;
 pub mod formats;
+mod literal;
 // Shared with build.rs, which compiles what the crate itself only names.
 #[cfg_attr(not(test), allow(dead_code))]
 mod patterns;
@@ -33,8 +34,7 @@ pub mod words;
 
 pub use formats::first_line;
 
-pub(crate) use compiled::Rule;
-use compiled::{Finder, id, rule};
+use compiled::{Finder, id};
 
 /// The version of these rules. Bump it with any change that changes an
 /// output: it is stored with every issue (`groupingVersion`). 2: error
@@ -50,15 +50,7 @@ pub const TITLE_CHARS: usize = 160;
 /// traceback puts the error), so one huge output costs no more than this.
 const HEAD_TAIL: usize = 16 * 1024;
 
-/// Whether any shell class pattern matches `segment`.
-pub(crate) fn any_shell_class(segment: &str) -> bool {
-    rule(id::ANY_SHELL_CLASS).is_match(segment)
-}
-
-/// The compiled shell class pattern `i` (in `patterns::shell_patterns` order).
-pub(crate) fn shell_class(i: usize) -> &'static Rule {
-    rule(id::TIMED_OUT + i)
-}
+pub(crate) use literal::{SHELL_CLASSES, shell_class};
 
 /// Words after which a three-digit number is an HTTP status, which names
 /// the failure (`HTTP/1.1 503`, `status code 404`, `returned error: 500`).
@@ -128,6 +120,10 @@ struct Holds {
     digit_dot_digit: bool,
     digit_dash_digit: bool,
     digit_colon_digit: bool,
+    /// A digit next to `a`–`f`, `x` or `X`: every hex id holds one.
+    digit_by_hex: bool,
+    /// The longest run of hex digits (a hash is 16 or more).
+    hex_run: usize,
     len: usize,
 }
 
@@ -135,7 +131,10 @@ impl Holds {
     fn of(l: &str) -> Self {
         let t = l.as_bytes();
         let mut h = Holds { len: t.len(), ..Holds::default() };
+        let mut run = 0;
         for (i, &b) in t.iter().enumerate() {
+            run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };
+            h.hex_run = h.hex_run.max(run);
             let next = || t.get(i + 1).copied().unwrap_or(0);
             let around = || i > 0 && t[i - 1].is_ascii_digit() && next().is_ascii_digit();
             match b {
@@ -160,7 +159,11 @@ impl Holds {
                     h.dot_word |= next().is_ascii_alphanumeric();
                     h.digit_dot_digit |= around();
                 }
-                b'0'..=b'9' => h.digit = true,
+                b'0'..=b'9' => {
+                    h.digit = true;
+                    let hex_letter = |c: u8| matches!(c, b'a'..=b'f' | b'x' | b'X');
+                    h.digit_by_hex |= hex_letter(next()) || (i > 0 && hex_letter(t[i - 1]));
+                }
                 _ => {}
             }
         }
@@ -187,8 +190,8 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h| h.dot_word),
     (Finder::Scan(counted::hosts), With::Text("<host>"), |h| h.dot_word),
     (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h| h.colon),
-    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h| h.len >= 16),
-    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h| h.digit),
+    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h| h.hex_run >= 16),
+    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h| h.digit_by_hex),
     (Finder::Dfa(id::DURATION), With::Text("<duration>"), |h| h.digit),
     (Finder::Dfa(id::NUMBER), With::Number, |h| h.digit),
 ];
@@ -234,8 +237,13 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
 
 /// Applies the placeholder rules to one line.
 fn placeholders_line(line: &str) -> String {
-    // Control characters (NUL among them, the signature separator) become spaces.
-    let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    // Control characters (NUL among them, the signature separator) become
+    // spaces: C0, DEL, and C1 (U+0080–U+009F, whose UTF-8 starts 0xC2).
+    let mut line: String = if line.bytes().any(|b| b < 0x20 || b == 0x7F || b == 0xC2) {
+        line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    } else {
+        line.to_owned()
+    };
     let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
         if may_match(&holds)
