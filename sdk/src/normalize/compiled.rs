@@ -50,9 +50,13 @@ impl Finder {
         text: &str,
         mut with: impl FnMut(&str, Range<usize>, &mut String),
     ) -> Option<String> {
-        let mut out = String::with_capacity(text.len() + 16);
+        // Allocated at the first match: most rules that run match nothing.
+        let mut out = String::new();
         let mut last = None;
         let mut visit = |m: Range<usize>| {
+            if last.is_none() {
+                out.reserve(text.len() + 16);
+            }
             out.push_str(&text[last.unwrap_or(0)..m.start]);
             let end = m.end;
             with(text, m, &mut out);

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use regex::Regex;
 
 use super::patterns::{self, ascii};
-use super::{counted, placeholders_line, quote, reference, secrets};
+use super::{counted, numbers, placeholders_line, quote, reference, secrets};
 
 /// Fragments every rule reacts to, and the characters around them that
 /// decide boundaries.
@@ -70,6 +70,12 @@ const FRAGMENTS: &[&str] = &[
     "s",
     "min",
     "h",
+    "ns",
+    "sec",
+    "hours",
+    "API_KEY",
+    "api key ",
+    "Cookie: ",
     "com",
     "org",
     "io",
@@ -207,6 +213,8 @@ fn same_scans(l: &str) {
     assert_eq!(counted::hosts(l), find(&scanned("host")), "hosts in {l:?}");
     assert_eq!(counted::hashes(l), find(&scanned("hash")), "hashes in {l:?}");
     assert_eq!(counted::hex_words(l), find(&scanned("hex")), "hex ids in {l:?}");
+    assert_eq!(numbers::numbers(l), find(&scanned("number")), "numbers in {l:?}");
+    assert_eq!(numbers::durations(l), find(&scanned("duration")), "durations in {l:?}");
     let quote_re = Regex::new(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)").expect("valid");
     let want = quote_re.is_match(l).then(|| quote_re.replace_all(l, "${1}<quoted>${2}").into_owned());
     assert_eq!(quote::replace_all(l), want, "quotes in {l:?}");
@@ -257,6 +265,8 @@ fn scans_hold_on_edge_lines() {
         &format!("-{}", "a".repeat(40)),
         &format!("a{}", "+".repeat(40)),
         &format!("é{}", "a".repeat(32)),
+        "1.2.3x -5x +7 a-5 5.1.s 5 sec 5 secs 5 s 5\tms 1.5µs 3.m 12h 2 hours",
+        "x1,2,3 1,2x 9.99.9_ -0.5 --1 1..2 7e3 0.5.",
     ] {
         same_scans(l);
         same_placeholders(l);

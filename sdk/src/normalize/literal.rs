@@ -15,12 +15,12 @@ fn word(b: u8) -> bool {
 /// Whether `t[i..]` starts with `needle` (lower-case ASCII), whatever the ASCII case.
 fn starts_ci(t: &[u8], i: usize, needle: &[u8]) -> bool {
     t.len() - i >= needle.len()
-        && t[i + 1] | 0x20 == needle[1]
-        && needle.iter().zip(&t[i..]).all(|(n, b)| b | 0x20 == *n)
+        && t[i + 1].to_ascii_lowercase() == needle[1]
+        && needle.iter().zip(&t[i..]).all(|(n, b)| b.to_ascii_lowercase() == *n)
 }
 
 /// Some credential key word (`KEYS` in `patterns.rs`: `passw` covers
-/// `password` and `passwd`, `api` every API key spelling).
+/// `password` and `passwd`).
 pub(super) const KEY: u8 = 1;
 /// A word after which `key_word` takes a value (`password`, `token`, …).
 pub(super) const VALUE: u8 = 2;
@@ -34,7 +34,7 @@ fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
         b'p' => &[(b"passw", KEY | VALUE), (b"pwd", KEY | VALUE), (b"passphrase", KEY | VALUE), (b"private", KEY)],
         b's' => &[(b"secret", KEY | VALUE), (b"session", KEY)],
         b't' => &[(b"token", KEY | VALUE)],
-        b'a' => &[(b"api", KEY | VALUE), (b"access", KEY), (b"auth", KEY)],
+        b'a' => &[(b"apikey", KEY | VALUE), (b"api_key", KEY | VALUE), (b"api-key", KEY | VALUE), (b"api key", VALUE), (b"access", KEY), (b"auth", KEY)],
         b'c' => &[(b"credential", KEY), (b"cookie", KEY)],
         b'b' => &[(b"bearer", SCHEME), (b"basic", SCHEME)],
         _ => &[],
@@ -54,6 +54,18 @@ pub(super) fn key_words(t: &[u8]) -> u8 {
         }
     }
     found
+}
+
+/// Whether `t` holds a phrase the operand rule starts with (`no such`,
+/// `unknown`, `unrecognized`, `undefined`, `could not resolve`), in any
+/// ASCII case: without one it cannot match.
+pub(super) fn operand_words(t: &[u8]) -> bool {
+    (0..t.len()).any(|i| match t[i] | 0x20 {
+        b'n' => starts_ci(t, i, b"no such"),
+        b'u' => starts_ci(t, i, b"un") && [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w)),
+        b'c' => starts_ci(t, i, b"could not resolve"),
+        _ => false,
+    })
 }
 
 /// A literal alternative: its class (its index in
@@ -152,6 +164,10 @@ mod tests {
         assert_eq!(key_words(b"x BEARER y"), SCHEME);
         assert_eq!(key_words(b"DB_PASSWORD=1"), KEY | VALUE);
         assert_eq!(key_words(b"bea rer au"), 0);
+        assert_eq!(key_words(b"API_KEY=1"), KEY | VALUE);
+        assert_eq!(key_words(b"api key 1"), VALUE);
+        assert_eq!(key_words(b"api.example.com"), 0);
+        assert!(operand_words(b"x: No Such table: y") && !operand_words(b"no_such: y"));
         // `| 0x20` folds only letters onto a letter: `@` is not `` ` ``.
         assert_eq!(key_words(b"@uth"), 0);
     }

@@ -23,6 +23,7 @@ mod counted;
 mod equivalence;
 pub mod formats;
 mod literal;
+mod numbers;
 // Shared with build.rs, which compiles what the crate itself only names.
 #[cfg_attr(not(test), allow(dead_code))]
 mod patterns;
@@ -101,99 +102,138 @@ enum With {
     Number,
 }
 
-/// What a line holds, in one pass over its bytes: the tests each rule's
-/// matches need (a byte every match holds, a shape, a length). They are
+/// Byte classes [`Holds::of`] tracks, as bits of [`CLASS`].
+const DIGIT: u16 = 1;
+const DOT: u16 = 1 << 1;
+const DASH: u16 = 1 << 2;
+const COLON: u16 = 1 << 3;
+const AT: u16 = 1 << 4;
+/// `"`, `` ` `` and 0xE2 (the first byte of `“` and `‘`).
+const QUOTES: u16 = 1 << 5;
+const APOSTROPHE: u16 = 1 << 6;
+const BACKSLASH: u16 = 1 << 7;
+const SLASH: u16 = 1 << 8;
+/// `[0-9a-fA-F]`.
+const HEX: u16 = 1 << 9;
+/// `a`–`f`, `x`, `X`: what a digit sits next to in a hex id.
+const HEX_LETTER: u16 = 1 << 10;
+const ALNUM: u16 = 1 << 11;
+
+/// Each byte's classes.
+const CLASS: [u16; 256] = {
+    let mut c = [0u16; 256];
+    let mut b = 0;
+    while b < 256 {
+        let u = b as u8;
+        let mut k = 0;
+        if u.is_ascii_digit() {
+            k |= DIGIT;
+        }
+        if u.is_ascii_hexdigit() {
+            k |= HEX;
+        }
+        if u.is_ascii_alphanumeric() {
+            k |= ALNUM;
+        }
+        if matches!(u, b'a'..=b'f' | b'x' | b'X') {
+            k |= HEX_LETTER;
+        }
+        k |= match u {
+            b'.' => DOT,
+            b'-' => DASH,
+            b':' => COLON,
+            b'@' => AT,
+            b'"' | b'`' | 0xE2 => QUOTES,
+            b'\'' => APOSTROPHE,
+            b'\\' => BACKSLASH,
+            b'/' => SLASH,
+            _ => 0,
+        };
+        c[b] = k;
+        b += 1;
+    }
+    c
+};
+
+/// What a line holds, in one pass over its bytes: the classes of byte it
+/// has. With the shape tests below, computed only when the classes allow
+/// a match, these are the tests each rule's matches need. They are
 /// necessary conditions only, so skipping a rule never changes an output.
 #[derive(Default, Clone, Copy)]
 struct Holds {
-    at: bool,
-    scheme: bool,
-    double_quotes: bool,
-    single_quote: bool,
-    dash: bool,
-    colon: bool,
-    backslash: bool,
-    slash: bool,
-    dot_word: bool,
-    digit: bool,
-    dots: usize,
-    digit_dot_digit: bool,
-    digit_dash_digit: bool,
-    digit_colon_digit: bool,
-    /// A digit next to `a`–`f`, `x` or `X`: every hex id holds one.
-    digit_by_hex: bool,
-    /// The longest run of hex digits (a hash is 16 or more).
-    hex_run: usize,
+    /// Every class of byte seen.
+    seen: u16,
     len: usize,
 }
 
 impl Holds {
     fn of(l: &str) -> Self {
         let t = l.as_bytes();
-        let mut h = Holds { len: t.len(), ..Holds::default() };
-        let mut run = 0;
-        for (i, &b) in t.iter().enumerate() {
-            run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };
-            h.hex_run = h.hex_run.max(run);
-            let next = || t.get(i + 1).copied().unwrap_or(0);
-            let around = || i > 0 && t[i - 1].is_ascii_digit() && next().is_ascii_digit();
-            match b {
-                b'@' => h.at = true,
-                // `“` and `‘` start with the byte 0xE2.
-                b'"' | b'`' | 0xE2 => h.double_quotes = true,
-                b'a'..=b'z' | b'A'..=b'Z' | b' ' => {}
-                b'\'' => h.single_quote = true,
-                b'-' => {
-                    h.dash = true;
-                    h.digit_dash_digit |= around();
-                }
-                b':' => {
-                    h.colon = true;
-                    h.scheme |= t[i..].starts_with(b"://");
-                    h.digit_colon_digit |= around();
-                }
-                b'\\' => h.backslash = true,
-                b'/' => h.slash = true,
-                b'.' => {
-                    h.dots += 1;
-                    h.dot_word |= next().is_ascii_alphanumeric();
-                    h.digit_dot_digit |= around();
-                }
-                b'0'..=b'9' => {
-                    h.digit = true;
-                    let hex_letter = |c: u8| matches!(c, b'a'..=b'f' | b'x' | b'X');
-                    h.digit_by_hex |= hex_letter(next()) || (i > 0 && hex_letter(t[i - 1]));
-                }
-                _ => {}
-            }
-        }
-        h
+        Holds { seen: t.iter().fold(0, |seen, &b| seen | CLASS[b as usize]), len: t.len() }
+    }
+
+    /// Whether a byte of every class in `classes` occurs.
+    fn has(&self, classes: u16) -> bool {
+        self.seen & classes == classes
     }
 }
 
+/// Whether a byte of `class` sits between two digits (`1.2`, `1-2`, `1:2`).
+fn between_digits(l: &str, class: u16) -> bool {
+    l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && CLASS[w[1] as usize] & class != 0 && w[2].is_ascii_digit())
+}
+
+/// Whether a `.` comes before a letter or digit.
+fn dot_word(l: &str) -> bool {
+    l.as_bytes().windows(2).any(|w| w[0] == b'.' && w[1].is_ascii_alphanumeric())
+}
+
+/// Whether a digit sits next to `a`–`f`, `x` or `X`: every hex id has one.
+fn digit_by_hex(l: &str) -> bool {
+    let pair = |a: u8, b: u8| a.is_ascii_digit() && CLASS[b as usize] & HEX_LETTER != 0;
+    l.as_bytes().windows(2).any(|w| pair(w[0], w[1]) || pair(w[1], w[0]))
+}
+
+/// Whether a run of `n` hex digits occurs.
+fn hex_run(l: &str, n: usize) -> bool {
+    let mut run = 0;
+    l.len() >= n
+        && l.bytes().any(|b| {
+            run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };
+            run >= n
+        })
+}
+
+/// Whether `l` holds at least three dots.
+fn three_dots(l: &str) -> bool {
+    l.bytes().filter(|&b| b == b'.').nth(2).is_some()
+}
+
 /// A placeholder rule: how it finds, what a match becomes, whether a line may match.
-type PlaceholderRule = (Finder, With, fn(&Holds) -> bool);
+type PlaceholderRule = (Finder, With, fn(&Holds, &str) -> bool);
 
 /// The placeholder rules in order (the single-quote rule, a scan, runs
 /// after `quoted`), each with the test of [`Holds`] a line must pass for
 /// the rule to match at all.
 const RULES: &[PlaceholderRule] = &[
-    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h| h.at),
-    (Finder::Dfa(id::URL), With::Text("<url>"), |h| h.scheme),
-    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h| h.double_quotes),
-    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h| h.len >= 36 && h.dash),
-    (Finder::Dfa(id::IP), With::Text("<ip>"), |h| h.digit_dot_digit && h.dots >= 3),
-    (Finder::Dfa(id::DATE), With::Text("<date>"), |h| h.digit_dash_digit || h.digit_colon_digit),
-    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h| h.backslash),
-    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
-    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
-    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h| h.dot_word),
-    (Finder::Scan(counted::hosts), With::Text("<host>"), |h| h.dot_word),
-    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h| h.colon),
-    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h| h.hex_run >= 16),
-    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h| h.digit_by_hex),
-    (Finder::Dfa(id::DURATION), With::Text("<duration>"), |h| h.digit),
-    (Finder::Dfa(id::NUMBER), With::Number, |h| h.digit),
+    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h, _| h.has(AT)),
+    (Finder::Dfa(id::URL), With::Text("<url>"), |h, l| h.has(COLON | SLASH) && l.contains("://")),
+    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h, _| h.has(QUOTES)),
+    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
+    (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| h.has(DOT | DIGIT) && between_digits(l, DOT) && three_dots(l)),
+    (Finder::Dfa(id::DATE), With::Text("<date>"), |h, l| {
+        (h.has(DASH | DIGIT) || h.has(COLON | DIGIT)) && between_digits(l, DASH | COLON)
+    }),
+    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
+    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
+    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
+    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h, l| h.has(DOT) && dot_word(l)),
+    (Finder::Scan(counted::hosts), With::Text("<host>"), |h, l| h.has(DOT) && dot_word(l)),
+    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| h.has(COLON) && literal::operand_words(l.as_bytes())),
+    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h, l| h.len >= 16 && hex_run(l, 16)),
+    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h, l| h.has(DIGIT | HEX_LETTER) && digit_by_hex(l)),
+    (Finder::Scan(numbers::durations), With::Text("<duration>"), |h, _| h.has(DIGIT)),
+    (Finder::Scan(numbers::numbers), With::Number, |h, _| h.has(DIGIT)),
 ];
 
 /// The delimiters a path starts after (`[\s=(\[{,;:"']`, ASCII spaces).
@@ -246,13 +286,13 @@ fn placeholders_line(line: &str) -> String {
     };
     let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
-        if may_match(&holds)
+        if may_match(&holds, &line)
             && let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out))
         {
             line = next;
             holds = Holds::of(&line);
         }
-        if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.single_quote {
+        if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.has(APOSTROPHE) {
             line = quote::apply(line);
             holds = Holds::of(&line);
         }
