@@ -84,6 +84,10 @@ fn space(b: u8) -> bool {
 /// The end of a unit at `q` that ends on a boundary (the units end with a
 /// word character).
 fn unit_at(t: &[u8], q: usize) -> Option<usize> {
+    // Every unit starts with one of these (0xC2: `µ`).
+    if !t.get(q).is_some_and(|b| matches!(b, b'n' | b'u' | 0xC2 | b'm' | b's' | b'h')) {
+        return None;
+    }
     UNITS.iter().map(|u| q + u.len()).zip(UNITS).find_map(|(e, u)| {
         (t.get(q..e) == Some(u.as_bytes()) && (e == t.len() || !word(t[e]))).then_some(e)
     })
