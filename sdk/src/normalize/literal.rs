@@ -29,7 +29,7 @@ pub(super) const SCHEME: u8 = 4;
 
 /// The words that start with the (lower-case) letter `first`, each with the
 /// flags it sets.
-fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
+const fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
     match first {
         b'p' => &[(b"passw", KEY | VALUE), (b"pwd", KEY | VALUE), (b"passphrase", KEY | VALUE), (b"private", KEY)],
         b's' => &[(b"secret", KEY | VALUE), (b"session", KEY)],
@@ -41,13 +41,39 @@ fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
     }
 }
 
+/// The words' first two letters, folded to five bits: for a first letter
+/// `f`, bit `s & 31` of `PAIRS[f & 31]` is set when some word starts `fs`.
+/// Other bytes fold onto the same bits now and then: a position that
+/// passes is only a candidate, checked in full.
+const PAIRS: [u32; 32] = {
+    let mut pairs = [0u32; 32];
+    let firsts = *b"pstacb";
+    let mut f = 0;
+    while f < firsts.len() {
+        let words = words_from(firsts[f]);
+        let mut w = 0;
+        while w < words.len() {
+            let word = words[w].0;
+            pairs[(word[0] & 31) as usize] |= 1 << (word[1] & 31);
+            w += 1;
+        }
+        f += 1;
+    }
+    pairs
+};
+
 /// Which of the secret rules' words `t` holds (ASCII case-insensitive), in
 /// one pass: the flags above. A rule whose words are absent cannot match.
 pub(super) fn key_words(t: &[u8]) -> u8 {
     let mut found = 0;
     for i in 0..t.len() {
         // Folding with `| 0x20` maps no byte but a letter's two cases onto it.
-        for &(w, flags) in words_from(t[i] | 0x20) {
+        let first = t[i] | 0x20;
+        let second = t.get(i + 1).map_or(0, |b| b | 0x20);
+        if PAIRS[usize::from(first & 31)] & (1 << (second & 31)) == 0 {
+            continue;
+        }
+        for &(w, flags) in words_from(first) {
             if starts_ci(t, i, w) {
                 found |= flags;
             }
@@ -111,16 +137,20 @@ const LITERALS: [Literal; 34] = [
     (8, "eexist", false, false),
 ];
 
-/// For each byte, the literals (bits of [`LITERALS`]) that start with it.
-const FIRST: [u64; 256] = {
-    let mut first = [0u64; 256];
+/// For each byte, the literals (bits of [`LITERALS`]) whose byte `at` it is.
+const fn nth_bytes(at: usize) -> [u64; 256] {
+    let mut table = [0u64; 256];
     let mut i = 0;
     while i < LITERALS.len() {
-        first[LITERALS[i].1.as_bytes()[0] as usize] |= 1 << i;
+        table[LITERALS[i].1.as_bytes()[at] as usize] |= 1 << i;
         i += 1;
     }
-    first
-};
+    table
+}
+
+/// The literals by their first byte, and by their second.
+const FIRST: [u64; 256] = nth_bytes(0);
+const SECOND: [u64; 256] = nth_bytes(1);
 
 /// How many shell classes there are.
 pub(crate) const SHELL_CLASSES: usize = 9;
@@ -137,12 +167,13 @@ fn at(t: &[u8], s: usize, &(_, lit, before, after): &Literal) -> bool {
 
 /// The first shell class (in `patterns::shell_patterns` order) whose pattern
 /// matches the lower-cased `segment`: one pass, each position trying only
-/// the literals that start with its byte.
+/// the literals that start with its two bytes.
 pub(crate) fn shell_class(segment: &str) -> Option<usize> {
     let t = segment.as_bytes();
     let mut classes = 0u16;
-    for s in 0..t.len() {
-        let mut bits = FIRST[t[s] as usize];
+    for s in 0..t.len().saturating_sub(1) {
+        // Every literal is two bytes or more.
+        let mut bits = FIRST[t[s] as usize] & SECOND[t[s + 1] as usize];
         while bits != 0 {
             let l = &LITERALS[bits.trailing_zeros() as usize];
             bits &= bits - 1;
