@@ -34,7 +34,14 @@ const fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
         b'p' => &[(b"passw", KEY | VALUE), (b"pwd", KEY | VALUE), (b"passphrase", KEY | VALUE), (b"private", KEY)],
         b's' => &[(b"secret", KEY | VALUE), (b"session", KEY)],
         b't' => &[(b"token", KEY | VALUE)],
-        b'a' => &[(b"apikey", KEY | VALUE), (b"api_key", KEY | VALUE), (b"api-key", KEY | VALUE), (b"api key", VALUE), (b"access", KEY), (b"auth", KEY)],
+        b'a' => &[
+            (b"apikey", KEY | VALUE),
+            (b"api_key", KEY | VALUE),
+            (b"api-key", KEY | VALUE),
+            (b"api key", VALUE),
+            (b"access", KEY),
+            (b"auth", KEY),
+        ],
         b'c' => &[(b"credential", KEY), (b"cookie", KEY)],
         b'b' => &[(b"bearer", SCHEME), (b"basic", SCHEME)],
         _ => &[],
@@ -88,7 +95,10 @@ pub(super) fn key_words(t: &[u8]) -> u8 {
 pub(super) fn operand_words(t: &[u8]) -> bool {
     (0..t.len()).any(|i| match t[i] | 0x20 {
         b'n' => starts_ci(t, i, b"no such"),
-        b'u' => starts_ci(t, i, b"un") && [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w)),
+        b'u' => {
+            starts_ci(t, i, b"un")
+                && [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w))
+        }
         b'c' => starts_ci(t, i, b"could not resolve"),
         _ => false,
     })

@@ -229,7 +229,9 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
     (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h, l| h.has(DOT) && dot_word(l)),
     (Finder::Scan(counted::hosts), With::Text("<host>"), |h, l| h.has(DOT) && dot_word(l)),
-    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| h.has(COLON) && literal::operand_words(l.as_bytes())),
+    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| {
+        h.has(COLON) && literal::operand_words(l.as_bytes())
+    }),
     (Finder::Scan(counted::hashes), With::Text("<hash>"), |h, l| h.len >= 16 && hex_run(l, 16)),
     (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h, l| h.has(DIGIT | HEX_LETTER) && digit_by_hex(l)),
     (Finder::Scan(numbers::durations), With::Text("<duration>"), |h, _| h.has(DIGIT)),
@@ -302,6 +304,9 @@ fn placeholders_line(line: &str) -> String {
 
 /// Every run of (Unicode) white space as one space.
 fn collapse_spaces(s: &str) -> String {
+    if s.is_ascii() {
+        return collapse_ascii_spaces(s);
+    }
     let mut out = String::with_capacity(s.len());
     let mut in_space = false;
     for c in s.chars() {
@@ -316,6 +321,21 @@ fn collapse_spaces(s: &str) -> String {
         }
     }
     out
+}
+
+/// [`collapse_spaces`] for ASCII text, byte by byte (the white space of
+/// ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
+fn collapse_ascii_spaces(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len());
+    let mut in_space = false;
+    for &b in s.as_bytes() {
+        let space = matches!(b, b'\t'..=b'\r' | b' ');
+        if !(space && in_space) {
+            out.push(if space { b' ' } else { b });
+        }
+        in_space = space;
+    }
+    String::from_utf8(out).expect("ASCII in, ASCII out")
 }
 
 /// The head and tail of a long text, cut at line ends (so no half line
@@ -675,6 +695,23 @@ pub(super) mod tests {
     fn different_numbers_and_paths_group_together() {
         assert_eq!(normalize("no layer 12 in /a/b"), "no layer <n> in <path>");
         assert_eq!(normalize("no layer 12 in /a/b"), normalize("no layer 104 in /c/d"));
+    }
+
+    #[test]
+    fn ascii_and_unicode_white_space_collapse_alike() {
+        for s in ["a \t\x0B\x0C\r\n b", "  x  ", "", "\u{1C}a", "a\u{85}\u{A0} b\u{3000}"] {
+            let by_char: String = {
+                let mut out = String::new();
+                for (i, part) in s.split(char::is_whitespace).enumerate() {
+                    if i > 0 && !out.ends_with(' ') {
+                        out.push(' ');
+                    }
+                    out.push_str(part);
+                }
+                out
+            };
+            assert_eq!(collapse_spaces(s), by_char, "{s:?}");
+        }
     }
 
     #[test]

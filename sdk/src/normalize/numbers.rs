@@ -88,9 +88,11 @@ fn unit_at(t: &[u8], q: usize) -> Option<usize> {
     if !t.get(q).is_some_and(|b| matches!(b, b'n' | b'u' | 0xC2 | b'm' | b's' | b'h')) {
         return None;
     }
-    UNITS.iter().map(|u| q + u.len()).zip(UNITS).find_map(|(e, u)| {
-        (t.get(q..e) == Some(u.as_bytes()) && (e == t.len() || !word(t[e]))).then_some(e)
-    })
+    UNITS
+        .iter()
+        .map(|u| q + u.len())
+        .zip(UNITS)
+        .find_map(|(e, u)| (t.get(q..e) == Some(u.as_bytes()) && (e == t.len() || !word(t[e]))).then_some(e))
 }
 
 /// The duration starting at `s`: digits (all of the run: fewer leave a
@@ -101,8 +103,8 @@ fn duration_at(t: &[u8], s: usize) -> Option<usize> {
         return None;
     }
     let whole = digits(t, s);
-    let fraction = (whole + 1 < t.len() && t[whole] == b'.' && t[whole + 1].is_ascii_digit())
-        .then(|| digits(t, whole + 1));
+    let fraction =
+        (whole + 1 < t.len() && t[whole] == b'.' && t[whole + 1].is_ascii_digit()).then(|| digits(t, whole + 1));
     fraction.into_iter().chain([whole]).find_map(|p| {
         let spaced = (p < t.len() && space(t[p])).then(|| unit_at(t, p + 1));
         spaced.flatten().or_else(|| unit_at(t, p))
