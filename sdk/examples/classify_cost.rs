@@ -22,7 +22,9 @@ fn shape(i: u64) -> (String, Option<i64>, String) {
         0 => ("mcp__agents__load_layer".into(), None, format!("no layer {n} in /srv/projects/p{m}/layers")),
         1 => ("Bash".into(), Some(127), format!("bash: deploy-{m}: command not found")),
         2 => ("Bash".into(), Some(1), format!("cat: /home/user/work/report-{m}.txt: No such file or directory")),
-        3 => ("Bash".into(), Some(if n % 2 == 0 { 137 } else { 143 }), format!("Command timed out after {m}ms")),
+        3 => {
+            ("Bash".into(), Some(if n.is_multiple_of(2) { 137 } else { 143 }), format!("Command timed out after {m}ms"))
+        }
         4 => (
             "mcp__github__create_issue".into(),
             None,
