@@ -1,8 +1,9 @@
 //! The normalizer's rules as automata compiled at build time.
 //!
-//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (a
-//! validation pass over embedded bytes, once per instance, no compilation)
-//! and the one search the rules need: every
+//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (pointers
+//! into embedded bytes, once per instance: no compilation, and no
+//! validation pass, which the tests run), the choice between such a DFA
+//! and a scan for each rule, and the one search the rules need: every
 //! non-overlapping match, leftmost-first (what the `regex` crate's
 //! `replace_all` visits). Never decides what a match becomes.
 

@@ -1,9 +1,12 @@
 //! The build-time rules against grouping version 2's run-time ones.
 //!
-//! Owns the proof that compiling the patterns at build time (and scanning
-//! the three the DFAs cannot hold) changed no output: generated lines made
-//! of the fragments the rules look for, plus the case tables, go through
-//! both engines and must come out the same. Test-only; never run by a detector.
+//! Owns the proof that compiling the patterns at build time, writing some
+//! as scans (`counted.rs`, `numbers.rs`, `quote.rs`) and literal searches
+//! (`literal.rs`), and skipping a rule when a necessary condition fails
+//! changed no output: each scan against its pattern, and the whole
+//! pipeline against the `regex` engine, on generated lines made of the
+//! fragments the rules look for, on adversarial lines, on any characters,
+//! and on the case tables. Test-only; never run by a detector.
 
 use proptest::prelude::*;
 use regex::Regex;
