@@ -44,10 +44,10 @@ impl ErrorClass {
     }
 }
 
-/// The classes in the order they are tried, each with its pattern's index
-/// in `normalize::patterns::shell_patterns` (compiled at build time; matched
-/// against ASCII-lower-cased text, with ASCII word boundaries).
-const CLASSES: [ErrorClass; 9] = [
+/// The classes in the order they are tried, each at its pattern's index
+/// in `normalize::patterns::shell_patterns` (matched as literals against
+/// ASCII-lower-cased text, with ASCII word boundaries).
+const CLASSES: [ErrorClass; crate::normalize::SHELL_CLASSES] = [
     ErrorClass::TimedOut,
     ErrorClass::CommandNotFound,
     ErrorClass::SyntaxError,
@@ -61,10 +61,7 @@ const CLASSES: [ErrorClass; 9] = [
 
 /// The first class whose pattern matches a lower-cased segment.
 pub(crate) fn class_of_segment(segment: &str) -> Option<ErrorClass> {
-    if !crate::normalize::any_shell_class(segment) {
-        return None;
-    }
-    CLASSES.iter().enumerate().find(|&(i, _)| crate::normalize::shell_class(i).is_match(segment)).map(|(_, c)| *c)
+    crate::normalize::shell_class(segment).map(|i| CLASSES[i])
 }
 
 /// Lines of output read: the class is named early.

@@ -1,8 +1,9 @@
 //! The normalizer's rules as automata compiled at build time.
 //!
-//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (a
-//! validation pass over embedded bytes, once per instance, no compilation)
-//! and the two searches the rules need: whether a rule matches, and every
+//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (pointers
+//! into embedded bytes, once per instance: no compilation, and no
+//! validation pass, which the tests run), the choice between such a DFA
+//! and a scan for each rule, and the one search the rules need: every
 //! non-overlapping match, leftmost-first (what the `regex` crate's
 //! `replace_all` visits). Never decides what a match becomes.
 
@@ -28,10 +29,6 @@ pub(crate) struct Rule {
 }
 
 impl Rule {
-    pub(crate) fn is_match(&self, text: &str) -> bool {
-        self.re.is_match(text)
-    }
-
     /// Every match, left to right, as byte ranges.
     pub(crate) fn find_iter<'t>(&'t self, text: &'t str) -> impl Iterator<Item = Range<usize>> + 't {
         self.re.find_iter(text).map(|m| m.range())
@@ -54,9 +51,13 @@ impl Finder {
         text: &str,
         mut with: impl FnMut(&str, Range<usize>, &mut String),
     ) -> Option<String> {
-        let mut out = String::with_capacity(text.len() + 16);
+        // Allocated at the first match: most rules that run match nothing.
+        let mut out = String::new();
         let mut last = None;
         let mut visit = |m: Range<usize>| {
+            if last.is_none() {
+                out.reserve(text.len() + 16);
+            }
             out.push_str(&text[last.unwrap_or(0)..m.start]);
             let end = m.end;
             with(text, m, &mut out);

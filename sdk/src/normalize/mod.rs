@@ -22,6 +22,8 @@ mod counted;
 #[cfg(test)]
 mod equivalence;
 pub mod formats;
+mod literal;
+mod numbers;
 // Shared with build.rs, which compiles what the crate itself only names.
 #[cfg_attr(not(test), allow(dead_code))]
 mod patterns;
@@ -33,8 +35,7 @@ pub mod words;
 
 pub use formats::first_line;
 
-pub(crate) use compiled::Rule;
-use compiled::{Finder, id, rule};
+use compiled::{Finder, id};
 
 /// The version of these rules. Bump it with any change that changes an
 /// output: it is stored with every issue (`groupingVersion`). 2: error
@@ -50,15 +51,7 @@ pub const TITLE_CHARS: usize = 160;
 /// traceback puts the error), so one huge output costs no more than this.
 const HEAD_TAIL: usize = 16 * 1024;
 
-/// Whether any shell class pattern matches `segment`.
-pub(crate) fn any_shell_class(segment: &str) -> bool {
-    rule(id::ANY_SHELL_CLASS).is_match(segment)
-}
-
-/// The compiled shell class pattern `i` (in `patterns::shell_patterns` order).
-pub(crate) fn shell_class(i: usize) -> &'static Rule {
-    rule(id::TIMED_OUT + i)
-}
+pub(crate) use literal::{SHELL_CLASSES, shell_class};
 
 /// Words after which a three-digit number is an HTTP status, which names
 /// the failure (`HTTP/1.1 503`, `status code 404`, `returned error: 500`).
@@ -109,88 +102,140 @@ enum With {
     Number,
 }
 
-/// What a line holds, in one pass over its bytes: the tests each rule's
-/// matches need (a byte every match holds, a shape, a length). They are
+/// Byte classes [`Holds::of`] tracks, as bits of [`CLASS`].
+const DIGIT: u16 = 1;
+const DOT: u16 = 1 << 1;
+const DASH: u16 = 1 << 2;
+const COLON: u16 = 1 << 3;
+const AT: u16 = 1 << 4;
+/// `"`, `` ` `` and 0xE2 (the first byte of `“` and `‘`).
+const QUOTES: u16 = 1 << 5;
+const APOSTROPHE: u16 = 1 << 6;
+const BACKSLASH: u16 = 1 << 7;
+const SLASH: u16 = 1 << 8;
+/// `[0-9a-fA-F]`.
+const HEX: u16 = 1 << 9;
+/// `a`–`f`, `x`, `X`: what a digit sits next to in a hex id.
+const HEX_LETTER: u16 = 1 << 10;
+const ALNUM: u16 = 1 << 11;
+
+/// Each byte's classes.
+const CLASS: [u16; 256] = {
+    let mut c = [0u16; 256];
+    let mut b = 0;
+    while b < 256 {
+        let u = b as u8;
+        let mut k = 0;
+        if u.is_ascii_digit() {
+            k |= DIGIT;
+        }
+        if u.is_ascii_hexdigit() {
+            k |= HEX;
+        }
+        if u.is_ascii_alphanumeric() {
+            k |= ALNUM;
+        }
+        if matches!(u, b'a'..=b'f' | b'x' | b'X') {
+            k |= HEX_LETTER;
+        }
+        k |= match u {
+            b'.' => DOT,
+            b'-' => DASH,
+            b':' => COLON,
+            b'@' => AT,
+            b'"' | b'`' | 0xE2 => QUOTES,
+            b'\'' => APOSTROPHE,
+            b'\\' => BACKSLASH,
+            b'/' => SLASH,
+            _ => 0,
+        };
+        c[b] = k;
+        b += 1;
+    }
+    c
+};
+
+/// What a line holds, in one pass over its bytes: the classes of byte it
+/// has. With the shape tests below, computed only when the classes allow
+/// a match, these are the tests each rule's matches need. They are
 /// necessary conditions only, so skipping a rule never changes an output.
 #[derive(Default, Clone, Copy)]
 struct Holds {
-    at: bool,
-    scheme: bool,
-    double_quotes: bool,
-    single_quote: bool,
-    dash: bool,
-    colon: bool,
-    backslash: bool,
-    slash: bool,
-    dot_word: bool,
-    digit: bool,
-    dots: usize,
-    digit_dot_digit: bool,
-    digit_dash_digit: bool,
-    digit_colon_digit: bool,
+    /// Every class of byte seen.
+    seen: u16,
     len: usize,
 }
 
 impl Holds {
     fn of(l: &str) -> Self {
         let t = l.as_bytes();
-        let mut h = Holds { len: t.len(), ..Holds::default() };
-        for (i, &b) in t.iter().enumerate() {
-            let next = || t.get(i + 1).copied().unwrap_or(0);
-            let around = || i > 0 && t[i - 1].is_ascii_digit() && next().is_ascii_digit();
-            match b {
-                b'@' => h.at = true,
-                // `“` and `‘` start with the byte 0xE2.
-                b'"' | b'`' | 0xE2 => h.double_quotes = true,
-                b'a'..=b'z' | b'A'..=b'Z' | b' ' => {}
-                b'\'' => h.single_quote = true,
-                b'-' => {
-                    h.dash = true;
-                    h.digit_dash_digit |= around();
-                }
-                b':' => {
-                    h.colon = true;
-                    h.scheme |= t[i..].starts_with(b"://");
-                    h.digit_colon_digit |= around();
-                }
-                b'\\' => h.backslash = true,
-                b'/' => h.slash = true,
-                b'.' => {
-                    h.dots += 1;
-                    h.dot_word |= next().is_ascii_alphanumeric();
-                    h.digit_dot_digit |= around();
-                }
-                b'0'..=b'9' => h.digit = true,
-                _ => {}
-            }
-        }
-        h
+        Holds { seen: t.iter().fold(0, |seen, &b| seen | CLASS[b as usize]), len: t.len() }
+    }
+
+    /// Whether a byte of every class in `classes` occurs.
+    fn has(&self, classes: u16) -> bool {
+        self.seen & classes == classes
     }
 }
 
+/// Whether a byte of `class` sits between two digits (`1.2`, `1-2`, `1:2`).
+fn between_digits(l: &str, class: u16) -> bool {
+    l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && CLASS[w[1] as usize] & class != 0 && w[2].is_ascii_digit())
+}
+
+/// Whether a `.` comes before a letter or digit.
+fn dot_word(l: &str) -> bool {
+    l.as_bytes().windows(2).any(|w| w[0] == b'.' && w[1].is_ascii_alphanumeric())
+}
+
+/// Whether a digit sits next to `a`–`f`, `x` or `X`: every hex id has one.
+fn digit_by_hex(l: &str) -> bool {
+    let pair = |a: u8, b: u8| a.is_ascii_digit() && CLASS[b as usize] & HEX_LETTER != 0;
+    l.as_bytes().windows(2).any(|w| pair(w[0], w[1]) || pair(w[1], w[0]))
+}
+
+/// Whether a run of `n` hex digits occurs.
+fn hex_run(l: &str, n: usize) -> bool {
+    let mut run = 0;
+    l.len() >= n
+        && l.bytes().any(|b| {
+            run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };
+            run >= n
+        })
+}
+
+/// Whether `l` holds at least three dots.
+fn three_dots(l: &str) -> bool {
+    l.bytes().filter(|&b| b == b'.').nth(2).is_some()
+}
+
 /// A placeholder rule: how it finds, what a match becomes, whether a line may match.
-type PlaceholderRule = (Finder, With, fn(&Holds) -> bool);
+type PlaceholderRule = (Finder, With, fn(&Holds, &str) -> bool);
 
 /// The placeholder rules in order (the single-quote rule, a scan, runs
 /// after `quoted`), each with the test of [`Holds`] a line must pass for
 /// the rule to match at all.
 const RULES: &[PlaceholderRule] = &[
-    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h| h.at),
-    (Finder::Dfa(id::URL), With::Text("<url>"), |h| h.scheme),
-    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h| h.double_quotes),
-    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h| h.len >= 36 && h.dash),
-    (Finder::Dfa(id::IP), With::Text("<ip>"), |h| h.digit_dot_digit && h.dots >= 3),
-    (Finder::Dfa(id::DATE), With::Text("<date>"), |h| h.digit_dash_digit || h.digit_colon_digit),
-    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h| h.backslash),
-    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
-    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h| h.slash),
-    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h| h.dot_word),
-    (Finder::Scan(counted::hosts), With::Text("<host>"), |h| h.dot_word),
-    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h| h.colon),
-    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h| h.len >= 16),
-    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h| h.digit),
-    (Finder::Dfa(id::DURATION), With::Text("<duration>"), |h| h.digit),
-    (Finder::Dfa(id::NUMBER), With::Number, |h| h.digit),
+    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h, _| h.has(AT)),
+    (Finder::Dfa(id::URL), With::Text("<url>"), |h, l| h.has(COLON | SLASH) && l.contains("://")),
+    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h, _| h.has(QUOTES)),
+    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
+    (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| h.has(DOT | DIGIT) && between_digits(l, DOT) && three_dots(l)),
+    (Finder::Dfa(id::DATE), With::Text("<date>"), |h, l| {
+        (h.has(DASH | DIGIT) || h.has(COLON | DIGIT)) && between_digits(l, DASH | COLON)
+    }),
+    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
+    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
+    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
+    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h, l| h.has(DOT) && dot_word(l)),
+    (Finder::Scan(counted::hosts), With::Text("<host>"), |h, l| h.has(DOT) && dot_word(l)),
+    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| {
+        h.has(COLON) && literal::operand_words(l.as_bytes())
+    }),
+    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h, l| h.len >= 16 && hex_run(l, 16)),
+    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h, l| h.has(DIGIT | HEX_LETTER) && digit_by_hex(l)),
+    (Finder::Scan(numbers::durations), With::Text("<duration>"), |h, _| h.has(DIGIT)),
+    (Finder::Scan(numbers::numbers), With::Number, |h, _| h.has(DIGIT)),
 ];
 
 /// The delimiters a path starts after (`[\s=(\[{,;:"']`, ASCII spaces).
@@ -234,17 +279,22 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
 
 /// Applies the placeholder rules to one line.
 fn placeholders_line(line: &str) -> String {
-    // Control characters (NUL among them, the signature separator) become spaces.
-    let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    // Control characters (NUL among them, the signature separator) become
+    // spaces: C0, DEL, and C1 (U+0080–U+009F, whose UTF-8 starts 0xC2).
+    let mut line: String = if line.bytes().any(|b| b < 0x20 || b == 0x7F || b == 0xC2) {
+        line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    } else {
+        line.to_owned()
+    };
     let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
-        if may_match(&holds)
+        if may_match(&holds, &line)
             && let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out))
         {
             line = next;
             holds = Holds::of(&line);
         }
-        if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.single_quote {
+        if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.has(APOSTROPHE) {
             line = quote::apply(line);
             holds = Holds::of(&line);
         }
@@ -254,6 +304,9 @@ fn placeholders_line(line: &str) -> String {
 
 /// Every run of (Unicode) white space as one space.
 fn collapse_spaces(s: &str) -> String {
+    if s.is_ascii() {
+        return collapse_ascii_spaces(s);
+    }
     let mut out = String::with_capacity(s.len());
     let mut in_space = false;
     for c in s.chars() {
@@ -268,6 +321,21 @@ fn collapse_spaces(s: &str) -> String {
         }
     }
     out
+}
+
+/// [`collapse_spaces`] for ASCII text, byte by byte (the white space of
+/// ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
+fn collapse_ascii_spaces(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len());
+    let mut in_space = false;
+    for &b in s.as_bytes() {
+        let space = matches!(b, b'\t'..=b'\r' | b' ');
+        if !(space && in_space) {
+            out.push(if space { b' ' } else { b });
+        }
+        in_space = space;
+    }
+    String::from_utf8(out).expect("ASCII in, ASCII out")
 }
 
 /// The head and tail of a long text, cut at line ends (so no half line
@@ -627,6 +695,23 @@ pub(super) mod tests {
     fn different_numbers_and_paths_group_together() {
         assert_eq!(normalize("no layer 12 in /a/b"), "no layer <n> in <path>");
         assert_eq!(normalize("no layer 12 in /a/b"), normalize("no layer 104 in /c/d"));
+    }
+
+    #[test]
+    fn ascii_and_unicode_white_space_collapse_alike() {
+        for s in ["a \t\x0B\x0C\r\n b", "  x  ", "", "\u{1C}a", "a\u{85}\u{A0} b\u{3000}"] {
+            let by_char: String = {
+                let mut out = String::new();
+                for (i, part) in s.split(char::is_whitespace).enumerate() {
+                    if i > 0 && !out.ends_with(' ') {
+                        out.push(' ');
+                    }
+                    out.push_str(part);
+                }
+                out
+            };
+            assert_eq!(collapse_spaces(s), by_char, "{s:?}");
+        }
     }
 
     #[test]

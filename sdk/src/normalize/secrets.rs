@@ -14,6 +14,7 @@
 
 use super::compiled::{Finder, id};
 use super::counted;
+use super::literal;
 use super::patterns::PREFIXES;
 use super::words;
 
@@ -134,29 +135,52 @@ fn token_run(t: &str, n: usize) -> bool {
     })
 }
 
-/// The secret rules in order, each with a test a text must pass for the
-/// rule to match at all (a necessary condition, so skipping never changes
-/// an output) and what a match becomes.
-/// A secret rule: how it finds, whether a text may match, what a match becomes.
-type SecretRule = (Finder, fn(&str) -> bool, fn(&str, &mut String));
+/// Whether `key = value` may match: a separator and a key word.
+fn may_key_value(t: &str, words: u8) -> bool {
+    words & literal::KEY != 0 && t.contains(['=', ':'])
+}
 
+/// Whether `password value` may match: one of its words and a blank.
+fn may_key_word(t: &str, words: u8) -> bool {
+    words & literal::VALUE != 0 && t.contains([' ', '\t'])
+}
+
+/// Whether a run of 32 token characters (`[A-Za-z0-9_+-]`) is there.
+fn may_long_token(t: &str, _: u8) -> bool {
+    let mut run = 0;
+    t.len() >= 32
+        && t.bytes().any(|b| {
+            run = if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-') { run + 1 } else { 0 };
+            run >= 32
+        })
+}
+
+/// A secret rule: how it finds, whether a text may match, what a match becomes.
+/// The test gets the text and its [`literal::key_words`].
+type SecretRule = (Finder, fn(&str, u8) -> bool, fn(&str, &mut String));
+
+/// The secret rules in order, each with a test a text must pass for the
+/// rule to match at all (a necessary condition: a literal every match
+/// holds, so skipping never changes an output) and what a match becomes.
 const RULES: &[SecretRule] = &[
-    (Finder::Dfa(id::URL_CREDENTIALS), |t| t.contains("://"), |_, out| out.push_str("<url>")),
-    (Finder::Dfa(id::JWT), |t| t.contains("eyJ"), |_, out| out.push_str(SECRET)),
-    (Finder::Dfa(id::AUTHORIZATION), |t| t.contains([' ', '\t']), authorization),
-    (Finder::Dfa(id::PREFIXED), |t| token_run(t, 15), prefixed),
-    (Finder::Dfa(id::KEY_VALUE), |t| t.contains(['=', ':']), key_value),
-    (Finder::Dfa(id::KEY_WORD), |t| t.contains([' ', '\t']), key_word),
-    (Finder::Scan(counted::long_tokens), |t| t.len() >= 32, long_token),
+    (Finder::Dfa(id::URL_CREDENTIALS), |t, _| t.contains("://") && t.contains('@'), |_, out| out.push_str("<url>")),
+    (Finder::Dfa(id::JWT), |t, _| t.contains("eyJ"), |_, out| out.push_str(SECRET)),
+    (Finder::Dfa(id::AUTHORIZATION), |_, words| words & literal::SCHEME != 0, authorization),
+    (Finder::Dfa(id::PREFIXED), |t, _| token_run(t, 15), prefixed),
+    (Finder::Dfa(id::KEY_VALUE), may_key_value, key_value),
+    (Finder::Dfa(id::KEY_WORD), may_key_word, key_word),
+    (Finder::Scan(counted::long_tokens), may_long_token, long_token),
 ];
 
 /// The rules (not the private key blocks) applied to `s`.
 pub(super) fn redact_rules(mut s: String) -> String {
+    let mut words = literal::key_words(s.as_bytes());
     for &(finder, may_match, with) in RULES {
-        if may_match(&s)
+        if may_match(&s, words)
             && let Some(next) = finder.replace_all(&s, |t, m, out| with(&t[m], out))
         {
             s = next;
+            words = literal::key_words(s.as_bytes());
         }
     }
     s
@@ -168,9 +192,11 @@ pub fn redact(text: &str) -> String {
     let mut s = redact_rules(s);
     // A quoted secret is a secret, not a quoted value: whichever rule found
     // it, it reads `<secret>`, so errors that differ only by secret group.
-    for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
-        if s.contains(quoted) {
-            s = s.replace(quoted, SECRET);
+    if s.contains(SECRET) {
+        for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
+            if s.contains(quoted) {
+                s = s.replace(quoted, SECRET);
+            }
         }
     }
     s

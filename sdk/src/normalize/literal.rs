@@ -1,0 +1,227 @@
+//! Literal searches: the shell classes and the keywords rules need.
+//!
+//! Owns the shell error classes' patterns written as what they are, literal
+//! alternatives with ASCII word boundaries at some ends, and matched as
+//! such (one search per literal, no automaton), plus the ASCII
+//! case-insensitive keyword test that tells a secret rule it cannot match.
+//! The tests check the classes against their pattern text
+//! (`patterns::shell_patterns`) on generated segments. Never replaces text.
+
+/// An ASCII word character: what `(?-u:\b)` looks at.
+fn word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Whether `t[i..]` starts with `needle` (lower-case ASCII), whatever the ASCII case.
+fn starts_ci(t: &[u8], i: usize, needle: &[u8]) -> bool {
+    t.len() - i >= needle.len()
+        && t[i + 1].to_ascii_lowercase() == needle[1]
+        && needle.iter().zip(&t[i..]).all(|(n, b)| b.to_ascii_lowercase() == *n)
+}
+
+/// Some credential key word (`KEYS` in `patterns.rs`: `passw` covers
+/// `password` and `passwd`).
+pub(super) const KEY: u8 = 1;
+/// A word after which `key_word` takes a value (`password`, `token`, …).
+pub(super) const VALUE: u8 = 2;
+/// An authorization scheme (`bearer`, `basic`).
+pub(super) const SCHEME: u8 = 4;
+
+/// The words that start with the (lower-case) letter `first`, each with the
+/// flags it sets.
+const fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
+    match first {
+        b'p' => &[(b"passw", KEY | VALUE), (b"pwd", KEY | VALUE), (b"passphrase", KEY | VALUE), (b"private", KEY)],
+        b's' => &[(b"secret", KEY | VALUE), (b"session", KEY)],
+        b't' => &[(b"token", KEY | VALUE)],
+        b'a' => &[
+            (b"apikey", KEY | VALUE),
+            (b"api_key", KEY | VALUE),
+            (b"api-key", KEY | VALUE),
+            (b"api key", VALUE),
+            (b"access", KEY),
+            (b"auth", KEY),
+        ],
+        b'c' => &[(b"credential", KEY), (b"cookie", KEY)],
+        b'b' => &[(b"bearer", SCHEME), (b"basic", SCHEME)],
+        _ => &[],
+    }
+}
+
+/// The words' first two letters, folded to five bits: for a first letter
+/// `f`, bit `s & 31` of `PAIRS[f & 31]` is set when some word starts `fs`.
+/// Other bytes fold onto the same bits now and then: a position that
+/// passes is only a candidate, checked in full.
+const PAIRS: [u32; 32] = {
+    let mut pairs = [0u32; 32];
+    let firsts = *b"pstacb";
+    let mut f = 0;
+    while f < firsts.len() {
+        let words = words_from(firsts[f]);
+        let mut w = 0;
+        while w < words.len() {
+            let word = words[w].0;
+            pairs[(word[0] & 31) as usize] |= 1 << (word[1] & 31);
+            w += 1;
+        }
+        f += 1;
+    }
+    pairs
+};
+
+/// Which of the secret rules' words `t` holds (ASCII case-insensitive), in
+/// one pass: the flags above. A rule whose words are absent cannot match.
+pub(super) fn key_words(t: &[u8]) -> u8 {
+    let mut found = 0;
+    for i in 0..t.len() {
+        // Folding with `| 0x20` maps no byte but a letter's two cases onto it.
+        let first = t[i] | 0x20;
+        let second = t.get(i + 1).map_or(0, |b| b | 0x20);
+        if PAIRS[usize::from(first & 31)] & (1 << (second & 31)) == 0 {
+            continue;
+        }
+        for &(w, flags) in words_from(first) {
+            if starts_ci(t, i, w) {
+                found |= flags;
+            }
+        }
+    }
+    found
+}
+
+/// Whether `t` holds a phrase the operand rule starts with (`no such`,
+/// `unknown`, `unrecognized`, `undefined`, `could not resolve`), in any
+/// ASCII case: without one it cannot match.
+pub(super) fn operand_words(t: &[u8]) -> bool {
+    (0..t.len()).any(|i| match t[i] | 0x20 {
+        b'n' => starts_ci(t, i, b"no such"),
+        b'u' => {
+            starts_ci(t, i, b"un")
+                && [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w))
+        }
+        b'c' => starts_ci(t, i, b"could not resolve"),
+        _ => false,
+    })
+}
+
+/// A literal alternative: its class (its index in
+/// `patterns::shell_patterns`), its text, and whether a word boundary must
+/// come before it and after it (`\b` at that end of the pattern).
+type Literal = (usize, &'static str, bool, bool);
+
+/// The shell classes' alternatives, class by class.
+const LITERALS: [Literal; 34] = [
+    (0, "timed out", true, true),
+    (0, "time out", true, true),
+    (0, "timeout", true, true),
+    (0, "deadline exceeded", true, true),
+    (1, "command not found", false, false),
+    (1, "not recognized as an internal or external command", false, false),
+    (1, ": not found", false, true),
+    (2, "syntax error", false, false),
+    (2, "unexpected token", false, false),
+    (2, "unexpected end of file", false, false),
+    (2, "unexpected eof", false, false),
+    (3, "no such file or directory", false, false),
+    (3, "enoent", false, false),
+    (3, "cannot find the path", false, false),
+    (3, "no such file", false, false),
+    (4, "permission denied", false, false),
+    (4, "eacces", false, false),
+    (4, "operation not permitted", false, false),
+    (4, "eperm", false, true),
+    (5, "connection refused", false, false),
+    (5, "could not resolve host", false, false),
+    (5, "name or service not known", false, false),
+    (5, "network is unreachable", false, false),
+    (5, "econnrefused", false, false),
+    (5, "connection reset", false, false),
+    (6, "out of memory", false, false),
+    (6, "cannot allocate memory", false, false),
+    (6, "enomem", false, false),
+    (7, "no space left on device", false, false),
+    (7, "enospc", false, false),
+    (7, "disk quota exceeded", false, false),
+    (8, "file exists", false, false),
+    (8, "already exists", false, false),
+    (8, "eexist", false, false),
+];
+
+/// For each byte, the literals (bits of [`LITERALS`]) whose byte `at` it is.
+const fn nth_bytes(at: usize) -> [u64; 256] {
+    let mut table = [0u64; 256];
+    let mut i = 0;
+    while i < LITERALS.len() {
+        table[LITERALS[i].1.as_bytes()[at] as usize] |= 1 << i;
+        i += 1;
+    }
+    table
+}
+
+/// The literals by their first byte, and by their second.
+const FIRST: [u64; 256] = nth_bytes(0);
+const SECOND: [u64; 256] = nth_bytes(1);
+
+/// How many shell classes there are.
+pub(crate) const SHELL_CLASSES: usize = 9;
+
+/// Whether the literal `l` sits at `s` in `t`, with the boundaries it needs.
+fn at(t: &[u8], s: usize, &(_, lit, before, after): &Literal) -> bool {
+    let e = s + lit.len();
+    // The literals start and end with the kind of byte the boundary sits
+    // against (a word byte, or `:` for `: not found`).
+    t.get(s..e) == Some(lit.as_bytes())
+        && (!before || s == 0 || word(t[s - 1]) != word(t[s]))
+        && (!after || e == t.len() || word(t[e - 1]) != word(t[e]))
+}
+
+/// The first shell class (in `patterns::shell_patterns` order) whose pattern
+/// matches the lower-cased `segment`: one pass, each position trying only
+/// the literals that start with its two bytes.
+pub(crate) fn shell_class(segment: &str) -> Option<usize> {
+    let t = segment.as_bytes();
+    let mut classes = 0u16;
+    for s in 0..t.len().saturating_sub(1) {
+        // Every literal is two bytes or more.
+        let mut bits = FIRST[t[s] as usize] & SECOND[t[s + 1] as usize];
+        while bits != 0 {
+            let l = &LITERALS[bits.trailing_zeros() as usize];
+            bits &= bits - 1;
+            if at(t, s, l) {
+                classes |= 1 << l.0;
+            }
+        }
+    }
+    (classes != 0).then(|| classes.trailing_zeros() as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_words_are_found_in_any_case_only_whole() {
+        assert_eq!(key_words(b"Authorization: x"), KEY);
+        assert_eq!(key_words(b"x BEARER y"), SCHEME);
+        assert_eq!(key_words(b"DB_PASSWORD=1"), KEY | VALUE);
+        assert_eq!(key_words(b"bea rer au"), 0);
+        assert_eq!(key_words(b"API_KEY=1"), KEY | VALUE);
+        assert_eq!(key_words(b"api key 1"), VALUE);
+        assert_eq!(key_words(b"api.example.com"), 0);
+        assert!(operand_words(b"x: No Such table: y") && !operand_words(b"no_such: y"));
+        // `| 0x20` folds only letters onto a letter: `@` is not `` ` ``.
+        assert_eq!(key_words(b"@uth"), 0);
+    }
+
+    #[test]
+    fn boundaries_are_checked_at_every_occurrence() {
+        assert_eq!(shell_class("xtimeout timeout"), Some(0));
+        assert_eq!(shell_class("xtimeout timeouts"), None);
+        assert_eq!(shell_class("eperm: x"), Some(4));
+        assert_eq!(shell_class("epermx"), None);
+        assert_eq!(shell_class("sh: 1: x: not found"), Some(1));
+        assert_eq!(shell_class("x: not foundx"), None);
+        // The first class in order wins, wherever it matches.
+        assert_eq!(shell_class("permission denied after timeout"), Some(0));
+    }
+}
