@@ -20,15 +20,19 @@ use crate::observation::{ObservationRef, Severity};
 /// will count them (hashes instead of grouping keys and occurrences), kept
 /// out of memory until the commit. A temporary table: it lives in a private
 /// temporary file, never in the store, and dies with the connection.
+///
+/// No index on `detector`: each row would pay for it, and only a failed
+/// detector's [`Ledger::unstage`] looks rows up by it. Its journal is kept
+/// in memory: a temporary table needs a rollback, never crash safety.
 const STAGING: &str = "
 PRAGMA temp_store = FILE;
+PRAGMA temp.journal_mode = MEMORY;
 CREATE TEMP TABLE IF NOT EXISTS staged(
     seq INTEGER PRIMARY KEY, detector TEXT NOT NULL, kind TEXT NOT NULL, sig TEXT NOT NULL, occ TEXT NOT NULL,
     title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
     bot_id TEXT, thread_id TEXT, turn_id TEXT, at INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, wasted_turns INTEGER NOT NULL,
     grouping_version INTEGER NOT NULL, probation INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX IF NOT EXISTS temp.staged_detector ON staged(detector);
 DELETE FROM temp.staged;
 ";
 

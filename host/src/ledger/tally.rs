@@ -24,6 +24,7 @@ use super::{Ledger, LedgerError};
 
 const TALLY: &str = "
 PRAGMA temp_store = FILE;
+PRAGMA temp.journal_mode = MEMORY;
 CREATE TEMP TABLE IF NOT EXISTS tally_occurrences(key TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TEMP TABLE IF NOT EXISTS tally_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
