@@ -219,9 +219,12 @@ mod tests {
         ["a", "b", "on_probation"].iter().map(|d| (d.to_string(), "1.0.0".to_owned())).collect()
     }
 
+    /// Issues, fire log lines, counted keys, wasted turns.
+    type Contents = (Vec<crate::ledger::IssueLine>, Vec<String>, Vec<String>, Vec<(String, String)>);
+
     /// Everything a commit leaves: issues, the fire log's lines, the counted
     /// keys and wasted turns.
-    fn contents(l: &Ledger) -> (Vec<crate::ledger::IssueLine>, Vec<String>, Vec<String>, Vec<(String, String)>) {
+    fn contents(l: &Ledger) -> Contents {
         let all = |sql: &str| -> Vec<String> {
             let mut stmt = l.conn.prepare(sql).unwrap();
             stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()

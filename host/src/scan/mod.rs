@@ -4,8 +4,9 @@
 //! - [`plan`] decides who runs with what, and which reads feed them (one per
 //!   distinct position in a source);
 //! - [`read`] runs those reads on a thread of its own, into a bounded channel;
-//! - [`fanout`] pushes each batch to the detectors that read it and stages
-//!   what they report in the ledger at once;
+//! - [`fanout`] pushes each batch to the detectors that read it and hands
+//!   what they report to a staging thread, which stages and tallies it in
+//!   the ledger while the next calls run;
 //! - [`settle`] asks for the decisions, works out health and where each
 //!   detector's reads leave it, for one commit;
 //! - [`report`] is what comes back to the caller.
@@ -356,7 +357,7 @@ fn read_and_fan_out(
             &stager,
             reader.spawn(s),
             plan,
-            (&units, sources, opts, scan_time, total),
+            Fan { units: &units, sources, opts, scan_time, total },
             (&mut ends, &mut summaries, &mut records, &mut next_wake),
         );
         drop(stager);
@@ -371,6 +372,15 @@ fn read_and_fan_out(
     Ok((ends, summaries, records, next_wake))
 }
 
+/// What [`fan_out`] reads.
+struct Fan<'a> {
+    units: &'a [plan::Unit],
+    sources: &'a [Box<dyn Source>],
+    opts: &'a ScanOptions,
+    scan_time: i64,
+    total: usize,
+}
+
 /// What [`fan_out`] fills in: where each read ended, the sources'
 /// summaries, the records read, the next wake.
 type Tally<'a> = (&'a mut settle::Ends, &'a mut Vec<SourceSummary>, &'a mut u64, &'a mut Option<i64>);
@@ -382,7 +392,7 @@ fn fan_out(
     stager: &fanout::Stager,
     batches: std::sync::mpsc::Receiver<read::Read>,
     plan: &mut plan::Plan<'_>,
-    (units, sources, opts, scan_time, total): (&[plan::Unit], &[Box<dyn Source>], &ScanOptions, i64, usize),
+    Fan { units, sources, opts, scan_time, total }: Fan<'_>,
     (ends, summaries, records, next_wake): Tally<'_>,
 ) -> Result<(), Option<ScanError>> {
     {
