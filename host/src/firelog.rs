@@ -126,6 +126,109 @@ impl FireEntry {
     /// 4-byte big-endian length and its UTF-8 text (integers in decimal,
     /// booleans `true`/`false`), an absent field as the length `0xFFFFFFFF`.
     pub fn compute_hash(&self, prev: &[u8; 32]) -> [u8; 32] {
+        self.view().hash(self.seq, prev)
+    }
+
+    /// Chains this entry after `prev`: sets `prev` and `hash`.
+    pub fn seal(&mut self, prev: &[u8; 32]) -> [u8; 32] {
+        let hash = self.compute_hash(prev);
+        self.prev = crate::hex(prev);
+        self.hash = crate::hex(&hash);
+        hash
+    }
+
+    /// This entry's fields but `seq`, `prev` and `hash`, borrowed.
+    pub fn view(&self) -> FireEntryRef<'_> {
+        FireEntryRef {
+            fire_type: self.fire_type,
+            recorded_at: self.recorded_at,
+            at: self.at,
+            detector: &self.detector,
+            detector_version: self.detector_version.as_deref(),
+            kind: self.kind.as_deref(),
+            sig: self.sig.as_deref(),
+            origin: self.origin.as_deref(),
+            severity: self.severity.as_deref(),
+            tool: self.tool.as_deref(),
+            bot_id: self.bot_id.as_deref(),
+            thread_id: self.thread_id.as_deref(),
+            turn_id: self.turn_id.as_deref(),
+            evidence_source: self.evidence_source.as_deref(),
+            evidence_id: self.evidence_id.as_deref(),
+            probation: self.probation,
+            reason: self.reason.as_deref(),
+        }
+    }
+}
+
+/// An entry before it is sealed, borrowed from what it records: what the
+/// commit appends without copying a field. Its hash and its line are
+/// [`FireEntry`]'s, byte for byte ([`FireEntryRef::seal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FireEntryRef<'a> {
+    pub fire_type: FireType,
+    pub recorded_at: i64,
+    pub at: i64,
+    pub detector: &'a str,
+    pub detector_version: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub sig: Option<&'a str>,
+    pub origin: Option<&'a str>,
+    pub severity: Option<&'a str>,
+    pub tool: Option<&'a str>,
+    pub bot_id: Option<&'a str>,
+    pub thread_id: Option<&'a str>,
+    pub turn_id: Option<&'a str>,
+    pub evidence_source: Option<&'a str>,
+    pub evidence_id: Option<&'a str>,
+    pub probation: bool,
+    pub reason: Option<&'a str>,
+}
+
+/// A sealed entry as a segment line: [`FireEntry`]'s fields, names, order
+/// and omissions, borrowed.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Line<'a> {
+    seq: u64,
+    #[serde(rename = "type")]
+    fire_type: FireType,
+    recorded_at: i64,
+    at: i64,
+    detector: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detector_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sig: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    severity: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bot_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thread_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence_source: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence_id: Option<&'a str>,
+    probation: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    prev: &'a str,
+    hash: &'a str,
+}
+
+impl FireEntryRef<'_> {
+    /// The entry's hash as entry `seq` after `prev`: see
+    /// [`FireEntry::compute_hash`], which is this.
+    pub fn hash(&self, seq: u64, prev: &[u8; 32]) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(ENTRY_DOMAIN);
         h.update(prev);
@@ -136,37 +239,59 @@ impl FireEntry {
             }
             None => h.update(u32::MAX.to_be_bytes()),
         };
-        field(Some(&self.seq.to_string()));
+        field(Some(&seq.to_string()));
         field(Some(self.fire_type.as_str()));
         field(Some(&self.recorded_at.to_string()));
         field(Some(&self.at.to_string()));
-        field(Some(&self.detector));
+        field(Some(self.detector));
         for v in [
-            &self.detector_version,
-            &self.kind,
-            &self.sig,
-            &self.origin,
-            &self.severity,
-            &self.tool,
-            &self.bot_id,
-            &self.thread_id,
-            &self.turn_id,
-            &self.evidence_source,
-            &self.evidence_id,
+            self.detector_version,
+            self.kind,
+            self.sig,
+            self.origin,
+            self.severity,
+            self.tool,
+            self.bot_id,
+            self.thread_id,
+            self.turn_id,
+            self.evidence_source,
+            self.evidence_id,
         ] {
-            field(v.as_deref());
+            field(v);
         }
         field(Some(if self.probation { "true" } else { "false" }));
-        field(self.reason.as_deref());
+        field(self.reason);
         h.finalize().into()
     }
 
-    /// Chains this entry after `prev`: sets `prev` and `hash`.
-    pub fn seal(&mut self, prev: &[u8; 32]) -> [u8; 32] {
-        let hash = self.compute_hash(prev);
-        self.prev = crate::hex(prev);
-        self.hash = crate::hex(&hash);
-        hash
+    /// Seals the entry as entry `seq` after `prev`: its hash, and its line
+    /// as a segment holds it (the JSON of the sealed [`FireEntry`]).
+    pub fn seal(&self, seq: u64, prev: &[u8; 32]) -> ([u8; 32], String) {
+        let hash = self.hash(seq, prev);
+        let (prev, hash_hex) = (crate::hex(prev), crate::hex(&hash));
+        let line = Line {
+            seq,
+            fire_type: self.fire_type,
+            recorded_at: self.recorded_at,
+            at: self.at,
+            detector: self.detector,
+            detector_version: self.detector_version,
+            kind: self.kind,
+            sig: self.sig,
+            origin: self.origin,
+            severity: self.severity,
+            tool: self.tool,
+            bot_id: self.bot_id,
+            thread_id: self.thread_id,
+            turn_id: self.turn_id,
+            evidence_source: self.evidence_source,
+            evidence_id: self.evidence_id,
+            probation: self.probation,
+            reason: self.reason,
+            prev: &prev,
+            hash: &hash_hex,
+        };
+        (hash, serde_json::to_string(&line).expect("a fire entry always serializes"))
     }
 }
 
@@ -535,6 +660,63 @@ mod tests {
             evidence_id: format!("m{i}"),
             wasted_turns: 1,
             probation: false,
+        }
+    }
+
+    fn entry(optional: Option<&str>, reason: Option<&str>, probation: bool) -> FireEntry {
+        let o = optional.map(str::to_owned);
+        FireEntry {
+            seq: 0,
+            fire_type: FireType::Occurrence,
+            recorded_at: 17,
+            at: -3,
+            detector: "tool_error".into(),
+            detector_version: o.clone(),
+            kind: Some("tool_error".into()),
+            sig: o.clone(),
+            origin: Some("shell".into()),
+            severity: o.clone(),
+            tool: o.clone(),
+            bot_id: o.clone(),
+            thread_id: None,
+            turn_id: o.clone(),
+            evidence_source: o.clone(),
+            evidence_id: Some("m\"1\u{2028}".into()),
+            probation,
+            reason: reason.map(str::to_owned),
+            prev: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    /// The commit seals borrowed entries: the chain's hashes and the
+    /// segments' lines must be the owned entry's, byte for byte, or logs
+    /// written before and after would not verify alike.
+    fn sealed_alike(mut owned: FireEntry, seq: u64, prev: [u8; 32]) {
+        let (hash, line) = owned.view().seal(seq, &prev);
+        owned.seq = seq;
+        assert_eq!(owned.seal(&prev), hash);
+        assert_eq!(serde_json::to_string(&owned).unwrap(), line);
+        assert_eq!(check_entry(&line, seq, &prev), Ok(hash));
+    }
+
+    #[test]
+    fn a_borrowed_entry_seals_to_the_owned_entrys_hash_and_line() {
+        sealed_alike(entry(Some("bash \u{1b}[2J é"), None, false), 1, [0; 32]);
+        sealed_alike(entry(None, Some("2 failures in a row"), true), 4096, [7; 32]);
+        sealed_alike(entry(Some(""), Some(""), false), u64::MAX, [255; 32]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_borrowed_entry_seals_like_its_owned_twin(
+            optional in proptest::option::of(".{0,12}"),
+            reason in proptest::option::of(".{0,12}"),
+            probation in proptest::prelude::any::<bool>(),
+            seq in 1u64..u64::MAX,
+            prev in proptest::prelude::any::<[u8; 32]>(),
+        ) {
+            sealed_alike(entry(optional.as_deref(), reason.as_deref(), probation), seq, prev);
         }
     }
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ledger::issue_sig;
-use crate::observation::{ConfigValue, Observation};
+use crate::observation::{ConfigValue, ObservationRef, Observations};
 use crate::record::{BatchBuilder, Cell, Column, ColumnType};
 use crate::runtime::{CallFailure, LoadedDetector, PreparedBatch, Runtime, ScanContext};
 
@@ -157,20 +157,20 @@ fn pack(b: &CaseBatch) -> crate::record::Batch {
 }
 
 /// An observation in the case's shape: what the ledger would keep.
-pub fn observation_json(o: &Observation) -> Value {
+pub fn observation_json(o: ObservationRef<'_>) -> Value {
     let mut m = serde_json::Map::new();
-    m.insert("kind".into(), o.kind.clone().into());
-    m.insert("sig".into(), issue_sig(&o.kind, o.grouping_version, &o.signature).into());
-    m.insert("title".into(), o.title.clone().into());
+    m.insert("kind".into(), o.kind.into());
+    m.insert("sig".into(), issue_sig(o.kind, o.grouping_version, o.signature).into());
+    m.insert("title".into(), o.title.into());
     m.insert("origin".into(), o.origin.as_str().into());
     m.insert("severity".into(), o.severity.as_str().into());
-    for (k, v) in [("tool", &o.tool), ("botId", &o.bot_id), ("threadId", &o.thread_id), ("turnId", &o.turn_id)] {
+    for (k, v) in [("tool", o.tool), ("botId", o.bot_id), ("threadId", o.thread_id), ("turnId", o.turn_id)] {
         if let Some(v) = v {
-            m.insert(k.into(), v.clone().into());
+            m.insert(k.into(), v.into());
         }
     }
     m.insert("at".into(), o.at.into());
-    m.insert("occurrence".into(), o.occurrence.clone().into());
+    m.insert("occurrence".into(), o.occurrence.into());
     m.insert("evidenceRef".into(), serde_json::json!({"source": o.evidence_source, "id": o.evidence_id}));
     m.insert("wastedTurns".into(), o.wasted_turns.into());
     m.insert("groupingVersion".into(), o.grouping_version.into());
@@ -224,7 +224,7 @@ pub fn run_case(
         config,
         state: case.state.as_ref().map(|s| s.as_bytes().to_vec()),
     };
-    let outcome = (|| -> Result<Vec<Observation>, CallFailure> {
+    let outcome = (|| -> Result<Observations, CallFailure> {
         let mut scan = runtime.start_scan(detector, ctx)?;
         for b in &case.records {
             scan.push(&PreparedBatch::new(pack(b)))?;

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::fires::Appender;
 use super::staging::Incoming;
 use super::{Health, Ledger, LedgerError};
-use crate::firelog::{FireEntry, FireType};
+use crate::firelog::{FireEntry, FireEntryRef, FireType};
 use crate::observation::{Observation, Severity};
 
 /// What one commit changed.
@@ -86,13 +86,13 @@ pub fn issue_sig(kind: &str, grouping_version: u32, signature: &str) -> String {
 /// the same occurrence of the same kind (a detector and its port to another
 /// language, say) describe one event, so it is counted once. Up to schema
 /// version 1 the detector's name was part of the key.
-pub(super) fn occurrence_key(o: &Observation) -> String {
-    sha_hex(&[&o.kind, &o.occurrence])[..32].to_owned()
+pub(super) fn occurrence_key(kind: &str, occurrence: &str) -> String {
+    sha_hex(&[kind, occurrence])[..32].to_owned()
 }
 
 /// What one scan changes of one issue, summed in memory (one entry per
 /// issue, not per observation) and written once at the end of the commit.
-struct IssueDelta {
+pub(super) struct IssueDelta {
     /// For a new issue, its first observation (kind, origin, tool, rules);
     /// `None` for an issue already in the store, which the delta is added to.
     first: Option<Incoming>,
@@ -190,18 +190,75 @@ impl IssueDelta {
     }
 }
 
+/// Where counting checks and records what it counted: the store itself, in
+/// the commit's transaction ([`Direct`]), or the scan's tally while records
+/// still flow ([`super::tally`]), which the commit then moves into the store.
+pub(super) trait Counts {
+    /// Records an occurrence key; false when it was already counted.
+    fn first_occurrence(&mut self, key: &str) -> rusqlite::Result<bool>;
+    /// Records a turn wasted for an issue; false when it already was.
+    fn first_turn(&mut self, sig: &str, turn: &str) -> rusqlite::Result<bool>;
+    /// The stored issue's evidence time and severity, if it exists.
+    fn stored_issue(&mut self, sig: &str) -> rusqlite::Result<Option<(i64, String)>>;
+    /// Appends the fire of an occurrence counted for the first time.
+    fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()>;
+}
+
+/// What counting has summed so far: the report, one delta per issue.
+#[derive(Default)]
+pub(super) struct Sums {
+    pub(super) report: CommitReport,
+    pub(super) issues: HashMap<String, IssueDelta>,
+}
+
+/// Counting straight into the store, in the commit's transaction.
+struct Direct<'a, 't> {
+    tx: &'a rusqlite::Transaction<'t>,
+    appender: &'a mut Appender,
+    scan_time: i64,
+    versions: &'a BTreeMap<String, String>,
+}
+
+impl Counts for Direct<'_, '_> {
+    fn first_occurrence(&mut self, key: &str) -> rusqlite::Result<bool> {
+        Ok(self.tx.prepare_cached("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)")?.execute([key])? == 1)
+    }
+
+    fn first_turn(&mut self, sig: &str, turn: &str) -> rusqlite::Result<bool> {
+        Ok(self
+            .tx
+            .prepare_cached("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)")?
+            .execute(params![sig, turn])?
+            == 1)
+    }
+
+    fn stored_issue(&mut self, sig: &str) -> rusqlite::Result<Option<(i64, String)>> {
+        stored_issue(self.tx, sig)
+    }
+
+    fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()> {
+        self.appender.append(self.tx, occurrence_fire(o, self.scan_time, self.versions))
+    }
+}
+
+/// A stored issue's evidence time and severity.
+pub(super) fn stored_issue(conn: &rusqlite::Connection, sig: &str) -> rusqlite::Result<Option<(i64, String)>> {
+    conn.prepare_cached("SELECT evidence_at, severity FROM main.issues WHERE sig = ?1")?
+        .query_row([sig], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
 /// Counts one observation: once per occurrence key, not below its kind's
 /// floor, a turn wasted once per issue; the issue's change is summed into
-/// `issues`.
-fn count_one(
-    tx: &rusqlite::Transaction<'_>,
+/// `sums`.
+pub(super) fn count_one(
+    c: &mut dyn Counts,
     floors: &HashMap<String, i64>,
-    report: &mut CommitReport,
-    issues: &mut HashMap<String, IssueDelta>,
+    sums: &mut Sums,
     o: Incoming,
-    fire: &mut dyn FnMut(&Incoming) -> rusqlite::Result<()>,
 ) -> rusqlite::Result<()> {
-    if tx.prepare_cached("INSERT OR IGNORE INTO occurrences(key) VALUES(?1)")?.execute([&o.occ])? == 0 {
+    let report = &mut sums.report;
+    if !c.first_occurrence(&o.occ)? {
         report.repeated += 1;
         return Ok(());
     }
@@ -211,26 +268,24 @@ fn count_one(
         return Ok(());
     }
     report.counted += 1;
-    fire(&o)?;
+    c.fire(&o)?;
     let wasted = match (&o.turn_id, o.wasted_turns) {
         (_, 0) => 0,
         (Some(turn), w) => {
-            let first = tx
-                .prepare_cached("INSERT OR IGNORE INTO issue_turns(sig, turn_id) VALUES(?1, ?2)")?
-                .execute(params![o.sig, turn])?;
-            if first == 1 { i64::from(w) } else { 0 }
+            if c.first_turn(&o.sig, turn)? {
+                i64::from(w)
+            } else {
+                0
+            }
         }
         (None, w) => i64::from(w),
     };
-    if let Some(d) = issues.get_mut(&o.sig) {
+    if let Some(d) = sums.issues.get_mut(&o.sig) {
         report.updated_issues += 1;
         d.apply(o, wasted);
         return Ok(());
     }
-    let stored: Option<(i64, String)> = tx
-        .prepare_cached("SELECT evidence_at, severity FROM issues WHERE sig = ?1")?
-        .query_row([&o.sig], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let stored = c.stored_issue(&o.sig)?;
     let sig = o.sig.clone();
     let delta = match stored {
         None => {
@@ -264,8 +319,15 @@ fn count_one(
             d
         }
     };
-    issues.insert(sig, delta);
+    sums.issues.insert(sig, delta);
     Ok(())
+}
+
+/// The count floor of every kind that has one.
+pub(super) fn read_floors(conn: &rusqlite::Connection) -> rusqlite::Result<HashMap<String, i64>> {
+    let mut stmt = conn.prepare("SELECT kind, at FROM main.count_floor")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
 }
 
 impl Ledger {
@@ -278,39 +340,49 @@ impl Ledger {
         };
         // Observations passed here are staged like the scan's own: one way in
         // to the counts.
-        self.stage(scan.observations)?;
+        self.stage(scan.observations.iter().map(Observation::view))?;
         tracing::debug!("ledger commit begin");
+        let tally = self.tally.take().filter(|t| t.matches(scan.scan_time, &scan.versions));
+        self.fire_append_time = std::time::Duration::ZERO;
         let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
-        if self.staging {
-            floor_kinds_with_new_rules(&tx).map_err(e("cannot set the count floor"))?;
-        }
-        let floors: std::collections::HashMap<String, i64> = {
-            let mut stmt = tx.prepare("SELECT kind, at FROM count_floor").map_err(e("cannot read the count floor"))?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(e("cannot read the count floor"))?;
-            rows.collect::<Result<_, _>>().map_err(e("cannot read the count floor"))?
-        };
-        let mut report = CommitReport::default();
-        let mut issues: HashMap<String, IssueDelta> = HashMap::new();
-        let mut appender = Appender::open(&tx).map_err(e("cannot read the fire log"))?;
-        let fires_before = appender.count();
-        if self.staging {
-            let mut stmt = tx
-                .prepare(
-                    "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
-                            evidence_source, evidence_id, wasted_turns, grouping_version, detector, probation
-                     FROM temp.staged ORDER BY seq",
-                )
-                .map_err(e("cannot read staged observations"))?;
-            let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
-            let mut fire = |o: &Incoming| appender.append(&tx, occurrence_fire(o, &scan));
-            while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
-                let incoming = Incoming::from_row(r).map_err(e("cannot read staged observations"))?;
-                count_one(&tx, &floors, &mut report, &mut issues, incoming, &mut fire).map_err(e("cannot count"))?;
+        let fires_before;
+        let mut sums = Sums::default();
+        let mut tallied = std::time::Duration::ZERO;
+        if let Some(tally) = tally {
+            // Counted while records flowed: moved into the store as it is.
+            fires_before = tally.fires_before();
+            tallied = tally.spent();
+            sums = tally.into_store(&tx).map_err(e("cannot count"))?;
+        } else {
+            if self.staging {
+                floor_kinds_with_new_rules(&tx).map_err(e("cannot set the count floor"))?;
             }
-            drop(rows);
-            drop(stmt);
+            let floors = read_floors(&tx).map_err(e("cannot read the count floor"))?;
+            let mut appender = Appender::open(&tx).map_err(e("cannot read the fire log"))?;
+            fires_before = appender.count();
+            if self.staging {
+                let mut stmt = tx
+                    .prepare(
+                        "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
+                                evidence_source, evidence_id, wasted_turns, grouping_version, detector, probation
+                         FROM temp.staged ORDER BY seq",
+                    )
+                    .map_err(e("cannot read staged observations"))?;
+                let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
+                let mut direct =
+                    Direct { tx: &tx, appender: &mut appender, scan_time: scan.scan_time, versions: &scan.versions };
+                while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
+                    let incoming = Incoming::from_row(r).map_err(e("cannot read staged observations"))?;
+                    count_one(&mut direct, &floors, &mut sums, incoming).map_err(e("cannot count"))?;
+                }
+            }
+            appender.flush(&tx).map_err(e("cannot append to the fire log"))?;
+            self.fire_append_time = appender.spent;
+        }
+        if self.staging {
             tx.execute("DELETE FROM temp.staged", []).map_err(e("cannot clear staged observations"))?;
         }
+        let (mut report, issues) = (sums.report, sums.issues);
         for (sig, d) in &issues {
             d.write(&tx, sig).map_err(e("cannot write an issue"))?;
         }
@@ -354,15 +426,17 @@ impl Ledger {
             )
             .map_err(e("cannot store a detector state"))?;
         }
+        let mut appender = Appender::open(&tx).map_err(e("cannot read the fire log"))?;
         for h in &scan.health {
             let before = super::store::read_one_health(&tx, &h.detector).map_err(e("cannot read detector health"))?;
             if let Some(entry) = quarantine_fire(before.as_ref(), h, &scan) {
-                appender.append(&tx, entry).map_err(e("cannot append to the fire log"))?;
+                appender.append(&tx, entry.view()).map_err(e("cannot append to the fire log"))?;
             }
             super::store::write_health(&tx, h).map_err(e("cannot store detector health"))?;
         }
+        appender.flush(&tx).map_err(e("cannot append to the fire log"))?;
         report.fires = appender.count() - fires_before;
-        self.fire_append_time = appender.spent;
+        self.fire_append_time += appender.spent + tallied;
         crate::test_hook::pause("commit-transaction");
         tx.commit().map_err(e("cannot commit the scan"))?;
         tracing::debug!(counted = report.counted, "ledger commit done");
@@ -376,28 +450,29 @@ impl Ledger {
 }
 
 /// The fire of an occurrence counted for the first time.
-fn occurrence_fire(o: &Incoming, scan: &ScanCommit<'_>) -> FireEntry {
-    FireEntry {
-        seq: 0,
+pub(super) fn occurrence_fire<'a>(
+    o: &'a Incoming,
+    scan_time: i64,
+    versions: &'a BTreeMap<String, String>,
+) -> FireEntryRef<'a> {
+    FireEntryRef {
         fire_type: FireType::Occurrence,
-        recorded_at: scan.scan_time,
+        recorded_at: scan_time,
         at: o.at,
-        detector: o.detector.clone(),
-        detector_version: scan.versions.get(&o.detector).cloned(),
-        kind: Some(o.kind.clone()),
-        sig: Some(o.sig.clone()),
-        origin: Some(o.origin.clone()),
-        severity: Some(o.severity.as_str().to_owned()),
-        tool: o.tool.clone(),
-        bot_id: o.bot_id.clone(),
-        thread_id: o.thread_id.clone(),
-        turn_id: o.turn_id.clone(),
-        evidence_source: Some(o.evidence_source.clone()),
-        evidence_id: Some(o.evidence_id.clone()),
+        detector: &o.detector,
+        detector_version: versions.get(&o.detector).map(String::as_str),
+        kind: Some(&o.kind),
+        sig: Some(&o.sig),
+        origin: Some(&o.origin),
+        severity: Some(o.severity.as_str()),
+        tool: o.tool.as_deref(),
+        bot_id: o.bot_id.as_deref(),
+        thread_id: o.thread_id.as_deref(),
+        turn_id: o.turn_id.as_deref(),
+        evidence_source: Some(&o.evidence_source),
+        evidence_id: Some(&o.evidence_id),
         probation: o.probation,
         reason: None,
-        prev: String::new(),
-        hash: String::new(),
     }
 }
 

@@ -15,12 +15,21 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Ledger, LedgerError};
-use crate::firelog::{self, FireEntry, Head, PublicKeyFile, SEGMENT_ENTRIES};
+use crate::firelog::{self, FireEntryRef, Head, PublicKeyFile, SEGMENT_ENTRIES};
 
-/// Appends entries after the last one, chaining each to it.
+/// Entries inserted by one statement: appends are buffered and written this
+/// many at a time (one multi-row `INSERT`), in the same transaction.
+const INSERT_ROWS: usize = 64;
+
+/// Appends entries after the last one, chaining each to it. Entries are
+/// sealed at once and written in groups of [`INSERT_ROWS`];
+/// [`Appender::flush`] writes the rest, and must run before the
+/// transaction commits.
 pub(super) struct Appender {
     seq: u64,
     prev: [u8; 32],
+    /// Sealed and not yet inserted: `(seq, hash, line)`.
+    pending: Vec<(i64, String, String)>,
     /// Time spent appending, for the summary.
     pub spent: Duration,
 }
@@ -35,27 +44,52 @@ impl Appender {
             Some((seq, hash)) => (seq as u64, firelog::unhex32(&hash).unwrap_or([0; 32])),
             None => (0, [0; 32]),
         };
-        Ok(Appender { seq, prev, spent: Duration::ZERO })
+        Ok(Appender { seq, prev, pending: Vec::with_capacity(INSERT_ROWS), spent: Duration::ZERO })
     }
 
     /// Seals `entry` as the next one and stores it.
-    pub fn append(&mut self, conn: &Connection, mut entry: FireEntry) -> rusqlite::Result<()> {
+    pub fn append(&mut self, conn: &Connection, entry: FireEntryRef<'_>) -> rusqlite::Result<()> {
         let t = Instant::now();
         self.seq += 1;
-        entry.seq = self.seq;
-        self.prev = entry.seal(&self.prev);
-        let line = serde_json::to_string(&entry).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        conn.prepare_cached("INSERT INTO fires(seq, hash, line) VALUES(?1, ?2, ?3)")?.execute(params![
-            entry.seq as i64,
-            entry.hash,
-            line
-        ])?;
+        let (hash, line) = entry.seal(self.seq, &self.prev);
+        self.prev = hash;
+        self.pending.push((self.seq as i64, crate::hex(&hash), line));
+        if self.pending.len() == INSERT_ROWS {
+            self.insert(conn)?;
+        }
         self.spent += t.elapsed();
+        Ok(())
+    }
+
+    /// Writes what is still buffered.
+    pub fn flush(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        let t = Instant::now();
+        self.insert(conn)?;
+        self.spent += t.elapsed();
+        Ok(())
+    }
+
+    fn insert(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let rows = vec!["(?, ?, ?)"; self.pending.len()].join(", ");
+        let mut stmt = conn.prepare_cached(&format!("INSERT INTO fires(seq, hash, line) VALUES {rows}"))?;
+        let params = self.pending.iter().flat_map(|(seq, hash, line)| {
+            [seq as &dyn rusqlite::ToSql, hash as &dyn rusqlite::ToSql, line as &dyn rusqlite::ToSql]
+        });
+        stmt.execute(rusqlite::params_from_iter(params))?;
+        self.pending.clear();
         Ok(())
     }
 
     pub fn count(&self) -> u64 {
         self.seq
+    }
+
+    /// The last entry's sequence number and hash (zeros before the first).
+    pub fn position(&self) -> (u64, [u8; 32]) {
+        (self.seq, self.prev)
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! It is split by job: [`store`] opens, migrates and reads the store and
 //! applies the operator's commands; [`staging`] holds a scan's observations
-//! until its commit; [`counting`] is the commit; [`export`] writes
+//! until its commit, and `tally` counts them as they come; [`counting`] is
+//! the commit; [`export`] writes
 //! `issues.jsonl`; [`view`] is the read-only view readers use; [`lock`] makes
 //! sure one process writes an output folder. Only a [`Ledger`] writes, and
 //! only one exists per output folder at a time (it holds the [`WriterLock`]).
@@ -23,6 +24,7 @@ pub mod lock;
 pub mod out_dir;
 pub mod staging;
 pub mod store;
+mod tally;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -88,6 +90,8 @@ pub struct Ledger {
     reset: Option<String>,
     /// The staging table exists on this connection.
     staging: bool,
+    /// The scan in flight's count, while it can still be trusted.
+    tally: Option<tally::Tally>,
     /// Held for as long as this ledger lives: no other process writes here.
     _lock: WriterLock,
     /// Time the last commit spent appending to, and exporting, the fire log.
@@ -229,8 +233,8 @@ mod tests {
         for scan in &scans {
             let ra = a.commit(ScanCommit { observations: scan, ..Default::default() }).unwrap();
             // Staged in two calls, as a detector's pushes would be.
-            b.stage(&scan[..1]).unwrap();
-            b.stage(&scan[1..]).unwrap();
+            b.stage(scan[..1].iter().map(Observation::view)).unwrap();
+            b.stage(scan[1..].iter().map(Observation::view)).unwrap();
             let rb = b.commit(ScanCommit::default()).unwrap();
             assert_eq!(ra, rb);
         }
@@ -248,9 +252,10 @@ mod tests {
     fn a_failed_detectors_staged_observations_are_not_counted() {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
-        l.stage(&[with_detector(obs("m1", "s", "t1", 10), "good"), with_detector(obs("m2", "bad", "t1", 11), "gone")])
-            .unwrap();
-        l.stage(&[with_detector(obs("m3", "bad", "t2", 12), "gone")]).unwrap();
+        let first =
+            [with_detector(obs("m1", "s", "t1", 10), "good"), with_detector(obs("m2", "bad", "t1", 11), "gone")];
+        l.stage(first.iter().map(Observation::view)).unwrap();
+        l.stage([with_detector(obs("m3", "bad", "t2", 12), "gone").view()]).unwrap();
         l.unstage("gone").unwrap();
         let r = l.commit(ScanCommit::default()).unwrap();
         assert_eq!((r.counted, r.new_issues), (1, 1));

@@ -3,29 +3,36 @@
 //!
 //! It owns the temporary table a scan's observations wait in (a private
 //! temporary file of the ledger's connection, never the store) and dropping a
-//! failed detector's part of it. Nothing staged is counted until
-//! [`Ledger::commit`](super::Ledger::commit); the staging dies with the
-//! connection, so a crash leaves nothing of it.
+//! failed detector's part of it. Nothing staged reaches the store until
+//! [`Ledger::commit`](super::Ledger::commit): a scan's tally
+//! ([`super::tally`]) counts each observation as it is staged, into
+//! temporary tables too, and a dropped part abandons the tally so that the
+//! commit counts what is left. The staging dies with the connection, so a
+//! crash leaves nothing of it.
 
 use rusqlite::params;
 
 use super::counting::{issue_sig, occurrence_key};
 use super::{Ledger, LedgerError};
-use crate::observation::{Observation, Severity};
+use crate::observation::{ObservationRef, Severity};
 
 /// The staging table: observations of the scan in flight, as the ledger
 /// will count them (hashes instead of grouping keys and occurrences), kept
 /// out of memory until the commit. A temporary table: it lives in a private
 /// temporary file, never in the store, and dies with the connection.
+///
+/// No index on `detector`: each row would pay for it, and only a failed
+/// detector's [`Ledger::unstage`] looks rows up by it. Its journal is kept
+/// in memory: a temporary table needs a rollback, never crash safety.
 const STAGING: &str = "
 PRAGMA temp_store = FILE;
+PRAGMA temp.journal_mode = MEMORY;
 CREATE TEMP TABLE IF NOT EXISTS staged(
     seq INTEGER PRIMARY KEY, detector TEXT NOT NULL, kind TEXT NOT NULL, sig TEXT NOT NULL, occ TEXT NOT NULL,
     title TEXT NOT NULL, origin TEXT NOT NULL, severity TEXT NOT NULL, tool TEXT,
     bot_id TEXT, thread_id TEXT, turn_id TEXT, at INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, wasted_turns INTEGER NOT NULL,
     grouping_version INTEGER NOT NULL, probation INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX IF NOT EXISTS temp.staged_detector ON staged(detector);
 DELETE FROM temp.staged;
 ";
 
@@ -51,6 +58,30 @@ pub(super) struct Incoming {
 }
 
 impl Incoming {
+    /// An observation being staged, with its issue signature and occurrence
+    /// key.
+    pub(super) fn of(o: ObservationRef<'_>, sig: String, occ: String) -> Self {
+        Incoming {
+            kind: o.kind.to_owned(),
+            sig,
+            occ,
+            title: o.title.to_owned(),
+            origin: o.origin.as_str().to_owned(),
+            severity: o.severity,
+            tool: o.tool.map(str::to_owned),
+            bot_id: o.bot_id.map(str::to_owned),
+            thread_id: o.thread_id.map(str::to_owned),
+            turn_id: o.turn_id.map(str::to_owned),
+            at: o.at,
+            evidence_source: o.evidence_source.to_owned(),
+            evidence_id: o.evidence_id.to_owned(),
+            wasted_turns: o.wasted_turns,
+            grouping_version: o.grouping_version,
+            detector: o.detector.to_owned(),
+            probation: o.probation,
+        }
+    }
+
     /// A row of `temp.staged`, selected in [`Ledger::commit`]'s column order.
     pub(super) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok(Incoming {
@@ -77,10 +108,12 @@ impl Incoming {
 
 impl Ledger {
     /// Stages observations of the scan in flight for its commit, so they
-    /// need not be held in memory. Nothing is counted until
+    /// need not be held in memory, and tallies them when the scan counts as
+    /// it goes ([`Ledger::begin_scan`]). Nothing reaches the store until
     /// [`Ledger::commit`]; the staging dies with the connection.
-    pub fn stage(&mut self, observations: &[Observation]) -> Result<(), LedgerError> {
-        if observations.is_empty() {
+    pub fn stage<'o>(&mut self, observations: impl IntoIterator<Item = ObservationRef<'o>>) -> Result<(), LedgerError> {
+        let mut observations = observations.into_iter().peekable();
+        if observations.peek().is_none() {
             return Ok(());
         }
         let path = self.db_path.clone();
@@ -100,11 +133,13 @@ impl Ledger {
                 )
                 .map_err(&e)?;
             for o in observations {
+                let (sig, occ) =
+                    (issue_sig(o.kind, o.grouping_version, o.signature), occurrence_key(o.kind, o.occurrence));
                 stmt.execute(params![
                     o.detector,
                     o.kind,
-                    issue_sig(&o.kind, o.grouping_version, &o.signature),
-                    occurrence_key(o),
+                    sig,
+                    occ,
                     o.title,
                     o.origin.as_str(),
                     o.severity.as_str(),
@@ -120,19 +155,43 @@ impl Ledger {
                     o.probation
                 ])
                 .map_err(&e)?;
+                if let Some(tally) = &mut self.tally {
+                    let incoming = Incoming::of(o, sig, occ);
+                    if tally.can_count(&incoming) {
+                        tally.count(&tx, incoming).map_err(&e)?;
+                    } else {
+                        // The commit moves a count floor first: it counts.
+                        self.tally = None;
+                    }
+                }
             }
         }
         tx.commit().map_err(&e)
     }
+    /// Drops everything staged: what a scan that stopped before its commit
+    /// left (a scan starts with this, so it never counts another's).
+    pub fn clear_staged(&mut self) -> Result<(), LedgerError> {
+        if self.staging {
+            self.conn.execute("DELETE FROM temp.staged", []).map_err(self.err("cannot clear staged observations"))?;
+        }
+        Ok(())
+    }
+
     /// Drops what `detector` staged this scan: it failed, and a failed
     /// detector's partial report is not counted.
     pub fn unstage(&mut self, detector: &str) -> Result<(), LedgerError> {
         if !self.staging {
             return Ok(());
         }
-        self.conn
+        let dropped = self
+            .conn
             .execute("DELETE FROM temp.staged WHERE detector = ?1", [detector])
             .map_err(self.err("cannot unstage"))?;
+        if dropped > 0 {
+            // What the tally counted of its part cannot be told from the
+            // rest: the commit counts what is left itself.
+            self.tally = None;
+        }
         Ok(())
     }
 }

@@ -114,6 +114,7 @@ impl Ledger {
             conn,
             reset: None,
             staging: false,
+            tally: None,
             _lock: lock,
             fire_append_time: std::time::Duration::ZERO,
             fire_export_time: std::time::Duration::ZERO,
@@ -172,6 +173,7 @@ impl Ledger {
             let path = path.clone();
             move |source| LedgerError::Store { path, action, source }
         };
+        self.tally = None;
         let tx = self.conn.transaction().map_err(e("cannot begin the reset"))?;
         tx.execute_batch(
             "DROP TABLE IF EXISTS cursors; DROP TABLE IF EXISTS positions; DROP TABLE IF EXISTS occurrences;
@@ -369,7 +371,8 @@ impl Ledger {
         if let Some(t) = fire_type {
             let entry = super::counting::health_fire(t, &after, at, None, "by the operator".into());
             let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;
-            appender.append(&tx, entry).map_err(&e)?;
+            appender.append(&tx, entry.view()).map_err(&e)?;
+            appender.flush(&tx).map_err(&e)?;
         }
         write_health(&tx, &after).map_err(&e)?;
         tx.execute("DELETE FROM meta WHERE key = 'fast_stamp'", []).map_err(&e)?;
@@ -398,7 +401,8 @@ impl Ledger {
         let tx = self.conn.transaction().map_err(&e)?;
         let entry = super::counting::health_fire(FireType::Diagnostic, &Health::new(detector), at, version, reason);
         let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;
-        appender.append(&tx, entry).map_err(&e)?;
+        appender.append(&tx, entry.view()).map_err(&e)?;
+        appender.flush(&tx).map_err(&e)?;
         let seq = appender.count();
         tx.commit().map_err(&e)?;
         self.export_fires(at)?;

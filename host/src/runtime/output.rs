@@ -19,6 +19,7 @@
 //! the future only allows for clocks that disagree). Each
 //! clamp is counted and reported as one host warning in the detector's log.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use crate::observation::TITLE_CHARS;
@@ -76,19 +77,20 @@ fn cut(mut s: String, max: usize) -> String {
     s
 }
 
-/// An identifier, escaped and cut; counts a clamp when it changed.
-pub fn identifier(raw: &str, clamps: &mut Clamps) -> String {
+/// An identifier, escaped and cut; counts a clamp when it changed. The
+/// common case, a clean short identifier, is borrowed as is.
+pub fn identifier<'a>(raw: &'a str, clamps: &mut Clamps) -> Cow<'a, str> {
     let escaped = match sanitize::one_line(raw) {
-        std::borrow::Cow::Borrowed(_) if raw.len() <= ID_BYTES => return raw.to_owned(),
-        std::borrow::Cow::Borrowed(_) => raw.to_owned(),
-        std::borrow::Cow::Owned(o) => o,
+        Cow::Borrowed(_) if raw.len() <= ID_BYTES => return Cow::Borrowed(raw),
+        Cow::Borrowed(_) => raw.to_owned(),
+        Cow::Owned(o) => o,
     };
     clamps.identifiers += 1;
-    cut(escaped, ID_BYTES)
+    Cow::Owned(cut(escaped, ID_BYTES))
 }
 
 /// An optional identifier.
-pub fn opt_identifier(raw: Option<&str>, clamps: &mut Clamps) -> Option<String> {
+pub fn opt_identifier<'a>(raw: Option<&'a str>, clamps: &mut Clamps) -> Option<Cow<'a, str>> {
     raw.map(|s| identifier(s, clamps))
 }
 
@@ -125,18 +127,20 @@ pub fn wasted_turns(raw: u32, clamps: &mut Clamps) -> u32 {
 
 /// One line, every dangerous character replaced by a space (a title is
 /// prose: escapes would only clutter it), at most [`TITLE_CHARS`] characters.
-pub fn title(raw: &str) -> String {
-    // The common case, a short clean title, in one copy (a byte count at or
+pub fn title(raw: &str) -> Cow<'_, str> {
+    // The common case, a short clean title, borrowed (a byte count at or
     // under the cap bounds the character count too).
     if raw.len() <= TITLE_CHARS && !raw.chars().any(sanitize::is_dangerous) {
-        return raw.trim().to_owned();
+        return Cow::Borrowed(raw.trim());
     }
-    raw.chars()
-        .map(|c| if sanitize::is_dangerous(c) { ' ' } else { c })
-        .take(TITLE_CHARS)
-        .collect::<String>()
-        .trim()
-        .to_owned()
+    Cow::Owned(
+        raw.chars()
+            .map(|c| if sanitize::is_dangerous(c) { ' ' } else { c })
+            .take(TITLE_CHARS)
+            .collect::<String>()
+            .trim()
+            .to_owned(),
+    )
 }
 
 #[cfg(test)]
@@ -148,10 +152,10 @@ mod tests {
         let mut c = Clamps::default();
         assert_eq!(identifier("bash", &mut c), "bash");
         assert_eq!(c, Clamps::default());
-        let long = identifier(&"x".repeat(64 << 10), &mut c);
+        let long = identifier(&"x".repeat(64 << 10), &mut c).into_owned();
         assert_eq!(long.len(), ID_BYTES);
         assert_eq!(identifier("a\u{1b}[2J", &mut c), "a\\u{1b}[2J");
-        let cut_mid_char = identifier(&"é".repeat(200), &mut c);
+        let cut_mid_char = identifier(&"é".repeat(200), &mut c).into_owned();
         assert!(cut_mid_char.len() <= ID_BYTES && cut_mid_char.chars().all(|ch| ch == 'é'));
         assert_eq!(c.identifiers, 3);
     }
@@ -180,7 +184,7 @@ mod tests {
     #[test]
     fn titles_lose_bidi_and_escape_characters() {
         assert_eq!(title("a\u{202e}b\u{1b}[2Jc"), "a b [2Jc");
-        let t = title(&format!("first\nsecond {}", "é".repeat(300)));
+        let t = title(&format!("first\nsecond {}", "é".repeat(300))).into_owned();
         assert!(!t.contains('\n'));
         assert_eq!(t.chars().count(), TITLE_CHARS);
     }

@@ -20,7 +20,7 @@ use super::observations::{self, View};
 use super::output;
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
-use crate::observation::{ConfigValue, Observation, Origin, Severity};
+use crate::observation::{ConfigValue, ObservationRef, Observations, Origin, Severity};
 use crate::record::{Batch, ColumnType};
 
 /// Which call failed.
@@ -241,7 +241,9 @@ impl PreparedBatch {
 /// What a finished scan hands back.
 #[derive(Debug, Clone)]
 pub struct ScanOutcome {
-    pub observations: Vec<Observation>,
+    /// What `finish` returned, and whatever earlier calls returned that was
+    /// not taken.
+    pub observations: Observations,
     pub state: Option<Vec<u8>>,
     pub stats: CallStats,
     pub logs: Vec<LogLine>,
@@ -272,7 +274,7 @@ pub struct DetectorScan<'r> {
     world: Instance,
     scan: ResourceAny,
     /// Accepted and not yet taken by [`DetectorScan::take_observations`].
-    observations: Vec<Observation>,
+    observations: Observations,
     /// Accepted this scan, taken or not: the per-scan cap counts these.
     accepted: usize,
     stats: CallStats,
@@ -329,7 +331,7 @@ impl Runtime {
             store,
             world,
             scan,
-            observations: Vec::new(),
+            observations: Observations::new(&detector.descriptor.name),
             accepted: 0,
             scan_time_ms,
             clamps: output::Clamps::default(),
@@ -413,8 +415,8 @@ impl DetectorScan<'_> {
     /// Hands over what the detector reported so far, so a caller can stream
     /// observations out (to the ledger's staging) instead of holding them all
     /// until [`DetectorScan::finish`], which returns only what is left.
-    pub fn take_observations(&mut self) -> Vec<Observation> {
-        std::mem::take(&mut self.observations)
+    pub fn take_observations(&mut self) -> Observations {
+        std::mem::replace(&mut self.observations, Observations::new(&self.name))
     }
 
     /// Observations accepted this scan so far, taken or not.
@@ -445,37 +447,40 @@ impl DetectorScan<'_> {
             return Err(self.invalid(phase, format!("more than {cap} observations in one scan")));
         }
         self.accepted += obs.len();
-        self.observations.reserve(obs.len());
         let (emits, name, scan_time_ms) = (&self.emits, &self.name, self.scan_time_ms);
         let (out, clamps) = (&mut self.observations, &mut self.clamps);
-        let checked = observations::each(&obs, |v| {
-            out.push(checked(v, emits, name, scan_time_ms, clamps)?);
-            Ok(())
-        });
+        let checked = observations::each(&obs, |v| checked(v, emits, name, scan_time_ms, clamps, out));
         checked.map_err(|message| self.invalid(phase, message))
     }
 }
 
-/// One observation as the host keeps it, after every check on its values.
+/// Adds one observation to `out`, after every check on its values: the
+/// fields are copied once, into the list's buffer.
 fn checked(
     v: View<'_>,
     emits: &[String],
     detector: &str,
     scan_time_ms: i64,
     c: &mut output::Clamps,
-) -> Result<Observation, String> {
+    out: &mut Observations,
+) -> Result<(), String> {
     if !emits.iter().any(|e| e == v.kind) {
         let kind = crate::sanitize::one_line(v.kind);
         return Err(format!("observation kind `{kind}` is not declared in emits"));
     }
     output::key("occurrence key", v.occurrence, false)?;
     output::key("signature", v.signature, true)?;
-    Ok(Observation {
-        detector: detector.to_owned(),
-        kind: v.kind.to_owned(),
-        signature: v.signature.to_owned(),
+    let title = output::title(v.title);
+    let [tool, bot_id, thread_id, turn_id] =
+        [v.tool, v.bot_id, v.thread_id, v.turn_id].map(|id| output::opt_identifier(id, c));
+    let (evidence_source, evidence_id) =
+        (output::identifier(v.evidence_source, c), output::identifier(v.evidence_id, c));
+    out.push(ObservationRef {
+        detector,
+        kind: v.kind,
+        signature: v.signature,
         grouping_version: v.grouping_version,
-        title: output::title(v.title),
+        title: &title,
         origin: match v.origin {
             types::Origin::Harness => Origin::Harness,
             types::Origin::Shell => Origin::Shell,
@@ -486,17 +491,18 @@ fn checked(
             types::Severity::Medium => Severity::Medium,
             types::Severity::High => Severity::High,
         },
-        tool: output::opt_identifier(v.tool, c),
-        bot_id: output::opt_identifier(v.bot_id, c),
-        thread_id: output::opt_identifier(v.thread_id, c),
-        turn_id: output::opt_identifier(v.turn_id, c),
+        tool: tool.as_deref(),
+        bot_id: bot_id.as_deref(),
+        thread_id: thread_id.as_deref(),
+        turn_id: turn_id.as_deref(),
         at: output::at(v.at, scan_time_ms, c),
-        occurrence: v.occurrence.to_owned(),
-        evidence_source: output::identifier(v.evidence_source, c),
-        evidence_id: output::identifier(v.evidence_id, c),
+        occurrence: v.occurrence,
+        evidence_source: &evidence_source,
+        evidence_id: &evidence_id,
         wasted_turns: output::wasted_turns(v.wasted_turns, c),
         probation: false,
-    })
+    });
+    Ok(())
 }
 
 /// A `detector-error` the guest returned, with the tail of its stderr.

@@ -4,8 +4,9 @@
 //! - [`plan`] decides who runs with what, and which reads feed them (one per
 //!   distinct position in a source);
 //! - [`read`] runs those reads on a thread of its own, into a bounded channel;
-//! - [`fanout`] pushes each batch to the detectors that read it and stages
-//!   what they report in the ledger at once;
+//! - [`fanout`] pushes each batch to the detectors that read it and hands
+//!   what they report to a staging thread, which stages and tallies it in
+//!   the ledger while the next calls run;
 //! - [`settle`] asks for the decisions, works out health and where each
 //!   detector's reads leave it, for one commit;
 //! - [`report`] is what comes back to the caller.
@@ -246,6 +247,11 @@ impl Scan<'_> {
         let total = loaded.len();
         let mut plan = plan::plan(runtime, loaded, &sources, ledger, opts, scan_time)?;
         let running = plan.slots.iter().filter(|s| s.scan.is_some()).count();
+        let versions: std::collections::BTreeMap<String, String> =
+            plan.slots.iter().map(|s| (s.name().to_owned(), s.detector.descriptor.version.clone())).collect();
+        // Counting starts with the first observation staged (what a scan
+        // that stopped before its commit left staged is dropped).
+        ledger.begin_scan(scan_time, versions.clone())?;
         let (ends, mut source_summaries, records, next_wake) =
             read_and_fan_out(&mut plan, &sources, ledger, opts, data_dir, scan_time, total, running)?;
         if opts.stopped() {
@@ -269,8 +275,6 @@ impl Scan<'_> {
             ("last_scan".into(), Some(scan_time.to_string())),
         ];
         meta.append(&mut plan.meta);
-        let versions =
-            plan.slots.iter().map(|s| (s.name().to_owned(), s.detector.descriptor.version.clone())).collect();
         let issues = ledger.commit(ScanCommit {
             observations: &[],
             cursors,
@@ -340,6 +344,7 @@ fn read_and_fan_out(
     let stopped = || opts.stopped();
     let units = std::mem::take(&mut plan.units);
     let result = std::thread::scope(|s| -> Result<(), ScanError> {
+        let (stager, staging) = fanout::Stager::spawn(s, ledger);
         let reader = read::Reader {
             units: &units,
             sources,
@@ -348,33 +353,75 @@ fn read_and_fan_out(
             batch_rows: opts.batch_rows,
             stopped: &stopped,
         };
+        let fanned = fan_out(
+            &stager,
+            reader.spawn(s),
+            plan,
+            Fan { units: &units, sources, opts, scan_time, total },
+            (&mut ends, &mut summaries, &mut records, &mut next_wake),
+        );
+        drop(stager);
+        let staged = staging.join().expect("the staging thread does not panic");
+        // A ledger error stopped the staging thread first: it is the cause.
+        staged?;
+        fanned.map_err(|e| e.unwrap_or_else(|| unreachable!("staging ended without an error")))
+    });
+    plan.units = units;
+    let _ = running;
+    result?;
+    Ok((ends, summaries, records, next_wake))
+}
+
+/// What [`fan_out`] reads.
+struct Fan<'a> {
+    units: &'a [plan::Unit],
+    sources: &'a [Box<dyn Source>],
+    opts: &'a ScanOptions,
+    scan_time: i64,
+    total: usize,
+}
+
+/// What [`fan_out`] fills in: where each read ended, the sources'
+/// summaries, the records read, the next wake.
+type Tally<'a> = (&'a mut settle::Ends, &'a mut Vec<SourceSummary>, &'a mut u64, &'a mut Option<i64>);
+
+/// The scan thread's part of [`read_and_fan_out`]: every batch to its
+/// detectors, every read's end to its summary. `Err(None)`: the staging
+/// thread stopped (its join says why).
+fn fan_out(
+    stager: &fanout::Stager,
+    batches: std::sync::mpsc::Receiver<read::Read>,
+    plan: &mut plan::Plan<'_>,
+    Fan { units, sources, opts, scan_time, total }: Fan<'_>,
+    (ends, summaries, records, next_wake): Tally<'_>,
+) -> Result<(), Option<ScanError>> {
+    {
         let mut reading: Option<usize> = units.first().map(|u| u.source);
-        for msg in reader.spawn(s) {
+        for msg in batches {
             if opts.stopped() {
                 let held_by =
                     reading.map_or_else(|| "reading".to_owned(), |i| format!("reading source {}", sources[i].name()));
-                return Err(opts.stop_error(held_by));
+                return Err(Some(opts.stop_error(held_by)));
             }
             match msg {
                 read::Read::Batch(u, batch) => {
                     reading = Some(units[u].source);
-                    records += fanout::push(&mut plan.slots, &units[u], batch, ledger)?;
+                    *records += fanout::push(&mut plan.slots, &units[u], batch, stager).map_err(|_| None)?;
                     opts.tell(|| Progress {
                         source: sources[units[u].source].name().to_owned(),
                         ..Progress::at(
                             "reading",
-                            records,
+                            *records,
                             plan.slots.iter().filter(|s| s.scan.is_some()).count(),
                             total,
                         )
                     });
                 }
                 read::Read::Done(u, result) => {
-                    let unit = &units[u];
                     reading = units.get(u + 1).map(|n| n.source);
-                    let name = sources[unit.source].name();
-                    let summary = match summaries.iter_mut().find(|s| s.name == name) {
-                        Some(s) => s,
+                    let name = sources[units[u].source].name();
+                    let summary = match summaries.iter().position(|s| s.name == name) {
+                        Some(i) => &mut summaries[i],
                         None => {
                             summaries.push(SourceSummary {
                                 name: name.to_owned(),
@@ -391,26 +438,9 @@ fn read_and_fan_out(
                     summary.reads += 1;
                     match result {
                         Ok(report) => {
-                            let waits = unit.members.iter().filter_map(|&m| plan.slots[m].queue_wait_ms);
-                            for ms in waits {
-                                for at in &report.open_since {
-                                    let crossing = at.saturating_add(ms as i64);
-                                    if crossing > scan_time {
-                                        next_wake = Some(next_wake.map_or(crossing, |w: i64| w.min(crossing)));
-                                    }
-                                }
-                            }
-                            summary.records += report.records;
-                            summary.skipped += report.skipped;
-                            for w in report.warnings {
-                                if !summary.warnings.contains(&w) {
-                                    summary.warnings.push(w);
-                                }
-                            }
-                            if report.missing && summary.status == SourceStatus::Ok {
-                                summary.status = SourceStatus::Missing;
-                            }
-                            ends[u] = Some(report.cursor);
+                            let waits = units[u].members.iter().filter_map(|&m| plan.slots[m].queue_wait_ms);
+                            *next_wake = next_crossing(*next_wake, waits, &report.open_since, scan_time);
+                            ends[u] = Some(read_ended(summary, report));
                         }
                         Err(e) => {
                             summary.status = SourceStatus::Failed;
@@ -420,12 +450,44 @@ fn read_and_fan_out(
                 }
             }
         }
-        Ok(())
-    });
-    plan.units = units;
-    let _ = running;
-    result?;
-    Ok((ends, summaries, records, next_wake))
+    }
+    Ok(())
+}
+
+/// The earliest moment queued work (open since each of `open_since`)
+/// crosses a member's threshold after the scan time, with `wake` so far.
+fn next_crossing(
+    wake: Option<i64>,
+    waits: impl Iterator<Item = u64>,
+    open_since: &[i64],
+    scan_time: i64,
+) -> Option<i64> {
+    let mut wake = wake;
+    for ms in waits {
+        for at in open_since {
+            let crossing = at.saturating_add(ms as i64);
+            if crossing > scan_time {
+                wake = Some(wake.map_or(crossing, |w: i64| w.min(crossing)));
+            }
+        }
+    }
+    wake
+}
+
+/// A read that ended: its counts and warnings into its source's summary;
+/// returns where it ended.
+fn read_ended(summary: &mut SourceSummary, report: crate::sources::SourceReport) -> Option<String> {
+    summary.records += report.records;
+    summary.skipped += report.skipped;
+    for w in report.warnings {
+        if !summary.warnings.contains(&w) {
+            summary.warnings.push(w);
+        }
+    }
+    if report.missing && summary.status == SourceStatus::Ok {
+        summary.status = SourceStatus::Missing;
+    }
+    report.cursor
 }
 
 /// One detector file as an operator sees it: what it is, what it may do,

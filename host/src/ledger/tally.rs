@@ -1,0 +1,302 @@
+//! The tally: a scan's counting done while its records still flow, so that
+//! the commit after the last batch only moves it into the store.
+//!
+//! It owns the scan's temporary count (temporary tables of the ledger's
+//! connection, like the staging, never the store): the occurrence keys and
+//! wasted turns first seen in this scan, the fire log entries sealed in
+//! order after the store's last one, and the issues' deltas in memory,
+//! counted by [`super::counting`]'s own rule as each observation is staged.
+//! It never writes the store before the commit, and it never guesses: when
+//! the commit's count could differ from what was tallied, because a
+//! detector failed and its part is dropped ([`Ledger::unstage`]) or an
+//! observation carries grouping rules newer than its kind's stored issues
+//! (the commit would move a count floor first), the tally is abandoned and
+//! the commit counts the staged observations itself, as it always did.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+
+use super::counting::{Counts, Sums, count_one, occurrence_fire, read_floors, stored_issue};
+use super::staging::Incoming;
+use super::{Ledger, LedgerError};
+
+const TALLY: &str = "
+PRAGMA temp_store = FILE;
+PRAGMA temp.journal_mode = MEMORY;
+CREATE TEMP TABLE IF NOT EXISTS tally_occurrences(key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS tally_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
+    PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS tally_fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL);
+DELETE FROM temp.tally_occurrences;
+DELETE FROM temp.tally_turns;
+DELETE FROM temp.tally_fires;
+";
+
+/// One scan's count so far.
+pub(super) struct Tally {
+    scan_time: i64,
+    versions: BTreeMap<String, String>,
+    floors: HashMap<String, i64>,
+    /// The newest grouping rules among each kind's stored issues.
+    stored_rules: HashMap<String, u32>,
+    sums: Sums,
+    chain: Chain,
+    fires_before: u64,
+}
+
+/// The fire log's chain as the tally extends it.
+struct Chain {
+    seq: u64,
+    prev: [u8; 32],
+    spent: Duration,
+}
+
+impl std::fmt::Debug for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tally")
+            .field("scan_time", &self.scan_time)
+            .field("counted", &self.sums.report.counted)
+            .field("fires", &(self.chain.seq - self.fires_before))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tally {
+    /// Whether the commit is the one this tally was started for.
+    pub(super) fn matches(&self, scan_time: i64, versions: &BTreeMap<String, String>) -> bool {
+        self.scan_time == scan_time && &self.versions == versions
+    }
+
+    pub(super) fn fires_before(&self) -> u64 {
+        self.fires_before
+    }
+
+    /// Time spent sealing fires.
+    pub(super) fn spent(&self) -> Duration {
+        self.chain.spent
+    }
+
+    /// False when `o` would make the commit move its kind's count floor.
+    pub(super) fn can_count(&self, o: &Incoming) -> bool {
+        self.stored_rules.get(&o.kind).is_none_or(|&stored| o.grouping_version <= stored)
+    }
+
+    /// Counts one staged observation.
+    pub(super) fn count(&mut self, conn: &Connection, o: Incoming) -> rusqlite::Result<()> {
+        let mut c = Temporary { conn, chain: &mut self.chain, scan_time: self.scan_time, versions: &self.versions };
+        count_one(&mut c, &self.floors, &mut self.sums, o)
+    }
+
+    /// Moves the tally into the store, in the commit's transaction; returns
+    /// its sums.
+    pub(super) fn into_store(self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<Sums> {
+        tx.execute_batch(
+            "INSERT INTO main.occurrences(key) SELECT key FROM temp.tally_occurrences;
+             INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_turns;
+             INSERT INTO main.fires(seq, hash, line) SELECT seq, hash, line FROM temp.tally_fires ORDER BY seq;
+             DELETE FROM temp.tally_occurrences;
+             DELETE FROM temp.tally_turns;
+             DELETE FROM temp.tally_fires;",
+        )?;
+        Ok(self.sums)
+    }
+}
+
+/// Counting into the tally's temporary tables: the store is only read.
+struct Temporary<'a> {
+    conn: &'a Connection,
+    chain: &'a mut Chain,
+    scan_time: i64,
+    versions: &'a BTreeMap<String, String>,
+}
+
+impl Counts for Temporary<'_> {
+    fn first_occurrence(&mut self, key: &str) -> rusqlite::Result<bool> {
+        if self.conn.prepare_cached("SELECT 1 FROM main.occurrences WHERE key = ?1")?.exists([key])? {
+            return Ok(false);
+        }
+        Ok(self.conn.prepare_cached("INSERT OR IGNORE INTO temp.tally_occurrences(key) VALUES(?1)")?.execute([key])?
+            == 1)
+    }
+
+    fn first_turn(&mut self, sig: &str, turn: &str) -> rusqlite::Result<bool> {
+        if self
+            .conn
+            .prepare_cached("SELECT 1 FROM main.issue_turns WHERE sig = ?1 AND turn_id = ?2")?
+            .exists(params![sig, turn])?
+        {
+            return Ok(false);
+        }
+        Ok(self
+            .conn
+            .prepare_cached("INSERT OR IGNORE INTO temp.tally_turns(sig, turn_id) VALUES(?1, ?2)")?
+            .execute(params![sig, turn])?
+            == 1)
+    }
+
+    fn stored_issue(&mut self, sig: &str) -> rusqlite::Result<Option<(i64, String)>> {
+        stored_issue(self.conn, sig)
+    }
+
+    fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()> {
+        let t = Instant::now();
+        self.chain.seq += 1;
+        let (hash, line) = occurrence_fire(o, self.scan_time, self.versions).seal(self.chain.seq, &self.chain.prev);
+        self.chain.prev = hash;
+        self.conn
+            .prepare_cached("INSERT INTO temp.tally_fires(seq, hash, line) VALUES(?1, ?2, ?3)")?
+            .execute(params![self.chain.seq as i64, crate::hex(&hash), line])?;
+        self.chain.spent += t.elapsed();
+        Ok(())
+    }
+}
+
+impl Ledger {
+    /// Starts a scan's staging: drops whatever a scan that stopped before
+    /// its commit left staged, and starts counting as observations are
+    /// staged, for the commit of the scan at `scan_time` by detectors of
+    /// `versions` (a commit of another scan counts the staged observations
+    /// itself).
+    pub fn begin_scan(&mut self, scan_time: i64, versions: BTreeMap<String, String>) -> Result<(), LedgerError> {
+        self.tally = None;
+        self.clear_staged()?;
+        let path = self.db_path.clone();
+        let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot start counting", source };
+        self.conn.execute_batch(TALLY).map_err(&e)?;
+        let floors = read_floors(&self.conn).map_err(&e)?;
+        let stored_rules = {
+            let mut stmt =
+                self.conn.prepare("SELECT kind, MAX(grouping_version) FROM main.issues GROUP BY kind").map_err(&e)?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(&e)?;
+            rows.collect::<Result<HashMap<String, u32>, _>>().map_err(&e)?
+        };
+        let last = super::fires::Appender::open(&self.conn).map_err(&e)?;
+        let (seq, prev) = last.position();
+        self.tally = Some(Tally {
+            scan_time,
+            versions,
+            floors,
+            stored_rules,
+            sums: Sums::default(),
+            chain: Chain { seq, prev, spent: Duration::ZERO },
+            fires_before: seq,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::ScanCommit;
+    use crate::observation::{Observation, Origin, Severity};
+
+    fn obs(detector: &str, occurrence: &str, signature: &str, turn: &str, at: i64) -> Observation {
+        Observation {
+            detector: detector.into(),
+            kind: "tool_error".into(),
+            signature: signature.into(),
+            grouping_version: 1,
+            title: format!("title of {signature}"),
+            origin: Origin::Shell,
+            severity: if at % 2 == 0 { Severity::High } else { Severity::Low },
+            tool: Some("bash".into()),
+            bot_id: Some("bot-1".into()),
+            thread_id: None,
+            turn_id: Some(turn.into()),
+            at,
+            occurrence: occurrence.into(),
+            evidence_source: "messages".into(),
+            evidence_id: occurrence.into(),
+            wasted_turns: 1,
+            probation: detector == "on_probation",
+        }
+    }
+
+    fn versions() -> BTreeMap<String, String> {
+        ["a", "b", "on_probation"].iter().map(|d| (d.to_string(), "1.0.0".to_owned())).collect()
+    }
+
+    /// Issues, fire log lines, counted keys, wasted turns.
+    type Contents = (Vec<crate::ledger::IssueLine>, Vec<String>, Vec<String>, Vec<(String, String)>);
+
+    /// Everything a commit leaves: issues, the fire log's lines, the counted
+    /// keys and wasted turns.
+    fn contents(l: &Ledger) -> Contents {
+        let all = |sql: &str| -> Vec<String> {
+            let mut stmt = l.conn.prepare(sql).unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+        };
+        let mut stmt = l.conn.prepare("SELECT sig, turn_id FROM issue_turns ORDER BY sig, turn_id").unwrap();
+        let turns = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().collect::<Result<_, _>>().unwrap();
+        (
+            l.issues().unwrap(),
+            all("SELECT line FROM fires ORDER BY seq"),
+            all("SELECT key FROM occurrences ORDER BY key"),
+            turns,
+        )
+    }
+
+    /// Runs the same scans through two ledgers, one counting as it stages
+    /// (`begin_scan`) and one counting at the commit; `between` runs on both
+    /// after the staging of each scan (an `unstage`, say). Returns whether
+    /// the tally survived to the last commit.
+    fn alike(scans: &[Vec<Vec<Observation>>], between: impl Fn(&mut Ledger)) -> bool {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (mut tallied, mut counted) = (Ledger::open(d1.path()).unwrap(), Ledger::open(d2.path()).unwrap());
+        let mut survived = false;
+        for (i, scan) in scans.iter().enumerate() {
+            let commit = || ScanCommit { scan_time: 1000 + i as i64, versions: versions(), ..Default::default() };
+            tallied.begin_scan(1000 + i as i64, versions()).unwrap();
+            for call in scan {
+                tallied.stage(call.iter().map(Observation::view)).unwrap();
+                counted.stage(call.iter().map(Observation::view)).unwrap();
+            }
+            between(&mut tallied);
+            between(&mut counted);
+            survived = tallied.tally.is_some();
+            assert_eq!(tallied.commit(commit()).unwrap(), counted.commit(commit()).unwrap(), "scan {i}");
+            assert_eq!(contents(&tallied), contents(&counted), "scan {i}");
+        }
+        assert_eq!(std::fs::read(tallied.issues_path()).unwrap(), std::fs::read(counted.issues_path()).unwrap());
+        assert!(crate::firelog::verify_out_dir(d1.path(), None).ok);
+        survived
+    }
+
+    fn scans() -> Vec<Vec<Vec<Observation>>> {
+        vec![
+            vec![
+                vec![obs("a", "m1", "s", "t1", 10), obs("a", "m2", "s", "t1", 20), obs("a", "m3", "z", "t2", 15)],
+                // The same occurrence from another detector, and a turn wasted again.
+                vec![obs("b", "m1", "s", "t1", 10), obs("on_probation", "m4", "s", "t1", 40)],
+            ],
+            vec![
+                vec![obs("a", "m2", "s", "t1", 20), obs("a", "m5", "s", "t3", 5), obs("b", "m6", "z", "t2", 31)],
+                vec![obs("on_probation", "m7", "y", "t9", 50), obs("b", "m7", "y", "t9", 50)],
+            ],
+        ]
+    }
+
+    #[test]
+    fn a_tallied_scan_commits_exactly_what_counting_at_the_commit_does() {
+        assert!(alike(&scans(), |_| {}), "nothing failed: the tally was used");
+    }
+
+    #[test]
+    fn a_failed_detectors_part_abandons_the_tally_and_the_commit_counts() {
+        assert!(!alike(&scans(), |l| l.unstage("b").unwrap()), "b staged in every scan");
+        // A detector that had staged nothing leaves nothing to undo.
+        assert!(alike(&scans(), |l| l.unstage("never-staged").unwrap()));
+    }
+
+    #[test]
+    fn newer_grouping_rules_leave_the_count_to_the_commit() {
+        let mut scans = scans();
+        let newer = Observation { grouping_version: 2, signature: "s2".into(), ..obs("a", "m1-v2", "s", "t1", 10) };
+        scans[1][0].push(newer);
+        scans[1][0].push(obs("a", "m8", "s", "t4", 60));
+        assert!(!alike(&scans, |_| {}));
+    }
+}
