@@ -45,7 +45,7 @@ pub struct WatchLoad {
 impl WatchLoad {
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "Run on {} (git `{}`) with `cargo xtask bench`: the watch API read while the sentinel scans {} \
+            "Run on {} (git `{}`) by `sentinel-watch-load`: the watch API read while the sentinel scans {} \
              records ({} clients on loopback, one connection per request; the scan took {:.1} s{}).\n\n",
             self.date,
             self.git,
