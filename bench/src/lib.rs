@@ -16,11 +16,14 @@
 //! Nothing here asserts a time: a benchmark reports, the tests assert
 //! behaviour. It never writes into a data dir it scans.
 
+pub mod cpu;
 pub mod data;
 pub mod floors;
 pub mod native;
+pub mod provenance;
 pub mod report;
 pub mod resident;
 pub mod rss;
 pub mod stats;
 pub mod suite;
+pub mod watch_load;

@@ -3,11 +3,11 @@
 //! first.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use sentinel_bench::report::{self, Machine, Report};
+use sentinel_bench::provenance::{git_rev, machine, today};
+use sentinel_bench::report::{self, Report};
 use sentinel_bench::suite::{self, Options};
 
 #[derive(Parser)]
@@ -39,6 +39,12 @@ struct Args {
     /// A previous JSON result to compare ratios with.
     #[arg(long)]
     compare: Option<PathBuf>,
+    /// Run only the component-vs-native table and print it (writes nothing).
+    #[arg(long)]
+    detectors_only: bool,
+    /// With --detectors-only: these detectors (default: every one with a native twin).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 fn main() {
@@ -70,6 +76,13 @@ fn run(args: Args) -> Result<()> {
         limits: sentinel_host::runtime::Limits::default(),
     };
     let started = std::time::Instant::now();
+    if args.detectors_only {
+        let sizes = suite::detectors_only(&opts, &args.only, &mut |m| {
+            eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs())
+        })?;
+        print!("{}", report::detector_lines(&sizes));
+        return Ok(());
+    }
     let mut report = suite::run(&opts, &mut |m| eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs()))?;
     report.date = today();
     report.git = git_rev();
@@ -91,41 +104,4 @@ fn run(args: Args) -> Result<()> {
         std::fs::write(p, report::splice(&doc, &tables)).with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())
-}
-
-/// Today's UTC date, `YYYY-MM-DD` (the status page's calendar).
-fn today() -> String {
-    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let mut day = sentinel_host::watch::page::utc(i64::try_from(ms).unwrap_or(i64::MAX));
-    day.truncate("YYYY-MM-DD".len());
-    day
-}
-
-fn git_rev() -> String {
-    Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or_else(|| "unknown".into(), |o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-}
-
-fn machine() -> Machine {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned()))
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let kib: f64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    Machine {
-        cpu,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        memory_gib: kib / (1024.0 * 1024.0),
-        os: std::env::consts::OS.to_owned(),
-    }
 }

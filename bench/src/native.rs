@@ -5,7 +5,8 @@
 //! is what the component-vs-native ratio measures.
 //!
 //! This module only runs detector code; it reads no files and keeps no
-//! clock beyond timing each call.
+//! clock beyond timing each call (wall clock for latencies, the thread's CPU
+//! time for the run as a whole).
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,8 @@ pub struct NativeRun {
     pub observations: usize,
     /// From `start` to the end of `finish`.
     pub total: Duration,
+    /// The same span in the calling thread's CPU time ([`crate::cpu`]).
+    pub cpu: Duration,
     /// Each `push`, in order.
     pub pushes: Vec<Duration>,
     pub finish: Duration,
@@ -42,6 +45,7 @@ pub fn twin(name: &str) -> Option<NativeFn> {
 
 fn run<D: Detector>(ctx: &wit::ScanContext, batches: &[wit::Batch]) -> Result<NativeRun, String> {
     let started = Instant::now();
+    let cpu = crate::cpu::thread_now();
     let scan = start::<D>(ctx.clone()).map_err(|e| format!("start: {e:?}"))?;
     let mut observations = 0;
     let mut pushes = Vec::with_capacity(batches.len());
@@ -55,7 +59,9 @@ fn run<D: Detector>(ctx: &wit::ScanContext, batches: &[wit::Batch]) -> Result<Na
     let out = scan.finish().map_err(|e| format!("finish: {e:?}"))?;
     let finish = t.elapsed();
     observations += count(&out.observations);
-    Ok(NativeRun { observations, total: started.elapsed(), pushes, finish })
+    drop(out);
+    let cpu = crate::cpu::thread_now().saturating_sub(cpu);
+    Ok(NativeRun { observations, total: started.elapsed(), cpu, pushes, finish })
 }
 
 /// A host batch in the WIT shape the SDK receives.

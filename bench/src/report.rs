@@ -34,13 +34,19 @@ pub struct DetectorResult {
     pub records: u64,
     pub observations: usize,
     pub fuel: u64,
-    /// Instantiate, start, every push and finish, as a component.
+    /// Instantiate, start, every push and finish, as a component: CPU time
+    /// of the calling thread (`crate::cpu`), median of the repetitions.
     pub component_ms: f64,
-    /// The same logic linked natively, when it has a native twin.
+    /// The same logic linked natively, when it has a native twin (CPU time).
     pub native_ms: Option<f64>,
     pub component_ns_per_record: f64,
     pub native_ns_per_record: Option<f64>,
+    /// Component over native, in CPU time: the target's figure.
     pub ratio: Option<f64>,
+    /// The same ratio in wall-clock time (medians), for comparison with
+    /// runs before the ratio was taken in CPU time.
+    #[serde(default)]
+    pub wall_ratio: Option<f64>,
     /// Every `push` call, over all repetitions.
     pub push_p50_us: f64,
     pub push_p99_us: f64,
@@ -443,19 +449,22 @@ impl Report {
             );
         }
         s += "\n### Detectors: component vs native, decision-call latency\n\n";
-        s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
-        s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        s += "Component and native columns are CPU time of the calling thread (median of the repetitions); \
+              `wall ratio` is the same ratio by wall clock. Latencies are wall clock.\n\n";
+        s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | wall ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
+        s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
         for z in &self.sizes {
             for d in &z.detectors {
                 s += &format!(
-                    "| {} | {} | {} | {:.0} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                    "| {} | {} | {} | {:.0} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
                     z.records,
                     d.name,
                     d.records,
                     d.component_ns_per_record,
                     opt(d.native_ns_per_record, 0),
                     opt(d.ratio, 2),
+                    opt(d.wall_ratio, 2),
                     d.push_p50_us,
                     d.push_p99_us,
                     d.fire_p50_us,
@@ -481,15 +490,45 @@ impl Report {
     }
 }
 
+/// The component-vs-native figures alone, one line a detector (what
+/// `sentinel-bench --detectors-only` prints).
+pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
+    let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
+    let mut s = String::from(
+        "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | fuel |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (records, detectors) in sizes {
+        for d in detectors {
+            s += &format!(
+                "| {records} | {} | {} | {:.0} | {} | {} | {} | {} |\n",
+                d.name,
+                d.records,
+                d.component_ns_per_record,
+                opt(d.native_ns_per_record, 0),
+                opt(d.ratio, 2),
+                opt(d.wall_ratio, 2),
+                d.fuel
+            );
+        }
+    }
+    s
+}
+
 pub const BEGIN: &str = "<!-- bench:results:begin (written by cargo xtask bench) -->";
 pub const END: &str = "<!-- bench:results:end -->";
 
 /// Replaces what lies between the markers of `doc` with `tables`; appends
 /// the markers when the document has none.
 pub fn splice(doc: &str, tables: &str) -> String {
-    match (doc.find(BEGIN), doc.find(END)) {
-        (Some(b), Some(e)) if b < e => format!("{}{BEGIN}\n\n{tables}\n{}", &doc[..b], &doc[e..]),
-        _ => format!("{doc}\n{BEGIN}\n\n{tables}\n{END}\n"),
+    splice_between(doc, BEGIN, END, tables)
+}
+
+/// [`splice`] with markers of one's own (`sentinel-watch-load` has its pair).
+pub fn splice_between(doc: &str, begin: &str, end: &str, tables: &str) -> String {
+    match (doc.find(begin), doc.find(end)) {
+        (Some(b), Some(e)) if b < e => format!("{}{begin}\n\n{tables}\n{}", &doc[..b], &doc[e..]),
+        _ => format!("{doc}\n{begin}\n\n{tables}\n{end}\n"),
     }
 }
 
@@ -526,6 +565,7 @@ mod tests {
                 component_ns_per_record: 0.0,
                 native_ns_per_record: None,
                 ratio: Some(2.0),
+                wall_ratio: Some(2.1),
                 push_p50_us: 10.0,
                 push_p99_us: 500.0,
                 push_max_us: 900.0,

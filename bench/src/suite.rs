@@ -47,6 +47,36 @@ pub struct Options {
     pub limits: Limits,
 }
 
+/// Only the component-vs-native table, for the detectors named in `only`
+/// (every detector with a native twin when empty): what a change to the
+/// guest, the SDK or the engine is judged by, without the minutes the rest
+/// of the suite takes. Returns one `(records, results)` per size.
+pub fn detectors_only(
+    opts: &Options,
+    only: &[String],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<(u64, Vec<DetectorResult>)>> {
+    std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
+    let warm_cache = opts.cache.clone().unwrap_or_else(|| opts.work.join("cache"));
+    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache);
+    let loaded = load_all(&runtime, &opts.detectors)?;
+    let wanted = |n: &str| if only.is_empty() { native::twin(n).is_some() } else { only.iter().any(|o| o == n) };
+    let mut out = Vec::new();
+    for &target in &opts.sizes {
+        let set = data::prepare(&opts.work, target)?;
+        let reps = reps_for(opts, set.records);
+        let mut batches = Vec::new();
+        read_sources(&set, opts.batch_rows, &mut |b| batches.push(b))?;
+        let mut results = Vec::new();
+        for d in loaded.iter().filter(|d| wanted(&d.descriptor.name)) {
+            progress(&format!("{} records: {}, {reps} times", set.records, d.descriptor.name));
+            results.push(detector(&runtime, d, &set, &batches, reps)?);
+        }
+        out.push((set.records as u64, results));
+    }
+    Ok(out)
+}
+
 fn reps_for(opts: &Options, records: usize) -> usize {
     opts.reps.unwrap_or(if records <= 200_000 { 5 } else { 3 }).max(1)
 }
@@ -384,8 +414,12 @@ fn detector(
     let config = defaults(&d.descriptor);
     let wit_ctx = native::context(set.scan_time_ms, &config);
 
+    // CPU time of this thread (what the ratio is computed from) and wall
+    // time (reported beside it), per repetition.
     let mut component = Vec::new();
     let mut native_times = Vec::new();
+    let mut component_wall = Vec::new();
+    let mut native_wall = Vec::new();
     let mut calls: Vec<Duration> = Vec::new();
     let mut finishes: Vec<Duration> = Vec::new();
     let mut native_calls: Vec<Duration> = Vec::new();
@@ -396,6 +430,7 @@ fn detector(
         let ctx =
             ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
         let t = Instant::now();
+        let cpu = crate::cpu::thread_now();
         let mut scan = runtime.start_scan(d, ctx).map_err(|f| anyhow::anyhow!("{name}: start: {}", f.message))?;
         for b in &prepared {
             let c = Instant::now();
@@ -403,15 +438,18 @@ fn detector(
             calls.push(c.elapsed());
         }
         let outcome = scan.finish().map_err(|f| anyhow::anyhow!("{name}: finish: {}", f.message))?;
-        component.push(t.elapsed());
+        component_wall.push(t.elapsed());
+        component_obs = outcome.observations.len();
+        fuel = outcome.stats.fuel;
         // The call alone, as the runtime times it: `finish` also tears the
         // store down, which costs with the memory the guest touched.
         finishes.push(outcome.stats.finish);
-        component_obs = outcome.observations.len();
-        fuel = outcome.stats.fuel;
+        drop(outcome);
+        component.push(crate::cpu::thread_now().saturating_sub(cpu));
         if let Some(twin) = twin {
             let n = twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?;
-            native_times.push(n.total);
+            native_wall.push(n.total);
+            native_times.push(n.cpu);
             native_calls.extend(n.pushes);
             native_obs = Some(n.observations);
         }
@@ -434,6 +472,7 @@ fn detector(
         component_ns_per_record: per_record(component_ms),
         native_ns_per_record: native_ms.map(per_record),
         ratio: native_ms.map(|n| ratio(component_ms, n)),
+        wall_ratio: twin.map(|_| ratio(ms(median(&component_wall)), ms(median(&native_wall)))),
         push_p50_us: us(percentile(&calls, 50.0)),
         push_p99_us: us(percentile(&calls, 99.0)),
         push_max_us: us(calls.iter().copied().max().unwrap_or_default()),

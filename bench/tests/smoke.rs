@@ -71,6 +71,14 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
         assert!(d.records > 0, "{name} got records");
         assert!(r.ratios.contains_key(&format!("{}.{name}.component_over_native", size.records)));
     }
+    // The quick mode a guest or engine change is judged by: the same table,
+    // for the detectors asked for.
+    let only = suite::detectors_only(&opts, &["cost".to_owned()], &mut |_| {}).expect("the detector table runs");
+    assert_eq!(only.len(), 1);
+    let cost: Vec<&str> = only[0].1.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(cost, ["cost"]);
+    assert!(only[0].1[0].ratio.is_some() && only[0].1[0].wall_ratio.is_some());
+    assert!(report::detector_lines(&only).contains("| cost |"));
     let tables = r.markdown();
     for heading in ["### Targets", "### Scan, raw read", "### Detectors", "### Start-up"] {
         assert!(tables.contains(heading), "{heading} in the tables");

@@ -3,7 +3,8 @@
 //! connection per request, as a browser or a poller would), for as long as
 //! one full scan of the data set takes, against a release
 //! `sentinel-host serve` whose ledger already holds that data set's fires
-//! and issues. Reports p50 / p99 / max per read endpoint.
+//! and issues. Reports p50 / p99 / max per read endpoint, and with `--json` /
+//! `--markdown` writes them into the benchmark's page (`cargo xtask bench` does).
 //!
 //! It owns the load and its figures only; the data dirs are the benchmark's
 //! (`sentinel_bench::data`). Run it through `cargo xtask bench` or by hand:
@@ -19,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use sentinel_bench::data;
 use sentinel_bench::stats::{ms, percentile};
+use sentinel_bench::watch_load::{Endpoint, WatchLoad};
+use sentinel_bench::{data, provenance};
 
 #[derive(Parser)]
 #[command(name = "sentinel-watch-load", about = "the watch API's read latency while a scan runs")]
@@ -43,6 +45,12 @@ struct Args {
     /// The longest the load runs, in seconds, whether or not the scan ended.
     #[arg(long, default_value_t = 900)]
     max_seconds: u64,
+    /// Also keep the result under `watchLoad` in this JSON file (docs/benchmarks.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Also write the table into this Markdown file, between its watch-load markers.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
 }
 
 const ENDPOINTS: &[&str] =
@@ -165,35 +173,37 @@ fn run(args: Args) -> Result<()> {
     let scanned = text().contains("scan done");
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_file(&log);
-    print_table(&lat, errors, scan_s, scanned, &set, args.clients);
+    let result = WatchLoad {
+        date: provenance::today(),
+        git: provenance::git_rev(),
+        records: set.records as u64,
+        clients: args.clients,
+        scan_s,
+        scanned,
+        errors,
+        endpoints: endpoints(&lat),
+    };
+    println!("\n{}", result.markdown());
+    if let Some(json) = &args.json {
+        result.write_json(json)?;
+    }
+    if let Some(markdown) = &args.markdown {
+        result.write_markdown(markdown)?;
+    }
     Ok(())
 }
 
-fn print_table(lat: &[Vec<Duration>], errors: u64, scan_s: f64, scanned: bool, set: &data::DataSet, clients: usize) {
-    println!(
-        "\nWatch API reads while the sentinel scans {} records ({clients} clients on loopback, one connection per request; the scan took {scan_s:.1} s{}):\n",
-        set.records,
-        if scanned { "" } else { ", stopped at the time bound" }
-    );
-    println!("| endpoint | requests | p50 ms | p99 ms | max ms |");
-    println!("|---|---:|---:|---:|---:|");
-    let mut all = Vec::new();
-    for (e, l) in ENDPOINTS.iter().zip(lat) {
-        all.extend(l.iter().copied());
-        println!(
-            "| `GET {e}` | {} | {:.2} | {:.2} | {:.2} |",
-            l.len(),
-            ms(percentile(l, 50.0)),
-            ms(percentile(l, 99.0)),
-            ms(percentile(l, 100.0))
-        );
-    }
-    println!(
-        "| all reads | {} | {:.2} | {:.2} | {:.2} |",
-        all.len(),
-        ms(percentile(&all, 50.0)),
-        ms(percentile(&all, 99.0)),
-        ms(percentile(&all, 100.0))
-    );
-    println!("\n{errors} requests failed or were not 200.");
+/// p50 / p99 / max per endpoint, then over all reads.
+fn endpoints(lat: &[Vec<Duration>]) -> Vec<Endpoint> {
+    let row = |name: String, l: &[Duration]| Endpoint {
+        endpoint: name,
+        requests: l.len(),
+        p50_ms: ms(percentile(l, 50.0)),
+        p99_ms: ms(percentile(l, 99.0)),
+        max_ms: ms(percentile(l, 100.0)),
+    };
+    let mut out: Vec<Endpoint> = ENDPOINTS.iter().zip(lat).map(|(e, l)| row(format!("`GET {e}`"), l)).collect();
+    let all: Vec<Duration> = lat.iter().flatten().copied().collect();
+    out.push(row("all reads".into(), &all));
+    out
 }

@@ -105,6 +105,11 @@ pub enum RuntimeError {
     },
 }
 
+/// Set to `1`, the engine writes `/tmp/perf-<pid>.map` so that `perf report`
+/// names the compiled guest functions. A measuring aid: it changes no code
+/// and no limit.
+pub const PERFMAP_VAR: &str = "SENTINEL_PERFMAP";
+
 /// The process-wide runtime: engine, linker, limits and the epoch ticker.
 pub struct Runtime {
     engine: Engine,
@@ -143,6 +148,10 @@ impl Runtime {
             .epoch_interruption(true)
             .max_wasm_stack(limits.max_wasm_stack)
             .wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
+        // `perf` names guest functions when asked (docs/benchmarks.md, "Profiling a component").
+        if std::env::var_os(PERFMAP_VAR).is_some_and(|v| v == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
 
         let mut linker = Linker::new(&engine);

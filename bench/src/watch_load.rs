@@ -1,0 +1,129 @@
+//! The watch API's read latency under a scan (`sentinel-watch-load`), as a
+//! result: its JSON form (the `watchLoad` key of `docs/benchmarks.json`) and
+//! its table, written into `docs/benchmarks.md` between markers of its own.
+//! Owns the shape and the writing; the load itself is the binary's.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::report::splice_between;
+
+pub const BEGIN: &str = "<!-- bench:watch-load:begin (written by cargo xtask bench) -->";
+pub const END: &str = "<!-- bench:watch-load:end -->";
+/// The key of `docs/benchmarks.json` the result is kept under.
+pub const JSON_KEY: &str = "watchLoad";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    pub endpoint: String,
+    pub requests: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchLoad {
+    pub date: String,
+    pub git: String,
+    pub records: u64,
+    pub clients: usize,
+    /// How long the served scan took, in seconds.
+    pub scan_s: f64,
+    /// False when the load stopped at its time bound before the scan ended.
+    pub scanned: bool,
+    /// Requests that failed or did not answer 200.
+    pub errors: u64,
+    /// One per endpoint, then `all reads`.
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl WatchLoad {
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "Run on {} (git `{}`) by `sentinel-watch-load`: the watch API read while the sentinel scans {} \
+             records ({} clients on loopback, one connection per request; the scan took {:.1} s{}).\n\n",
+            self.date,
+            self.git,
+            self.records,
+            self.clients,
+            self.scan_s,
+            if self.scanned { "" } else { ", stopped at the time bound" }
+        );
+        s += "| endpoint | requests | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|\n";
+        for e in &self.endpoints {
+            s +=
+                &format!("| {} | {} | {:.2} | {:.2} | {:.2} |\n", e.endpoint, e.requests, e.p50_ms, e.p99_ms, e.max_ms);
+        }
+        s += &format!("\n{} requests failed or were not 200.\n", self.errors);
+        s
+    }
+
+    /// Writes the table between this result's markers of `markdown`.
+    pub fn write_markdown(&self, markdown: &Path) -> Result<()> {
+        let doc = std::fs::read_to_string(markdown).unwrap_or_default();
+        std::fs::write(markdown, splice_between(&doc, BEGIN, END, &self.markdown()))
+            .with_context(|| format!("cannot write {}", markdown.display()))
+    }
+
+    /// Sets the `watchLoad` key of the JSON results at `json` (the rest of
+    /// the file, the runner's, is kept; a missing file starts empty).
+    pub fn write_json(&self, json: &Path) -> Result<()> {
+        let mut doc: serde_json::Value = match std::fs::read(json) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a benchmark result", json.display()))?,
+            Err(_) => serde_json::json!({}),
+        };
+        let obj = doc.as_object_mut().with_context(|| format!("{} is not a JSON object", json.display()))?;
+        obj.insert(JSON_KEY.to_owned(), serde_json::to_value(self)?);
+        std::fs::write(json, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("cannot write {}", json.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> WatchLoad {
+        let e = |name: &str| Endpoint { endpoint: name.into(), requests: 3, p50_ms: 1.0, p99_ms: 2.0, max_ms: 3.0 };
+        WatchLoad {
+            date: "2026-12-01".into(),
+            git: "abc".into(),
+            records: 999_000,
+            clients: 2,
+            scan_s: 4.5,
+            scanned: true,
+            errors: 0,
+            endpoints: vec![e("`GET /v1/gates`"), e("all reads")],
+        }
+    }
+
+    #[test]
+    fn the_watch_load_lands_between_its_own_markers_and_keeps_the_bench_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("b.md");
+        let bench = format!("{}\nbench tables\n{}\n", crate::report::BEGIN, crate::report::END);
+        std::fs::write(&md, format!("intro\n{bench}prose\n{BEGIN}\nold\n{END}\noutro\n")).unwrap();
+        sample().write_markdown(&md).unwrap();
+        let doc = std::fs::read_to_string(&md).unwrap();
+        assert!(doc.contains(&bench) && doc.contains("prose\n") && doc.ends_with(&format!("{END}\noutro\n")));
+        assert!(doc.contains("| `GET /v1/gates` | 3 | 1.00 | 2.00 | 3.00 |") && !doc.contains("old"));
+    }
+
+    #[test]
+    fn the_watch_load_joins_the_json_results_without_dropping_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("b.json");
+        std::fs::write(&json, r#"{"date": "x", "sizes": []}"#).unwrap();
+        sample().write_json(&json).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(doc["sizes"], serde_json::json!([]));
+        let back: WatchLoad = serde_json::from_value(doc[JSON_KEY].clone()).unwrap();
+        assert_eq!(back, sample());
+    }
+}
