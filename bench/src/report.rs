@@ -137,9 +137,14 @@ pub struct LongRunning {
     pub every_detectors: usize,
     pub every_rss_kib: u64,
     pub every_peak_kib: u64,
+    /// `RssAnon` (absent in results written before it was measured).
+    #[serde(default)]
+    pub every_anon_kib: u64,
     pub rust_detectors: usize,
     pub rust_rss_kib: u64,
     pub rust_peak_kib: u64,
+    #[serde(default)]
+    pub rust_anon_kib: u64,
 }
 
 impl LongRunning {
@@ -315,7 +320,7 @@ impl Report {
         }
         if let Some(l) = &self.long_running {
             push(
-                "long-running resident memory, every shipped detector vs Rust only",
+                "long-running resident memory, every shipped detector vs those written in Rust",
                 l.every_over_rust(),
                 2.0,
                 format!(
@@ -404,15 +409,18 @@ impl Report {
                  `VmHWM` is the peak).\n\n",
                 l.records
             );
-            s += "| detectors | count | resident MiB | peak MiB |\n|---|---:|---:|---:|\n";
+            s += "| detectors | count | resident MiB | of it anonymous MiB | peak MiB |\n|---|---:|---:|---:|---:|\n";
+            let mib = |kib: u64| kib as f64 / 1024.0;
             s += &format!(
-                "| every shipped one | {} | {:.1} | {:.1} |\n| Rust only | {} | {:.1} | {:.1} |\n",
+                "| every shipped one | {} | {:.1} | {:.1} | {:.1} |\n| written in Rust | {} | {:.1} | {:.1} | {:.1} |\n",
                 l.every_detectors,
-                l.every_rss_kib as f64 / 1024.0,
-                l.every_peak_kib as f64 / 1024.0,
+                mib(l.every_rss_kib),
+                mib(l.every_anon_kib),
+                mib(l.every_peak_kib),
                 l.rust_detectors,
-                l.rust_rss_kib as f64 / 1024.0,
-                l.rust_peak_kib as f64 / 1024.0
+                mib(l.rust_rss_kib),
+                mib(l.rust_anon_kib),
+                mib(l.rust_peak_kib)
             );
         }
         s += "\n### The long-running mode: a tick with components kept loaded\n\n";
@@ -600,9 +608,11 @@ mod tests {
             every_detectors: 8,
             every_rss_kib: 300 * 1024,
             every_peak_kib: 400 * 1024,
+            every_anon_kib: 200 * 1024,
             rust_detectors: 6,
             rust_rss_kib: 100 * 1024,
             rust_peak_kib: 120 * 1024,
+            rust_anon_kib: 50 * 1024,
         };
         let r = Report::new(startup, vec![size(10, 100, 10.0)]).with_long_running(Some(lr));
         let t = r.targets.iter().find(|t| t.name.starts_with("long-running resident")).unwrap();
@@ -610,7 +620,9 @@ mod tests {
         assert!((r.ratios["10.raw_read_over_floor"] - 2.0).abs() < 1e-9, "5 ms raw read over a 2.5 ms floor");
         let md = r.markdown();
         assert!(
-            md.contains("### The floor under the raw read") && md.contains("| every shipped one | 8 | 300.0 | 400.0 |")
+            md.contains("### The floor under the raw read")
+                && md.contains("| every shipped one | 8 | 300.0 | 200.0 | 400.0 |")
+                && md.contains("| written in Rust | 6 | 100.0 | 50.0 | 120.0 |")
         );
     }
 

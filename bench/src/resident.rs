@@ -2,7 +2,8 @@
 //!
 //! Owns one measurement: the release binary in `run --interval 1` over a
 //! data dir, with a given detectors dir, sampled from `/proc/<pid>/status`
-//! (`VmRSS` after its ticks have settled, and `VmHWM`, the peak) for a few
+//! (`VmRSS` after its ticks have settled, its `RssAnon` part, and `VmHWM`,
+//! the peak) for a few
 //! seconds, then stopped. Linux only (elsewhere it reports nothing). Never
 //! judges: the report compares every shipped detector with the Rust ones.
 
@@ -19,6 +20,11 @@ pub struct Resident {
     pub rss_kib: u64,
     /// `VmHWM` at the last sample, KiB.
     pub peak_kib: u64,
+    /// `RssAnon` at the last sample, KiB: the part of `VmRSS` that is the
+    /// process's own (heap, stacks, guest memories), not pages mapped from
+    /// files (the binary, compiled components from the cache), which the
+    /// kernel shares and can drop.
+    pub anon_kib: u64,
 }
 
 fn status_kib(pid: u32, field: &str) -> Option<u64> {
@@ -59,8 +65,9 @@ pub fn long_running(
         if let Some(status) = child.try_wait()? {
             anyhow::bail!("the long-running binary stopped early: {status}");
         }
-        if let (Some(rss_kib), Some(peak_kib)) = (status_kib(child.id(), "VmRSS:"), status_kib(child.id(), "VmHWM:")) {
-            last = Some(Resident { rss_kib, peak_kib });
+        let field = |name| status_kib(child.id(), name);
+        if let (Some(rss_kib), Some(peak_kib), Some(anon_kib)) = (field("VmRSS:"), field("VmHWM:"), field("RssAnon:")) {
+            last = Some(Resident { rss_kib, peak_kib, anon_kib });
         }
     }
     child.kill()?;

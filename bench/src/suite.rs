@@ -109,7 +109,8 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     let long_running = match (&opts.host, sets.first()) {
         (Some(host), Some(set)) => {
             progress(&format!("{} records: resident memory of the long-running mode", set.records));
-            long_running(host, &opts.detectors, scan_set.path(), set, &warm_cache)?
+            let rust_set = written_in_rust(&opts.detectors)?;
+            long_running(host, &opts.detectors, rust_set.path(), set, &warm_cache)?
         }
         _ => None,
     };
@@ -120,6 +121,26 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
         sizes.push(size(opts, scan_set.path(), &warm_cache, set, mem, progress)?);
     }
     Ok(Report::new(startup, sizes).with_long_running(long_running))
+}
+
+/// Every component of `detectors` whose source folder beside it is a Rust
+/// crate (`cost_c.wasm` ← `cost-c/`), copied into a folder of their own: the
+/// long-running mode's baseline, so that what the comparison shows is what the
+/// ports in other languages add, whatever the number of Rust detectors.
+fn written_in_rust(detectors: &Path) -> Result<tempfile::TempDir> {
+    let set = tempfile::tempdir()?;
+    for entry in std::fs::read_dir(detectors).with_context(|| format!("cannot list {}", detectors.display()))? {
+        let path = entry?.path();
+        let Some(stem) =
+            path.file_stem().and_then(|s| s.to_str()).filter(|_| path.extension().is_some_and(|x| x == "wasm"))
+        else {
+            continue;
+        };
+        if detectors.join(stem.replace('_', "-")).join("Cargo.toml").is_file() {
+            std::fs::copy(&path, set.path().join(path.file_name().context("a detector file name")?))?;
+        }
+    }
+    Ok(set)
 }
 
 /// `run --interval 1` over the smallest data dir, with every shipped
@@ -137,9 +158,11 @@ fn long_running(host: &Path, all: &Path, rust: &Path, set: &DataSet, warm_cache:
         every_detectors: count(all).unwrap_or(0),
         every_rss_kib: every.rss_kib,
         every_peak_kib: every.peak_kib,
+        every_anon_kib: every.anon_kib,
         rust_detectors: count(rust).unwrap_or(0),
         rust_rss_kib: rust_only.rss_kib,
         rust_peak_kib: rust_only.peak_kib,
+        rust_anon_kib: rust_only.anon_kib,
     }))
 }
 
