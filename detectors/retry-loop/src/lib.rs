@@ -157,20 +157,25 @@ fn encode(groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>, sc
         if body.len() + size > STATE_BUDGET {
             break;
         }
-        body.extend_from_slice(&key.to_le_bytes());
-        body.extend_from_slice(&g.first_at.to_le_bytes());
-        body.extend_from_slice(&g.last_at.to_le_bytes());
-        body.push(u8::from(g.reported));
-        body.extend_from_slice(&(g.seen.len() as u16).to_le_bytes());
-        for s in &g.seen {
-            body.extend_from_slice(&s.to_le_bytes());
-        }
+        put_group(&mut body, *key, g);
         n += 1;
     }
     let mut out = vec![STATE_VERSION];
     out.extend_from_slice(&n.to_le_bytes());
     out.extend_from_slice(&body);
     out
+}
+
+/// One group as the state holds it ([`GROUP_HEAD_BYTES`], then `seen`).
+fn put_group(body: &mut Vec<u8>, key: u128, g: &Pending) {
+    body.extend_from_slice(&key.to_le_bytes());
+    body.extend_from_slice(&g.first_at.to_le_bytes());
+    body.extend_from_slice(&g.last_at.to_le_bytes());
+    body.push(u8::from(g.reported));
+    body.extend_from_slice(&(g.seen.len() as u16).to_le_bytes());
+    for s in &g.seen {
+        body.extend_from_slice(&s.to_le_bytes());
+    }
 }
 
 impl RetryLoop {
@@ -376,7 +381,8 @@ mod tests {
     }
 
     /// The state as written before `encode` picked the newest groups first:
-    /// every live group sorted, then written while it fits.
+    /// every live group sorted, then written while it fits (the same
+    /// [`put_group`]: what is compared is which groups, in which order).
     fn encode_by_full_sort(
         groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>,
         scan_time: i64,
@@ -390,14 +396,7 @@ mod tests {
             if body.len() + GROUP_HEAD_BYTES + 8 * g.seen.len() > STATE_BUDGET {
                 break;
             }
-            body.extend_from_slice(&key.to_le_bytes());
-            body.extend_from_slice(&g.first_at.to_le_bytes());
-            body.extend_from_slice(&g.last_at.to_le_bytes());
-            body.push(u8::from(g.reported));
-            body.extend_from_slice(&(g.seen.len() as u16).to_le_bytes());
-            for s in &g.seen {
-                body.extend_from_slice(&s.to_le_bytes());
-            }
+            put_group(&mut body, *key, g);
             n += 1;
         }
         let mut out = vec![STATE_VERSION];
