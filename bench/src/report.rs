@@ -391,7 +391,6 @@ impl Report {
         s += "| records | raw read ms | sqlite3 shell ms | NDJSON line count ms | floor ms | raw / floor |\n";
         s += "|---:|---:|---:|---:|---:|---:|\n";
         for z in &self.sizes {
-            let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
             s += &format!(
                 "| {} | {:.1} | {} | {:.1} | {} | {} |\n",
                 z.records,
@@ -461,7 +460,6 @@ impl Report {
               `wall ratio` is the same ratio by wall clock. Latencies are wall clock.\n\n";
         s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | wall ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
         s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-        let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
         for z in &self.sizes {
             for d in &z.detectors {
                 s += &format!(
@@ -498,10 +496,15 @@ impl Report {
     }
 }
 
+/// A figure with `places` decimals, or `–` where there is none (a detector
+/// without a native twin, a floor the machine cannot measure).
+fn opt(v: Option<f64>, places: usize) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.places$}"))
+}
+
 /// The component-vs-native figures alone, one line a detector (what
 /// `sentinel-bench --detectors-only` prints).
 pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
-    let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.p$}"));
     let mut s = String::from(
         "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | fuel |\n\
          |---:|---|---:|---:|---:|---:|---:|---:|\n",

@@ -93,13 +93,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     }
     // The scan measurements use the shipped Rust detectors (those with a
     // native twin); detectors in other languages are measured one by one.
-    let scan_set = tempfile::tempdir()?;
-    for d in load_all(&Runtime::new(opts.limits.clone())?.with_cache(warm_cache.clone()), &opts.detectors)? {
-        if native::twin(&d.descriptor.name).is_some() {
-            let name = d.path.file_name().context("a detector file name")?;
-            std::fs::copy(&d.path, scan_set.path().join(name))?;
-        }
-    }
+    // Loading them all also fills the warm cache every later step uses.
+    let shipped = load_all(&Runtime::new(opts.limits.clone())?.with_cache(warm_cache.clone()), &opts.detectors)?;
+    let scan_set = subset(shipped.iter().filter(|d| native::twin(&d.descriptor.name).is_some()))?;
     // The real binary first, one run per size: its peak memory as it reports it.
     let mut memory = Vec::new();
     for set in &sets {
@@ -109,7 +105,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     let long_running = match (&opts.host, sets.first()) {
         (Some(host), Some(set)) => {
             progress(&format!("{} records: resident memory of the long-running mode", set.records));
-            let rust_set = written_in_rust(&opts.detectors)?;
+            let rust_set = subset(shipped.iter().filter(|d| written_in_rust(&opts.detectors, &d.path)))?;
             long_running(host, &opts.detectors, rust_set.path(), set, &warm_cache)?
         }
         _ => None,
@@ -123,24 +119,26 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     Ok(Report::new(startup, sizes).with_long_running(long_running))
 }
 
-/// Every component of `detectors` whose source folder beside it is a Rust
-/// crate (`cost_c.wasm` ← `cost-c/`), copied into a folder of their own: the
-/// long-running mode's baseline, so that what the comparison shows is what the
-/// ports in other languages add, whatever the number of Rust detectors.
-fn written_in_rust(detectors: &Path) -> Result<tempfile::TempDir> {
+/// Copies of these detectors' components in a folder of their own (a run of
+/// the binary takes a folder).
+fn subset<'a>(detectors: impl Iterator<Item = &'a LoadedDetector>) -> Result<tempfile::TempDir> {
     let set = tempfile::tempdir()?;
-    for entry in std::fs::read_dir(detectors).with_context(|| format!("cannot list {}", detectors.display()))? {
-        let path = entry?.path();
-        let Some(stem) =
-            path.file_stem().and_then(|s| s.to_str()).filter(|_| path.extension().is_some_and(|x| x == "wasm"))
-        else {
-            continue;
-        };
-        if detectors.join(stem.replace('_', "-")).join("Cargo.toml").is_file() {
-            std::fs::copy(&path, set.path().join(path.file_name().context("a detector file name")?))?;
-        }
+    for d in detectors {
+        let name = d.path.file_name().context("a detector file name")?;
+        std::fs::copy(&d.path, set.path().join(name))?;
     }
     Ok(set)
+}
+
+/// Whether the component's source folder beside it in `detectors` is a Rust
+/// crate (`cost_c.wasm` ← `cost-c/`): the long-running mode's baseline is
+/// these, so that what the comparison shows is what the ports in other
+/// languages add, whatever the number of Rust detectors.
+fn written_in_rust(detectors: &Path, component: &Path) -> bool {
+    component
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|stem| detectors.join(stem.replace('_', "-")).join("Cargo.toml").is_file())
 }
 
 /// `run --interval 1` over the smallest data dir, with every shipped

@@ -12,17 +12,7 @@ use std::ops::Range;
 
 use super::patterns::TLDS;
 
-/// An ASCII word character: what `(?-u:\b)` looks at.
-fn word(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-/// Whether an ASCII word boundary lies before byte `i` of `t`.
-fn boundary(t: &[u8], i: usize) -> bool {
-    let before = i > 0 && word(t[i - 1]);
-    let after = i < t.len() && word(t[i]);
-    before != after
-}
+use super::ascii::{boundary, word};
 
 /// Every long token: 32 or more of `[A-Za-z0-9_+-]` from a word boundary,
 /// to the end of the run.

@@ -7,10 +7,7 @@
 //! The tests check the classes against their pattern text
 //! (`patterns::shell_patterns`) on generated segments. Never replaces text.
 
-/// An ASCII word character: what `(?-u:\b)` looks at.
-fn word(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
+use super::ascii::word;
 
 /// Whether `t[i..]` starts with `needle` (lower-case ASCII), whatever the ASCII case.
 fn starts_ci(t: &[u8], i: usize, needle: &[u8]) -> bool {

@@ -17,6 +17,7 @@
 //! the failing frame's function (code, never user data) as a secondary key.
 //! Never keeps the raw text: callers get the key and the title only.
 
+mod ascii;
 mod compiled;
 mod counted;
 #[cfg(test)]
