@@ -47,6 +47,13 @@ pub struct DetectorResult {
     /// runs before the ratio was taken in CPU time.
     #[serde(default)]
     pub wall_ratio: Option<f64>,
+    /// The same component in a runtime without fuel or epoch deadline (CPU
+    /// time per record), and that over native: what is left of the ratio
+    /// once metering is taken out. Only for detectors with a native twin.
+    #[serde(default)]
+    pub unmetered_ns_per_record: Option<f64>,
+    #[serde(default)]
+    pub unmetered_ratio: Option<f64>,
     /// Every `push` call, over all repetitions.
     pub push_p50_us: f64,
     pub push_p99_us: f64,
@@ -457,13 +464,15 @@ impl Report {
         }
         s += "\n### Detectors: component vs native, decision-call latency\n\n";
         s += "Component and native columns are CPU time of the calling thread (median of the repetitions); \
-              `wall ratio` is the same ratio by wall clock. Latencies are wall clock.\n\n";
-        s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | wall ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
-        s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+              `wall ratio` is the same ratio by wall clock. `unmetered` is the same component in a runtime \
+              without fuel or epoch deadline, and its ratio to native: what the sandbox costs besides \
+              metering. Latencies are wall clock.\n\n";
+        s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | wall ratio | unmetered ns/rec | unmetered ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
+        s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         for z in &self.sizes {
             for d in &z.detectors {
                 s += &format!(
-                    "| {} | {} | {} | {:.0} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
                     z.records,
                     d.name,
                     d.records,
@@ -471,6 +480,8 @@ impl Report {
                     opt(d.native_ns_per_record, 0),
                     opt(d.ratio, 2),
                     opt(d.wall_ratio, 2),
+                    opt(d.unmetered_ns_per_record, 0),
+                    opt(d.unmetered_ratio, 2),
                     d.push_p50_us,
                     d.push_p99_us,
                     d.fire_p50_us,
@@ -506,19 +517,21 @@ fn opt(v: Option<f64>, places: usize) -> String {
 /// `sentinel-bench --detectors-only` prints).
 pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
     let mut s = String::from(
-        "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | fuel |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|\n",
+        "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | unmetered ns/rec | unmetered ratio | fuel |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (records, detectors) in sizes {
         for d in detectors {
             s += &format!(
-                "| {records} | {} | {} | {:.0} | {} | {} | {} | {} |\n",
+                "| {records} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |\n",
                 d.name,
                 d.records,
                 d.component_ns_per_record,
                 opt(d.native_ns_per_record, 0),
                 opt(d.ratio, 2),
                 opt(d.wall_ratio, 2),
+                opt(d.unmetered_ns_per_record, 0),
+                opt(d.unmetered_ratio, 2),
                 d.fuel
             );
         }
@@ -577,6 +590,8 @@ mod tests {
                 native_ns_per_record: None,
                 ratio: Some(2.0),
                 wall_ratio: Some(2.1),
+                unmetered_ns_per_record: None,
+                unmetered_ratio: Some(1.5),
                 push_p50_us: 10.0,
                 push_p99_us: 500.0,
                 push_max_us: 900.0,

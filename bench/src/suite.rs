@@ -58,8 +58,9 @@ pub fn detectors_only(
 ) -> Result<Vec<(u64, Vec<DetectorResult>)>> {
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
     let warm_cache = opts.cache.clone().unwrap_or_else(|| opts.work.join("cache"));
-    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache);
+    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.clone());
     let loaded = load_all(&runtime, &opts.detectors)?;
+    let unmetered = Unmetered::load(opts, &warm_cache, &loaded)?;
     let wanted = |n: &str| if only.is_empty() { native::twin(n).is_some() } else { only.iter().any(|o| o == n) };
     let mut out = Vec::new();
     for &target in &opts.sizes {
@@ -70,7 +71,7 @@ pub fn detectors_only(
         let mut results = Vec::new();
         for d in loaded.iter().filter(|d| wanted(&d.descriptor.name)) {
             progress(&format!("{} records: {}, {reps} times", set.records, d.descriptor.name));
-            results.push(detector(&runtime, d, &set, &batches, reps)?);
+            results.push(detector(&runtime, d, unmetered.twin(d), &set, &batches, reps)?);
         }
         out.push((set.records as u64, results));
     }
@@ -347,6 +348,7 @@ fn size(
     read_sources(set, opts.batch_rows, &mut |b| batches.push(b))?;
     let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
     let loaded = load_all(&runtime, &opts.detectors)?;
+    let unmetered = Unmetered::load(opts, warm_cache, &loaded)?;
     let mut detectors = Vec::new();
     for d in &loaded {
         // A detector in another language has no native twin: its cost per
@@ -355,7 +357,7 @@ fn size(
         if native::twin(&d.descriptor.name).is_none() && set.records > 200_000 {
             continue;
         }
-        detectors.push(detector(&runtime, d, set, &batches, reps)?);
+        detectors.push(detector(&runtime, d, unmetered.twin(d), set, &batches, reps)?);
     }
 
     Ok(SizeResult {
@@ -416,9 +418,73 @@ fn ticks(
     Ok((ms(median(&oneshot)), ms(median(&kept))))
 }
 
+/// The detectors with a native twin, loaded again into a runtime without
+/// fuel or epoch deadline: run beside the real one, they show how much of
+/// the component's time metering takes (`Runtime::unmetered`).
+struct Unmetered {
+    runtime: Runtime,
+    loaded: Vec<LoadedDetector>,
+}
+
+impl Unmetered {
+    fn load(opts: &Options, warm_cache: &Path, metered: &[LoadedDetector]) -> Result<Self> {
+        let runtime = Runtime::unmetered(opts.limits.clone())?.with_cache(warm_cache.to_owned());
+        let mut loaded = Vec::new();
+        for d in metered.iter().filter(|d| native::twin(&d.descriptor.name).is_some()) {
+            loaded.push(runtime.load(&d.path).map_err(|e| anyhow::anyhow!(sentinel_host::scan::error_chain(&e)))?);
+        }
+        Ok(Unmetered { runtime, loaded })
+    }
+
+    /// The unmetered copy of `d`, when it has a native twin.
+    fn twin(&self, d: &LoadedDetector) -> Option<(&Runtime, &LoadedDetector)> {
+        let loaded = self.loaded.iter().find(|u| u.descriptor.name == d.descriptor.name)?;
+        Some((&self.runtime, loaded))
+    }
+}
+
+/// One run of a component exactly as a scan calls it: fresh store, `start`,
+/// every batch, `finish`.
+struct ComponentRun {
+    /// CPU time of this thread, and wall time, for the whole run.
+    cpu: Duration,
+    wall: Duration,
+    /// Each `push` call, and the `finish` call alone as the runtime times it
+    /// (`finish` also tears the store down, which costs with the memory the
+    /// guest touched).
+    pushes: Vec<Duration>,
+    finish: Duration,
+    observations: usize,
+    fuel: u64,
+}
+
+fn run_component(
+    runtime: &Runtime,
+    d: &LoadedDetector,
+    ctx: ScanContext,
+    prepared: &[PreparedBatch],
+) -> Result<ComponentRun> {
+    let name = &d.descriptor.name;
+    let t = Instant::now();
+    let cpu = crate::cpu::thread_now();
+    let mut pushes = Vec::with_capacity(prepared.len());
+    let mut scan = runtime.start_scan(d, ctx).map_err(|f| anyhow::anyhow!("{name}: start: {}", f.message))?;
+    for b in prepared {
+        let c = Instant::now();
+        scan.push(b).map_err(|f| anyhow::anyhow!("{name}: push: {}", f.message))?;
+        pushes.push(c.elapsed());
+    }
+    let outcome = scan.finish().map_err(|f| anyhow::anyhow!("{name}: finish: {}", f.message))?;
+    let wall = t.elapsed();
+    let (observations, fuel, finish) = (outcome.observations.len(), outcome.stats.fuel, outcome.stats.finish);
+    drop(outcome);
+    Ok(ComponentRun { cpu: crate::cpu::thread_now().saturating_sub(cpu), wall, pushes, finish, observations, fuel })
+}
+
 fn detector(
     runtime: &Runtime,
     d: &LoadedDetector,
+    unmetered: Option<(&Runtime, &LoadedDetector)>,
     set: &DataSet,
     batches: &[Batch],
     reps: usize,
@@ -434,39 +500,27 @@ fn detector(
     let wit: Vec<_> = if twin.is_some() { wanted.iter().map(|b| native::to_wit(b)).collect() } else { Vec::new() };
     let config = defaults(&d.descriptor);
     let wit_ctx = native::context(set.scan_time_ms, &config);
+    let ctx =
+        || ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
 
-    // CPU time of this thread (what the ratio is computed from) and wall
-    // time (reported beside it), per repetition.
-    let mut component = Vec::new();
-    let mut native_times = Vec::new();
-    let mut component_wall = Vec::new();
-    let mut native_wall = Vec::new();
-    let mut calls: Vec<Duration> = Vec::new();
-    let mut finishes: Vec<Duration> = Vec::new();
-    let mut native_calls: Vec<Duration> = Vec::new();
-    let mut component_obs = 0;
-    let mut native_obs = None;
-    let mut fuel = 0;
+    // CPU time of this thread (what the ratios are computed from) and wall
+    // time (reported beside it), per repetition, the three sides interleaved.
+    let (mut component, mut component_wall, mut unmetered_cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut native_times, mut native_wall, mut native_calls) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut calls, mut finishes) = (Vec::new(), Vec::new());
+    let (mut component_obs, mut native_obs, mut fuel) = (0, None, 0);
     for _ in 0..reps {
-        let ctx =
-            ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
-        let t = Instant::now();
-        let cpu = crate::cpu::thread_now();
-        let mut scan = runtime.start_scan(d, ctx).map_err(|f| anyhow::anyhow!("{name}: start: {}", f.message))?;
-        for b in &prepared {
-            let c = Instant::now();
-            scan.push(b).map_err(|f| anyhow::anyhow!("{name}: push: {}", f.message))?;
-            calls.push(c.elapsed());
+        let run = run_component(runtime, d, ctx(), &prepared)?;
+        component.push(run.cpu);
+        component_wall.push(run.wall);
+        calls.extend(run.pushes);
+        finishes.push(run.finish);
+        (component_obs, fuel) = (run.observations, run.fuel);
+        if let Some((runtime, d)) = unmetered {
+            let run = run_component(runtime, d, ctx(), &prepared)?;
+            ensure!(run.observations == component_obs, "{name}: unmetered, the component reported otherwise");
+            unmetered_cpu.push(run.cpu);
         }
-        let outcome = scan.finish().map_err(|f| anyhow::anyhow!("{name}: finish: {}", f.message))?;
-        component_wall.push(t.elapsed());
-        component_obs = outcome.observations.len();
-        fuel = outcome.stats.fuel;
-        // The call alone, as the runtime times it: `finish` also tears the
-        // store down, which costs with the memory the guest touched.
-        finishes.push(outcome.stats.finish);
-        drop(outcome);
-        component.push(crate::cpu::thread_now().saturating_sub(cpu));
         if let Some(twin) = twin {
             let n = twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?;
             native_wall.push(n.total);
@@ -482,6 +536,7 @@ fn detector(
     }
     let component_ms = ms(median(&component));
     let native_ms = twin.map(|_| ms(median(&native_times)));
+    let unmetered_ms = (!unmetered_cpu.is_empty()).then(|| ms(median(&unmetered_cpu)));
     let per_record = |t: f64| if records > 0 { t * 1e6 / records as f64 } else { 0.0 };
     Ok(DetectorResult {
         name,
@@ -494,6 +549,8 @@ fn detector(
         native_ns_per_record: native_ms.map(per_record),
         ratio: native_ms.map(|n| ratio(component_ms, n)),
         wall_ratio: twin.map(|_| ratio(ms(median(&component_wall)), ms(median(&native_wall)))),
+        unmetered_ns_per_record: unmetered_ms.map(per_record),
+        unmetered_ratio: unmetered_ms.zip(native_ms).map(|(u, n)| ratio(u, n)),
         push_p50_us: us(percentile(&calls, 50.0)),
         push_p99_us: us(percentile(&calls, 99.0)),
         push_max_us: us(calls.iter().copied().max().unwrap_or_default()),

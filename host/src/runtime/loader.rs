@@ -323,9 +323,17 @@ impl Runtime {
 
     /// Refills fuel and restarts the deadline before a call.
     pub(crate) fn arm(&self, store: &mut Store<StoreData>) {
-        // set_fuel only fails when fuel is not enabled, and it always is.
+        if !self.metered {
+            return;
+        }
+        // set_fuel only fails when fuel is not enabled, and it is when metered.
         let _ = store.set_fuel(self.limits.fuel_per_call);
         store.set_epoch_deadline(self.deadline_ticks());
+    }
+
+    /// Fuel the call just made used (0 when unmetered).
+    pub(crate) fn fuel_used(&self, store: &Store<StoreData>) -> u64 {
+        store.get_fuel().map_or(0, |left| self.limits.fuel_per_call.saturating_sub(left))
     }
 }
 

@@ -7,7 +7,10 @@
 //! host's log interface, loading (`loader`), the per-store sandbox
 //! (`sandbox`) and calls into a scan (`session`). It never reads the data dir
 //! and never writes anywhere: sources feed it batches, the ledger takes what
-//! comes out.
+//! comes out. It never runs a guest without fuel and an epoch deadline,
+//! except in a runtime built by `Runtime::unmetered`, which exists only with
+//! the `bench-unmetered` feature: the benchmark's measure of what metering
+//! costs, which no command of the binary constructs.
 
 mod bindings;
 mod cache;
@@ -117,6 +120,9 @@ pub struct Runtime {
     limits: Limits,
     cache: Option<cache::ComponentCache>,
     ticker: Option<Ticker>,
+    /// Fuel and the epoch deadline are on (always, outside the benchmark's
+    /// unmetered runtime).
+    metered: bool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -130,35 +136,9 @@ struct Ticker {
     thread: Option<JoinHandle<()>>,
 }
 
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Runtime {
-    pub fn new(limits: Limits) -> Result<Self, RuntimeError> {
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(limits.max_wasm_stack)
-            .wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
-        // `perf` names guest functions when asked (docs/benchmarks.md, "Profiling a component").
-        if std::env::var_os(PERFMAP_VAR).is_some_and(|v| v == "1") {
-            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-        }
-        let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-        sandbox::link_virtual_sleep(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-        bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-
+impl Ticker {
+    /// Advances the engine's epoch every [`TICK`] until dropped.
+    fn start(engine: &Engine) -> Result<Self, RuntimeError> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let engine = engine.clone();
@@ -173,7 +153,55 @@ impl Runtime {
                 })
                 .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch ticker: {e}")))?
         };
-        Ok(Runtime { engine, linker, limits, cache: None, ticker: Some(Ticker { stop, thread: Some(thread) }) })
+        Ok(Ticker { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Runtime {
+    pub fn new(limits: Limits) -> Result<Self, RuntimeError> {
+        Self::build(limits, true)
+    }
+
+    /// The same runtime with neither fuel nor an epoch deadline: a call runs
+    /// until it returns. The benchmark runs the shipped components on it
+    /// beside the real runtime, so that the page can say what metering costs
+    /// (docs/benchmarks.md). Only `sentinel-bench` enables the feature; no
+    /// command of the binary constructs one.
+    #[cfg(feature = "bench-unmetered")]
+    pub fn unmetered(limits: Limits) -> Result<Self, RuntimeError> {
+        Self::build(limits, false)
+    }
+
+    fn build(limits: Limits, metered: bool) -> Result<Self, RuntimeError> {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .consume_fuel(metered)
+            .epoch_interruption(metered)
+            .max_wasm_stack(limits.max_wasm_stack)
+            .wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
+        // `perf` names guest functions when asked (docs/benchmarks.md, "Profiling a component").
+        if std::env::var_os(PERFMAP_VAR).is_some_and(|v| v == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
+        let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        sandbox::link_virtual_sleep(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+
+        let ticker = if metered { Some(Ticker::start(&engine)?) } else { None };
+        Ok(Runtime { engine, linker, limits, cache: None, ticker, metered })
     }
 
     /// Keeps compiled components in `dir` (created `0700` when first used).

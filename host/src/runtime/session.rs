@@ -315,7 +315,7 @@ impl Runtime {
         };
         self.arm(&mut store);
         let result = world.start(&mut store, &wit_ctx);
-        let fuel = self.limits.fuel_per_call.saturating_sub(store.get_fuel().unwrap_or(0));
+        let fuel = self.fuel_used(&store);
         let scan = match result {
             Ok(Ok(scan)) => scan,
             Ok(Err(e)) => return Err(detector_error(&name, Phase::Start, e, &store)),
@@ -355,7 +355,7 @@ impl DetectorScan<'_> {
 
     fn account(&mut self, started: Instant) -> Duration {
         let elapsed = started.elapsed();
-        let fuel = self.runtime.limits.fuel_per_call.saturating_sub(self.store.get_fuel().unwrap_or(0));
+        let fuel = self.runtime.fuel_used(&self.store);
         self.stats.calls += 1;
         self.stats.fuel += fuel;
         self.stats.total += elapsed;
