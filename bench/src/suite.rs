@@ -21,7 +21,7 @@ use sentinel_host::{ScanOptions, run_scan};
 
 use crate::data::{self, DataSet};
 use crate::native;
-use crate::report::{DetectorResult, LongRunning, Report, SizeResult, Startup, StartupDetector};
+use crate::report::{DetectorResult, LongRunning, Report, ScanPhases, SizeResult, Startup, StartupDetector};
 use crate::stats::{median, ms, percentile, ratio, us};
 
 /// What to run.
@@ -296,6 +296,7 @@ fn size(
     let mut records_read = 0;
     let mut observations = 0;
     let mut fire_log = Vec::new();
+    let (mut read_phase, mut decide_phase, mut commit_phase) = (Vec::new(), Vec::new(), Vec::new());
     let mut fires = 0;
     let mut last_out = None;
     for _ in 0..reps {
@@ -309,6 +310,10 @@ fn size(
         ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
         observations = report.detectors.iter().map(|d| d.observations as u64).sum();
         fire_log.push(Duration::from_micros(report.fire_log_us));
+        let phases = report.phases.context("a full scan reports its phases")?;
+        read_phase.push(Duration::from_micros(phases.read_us));
+        decide_phase.push(Duration::from_micros(phases.decide_us));
+        commit_phase.push(Duration::from_micros(phases.commit_us));
         fires = report.issues.fires;
         last_out = Some(out);
     }
@@ -375,6 +380,11 @@ fn size(
         fires,
         fire_bytes,
         fire_log_ms: ms(median(&fire_log)),
+        phases: Some(ScanPhases {
+            read_ms: ms(median(&read_phase)),
+            decide_ms: ms(median(&decide_phase)),
+            commit_ms: ms(median(&commit_phase)),
+        }),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
         observations,

@@ -443,7 +443,9 @@ impl Ledger {
         crate::test_hook::pause("commit-export");
         report.total_issues = self.total_issues()?;
         self.export()?;
+        tracing::debug!("issues exported");
         self.export_fires(scan.scan_time)?;
+        tracing::debug!("fire log exported");
         self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
         Ok(report)
     }

@@ -41,7 +41,8 @@ use crate::runtime::{Limits, LoadedDetector, Runtime, RuntimeError};
 use crate::sources::Source;
 pub use plan::{coerce, is_due, next_due, plan_runs};
 pub use report::{
-    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, ScanReport, SourceStatus, SourceSummary, peak_rss_kib,
+    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, Phases, ScanReport, SourceStatus, SourceSummary,
+    peak_rss_kib,
 };
 
 /// Everything a scan needs to know.
@@ -216,6 +217,7 @@ pub(crate) fn unchanged(
         detectors: Vec::new(),
         issues: CommitReport { total_issues: ledger.total_issues()?, ..CommitReport::default() },
         fire_log_us: 0,
+        phases: None,
         peak_rss_kib: peak_rss_kib(),
         last_kick: None,
     })
@@ -252,15 +254,19 @@ impl Scan<'_> {
         // Counting starts with the first observation staged (what a scan
         // that stopped before its commit left staged is dropped).
         ledger.begin_scan(scan_time, versions.clone())?;
+        let phase = Instant::now();
         let (ends, mut source_summaries, records, next_wake) =
             read_and_fan_out(&mut plan, &sources, ledger, opts, data_dir, scan_time, total, running)?;
+        let mut phases = Phases { read_us: micros(phase), ..Phases::default() };
         if opts.stopped() {
             return Err(opts.stop_error("reading the last source"));
         }
         opts.tell(|| Progress::at("deciding", records, running, total));
+        let phase = Instant::now();
         let states = settle::finish(&mut plan.slots, ledger)?;
         let health = settle::health(&mut plan.slots, scan_time, &opts.health);
         let (positions, cursors) = settle::positions(&plan.slots, &plan.units, &ends, &sources);
+        phases.decide_us = micros(phase);
         if opts.stopped() {
             return Err(opts.stop_error("the detectors made their decisions"));
         }
@@ -275,6 +281,7 @@ impl Scan<'_> {
             ("last_scan".into(), Some(scan_time.to_string())),
         ];
         meta.append(&mut plan.meta);
+        let phase = Instant::now();
         let issues = ledger.commit(ScanCommit {
             observations: &[],
             cursors,
@@ -285,6 +292,7 @@ impl Scan<'_> {
             versions,
             meta,
         })?;
+        phases.commit_us = micros(phase);
         for slot in plan.slots.iter().filter(|s| s.woken) {
             let admin = crate::ledger::Admin { wake: false, ..slot.admin.clone() };
             ledger.set_admin(slot.name(), &admin)?;
@@ -315,10 +323,15 @@ impl Scan<'_> {
             detectors,
             issues,
             fire_log_us: ledger.fire_log_time().as_micros() as u64,
+            phases: Some(phases),
             peak_rss_kib: peak_rss_kib(),
             last_kick: None,
         })
     }
+}
+
+fn micros(since: Instant) -> u64 {
+    since.elapsed().as_micros() as u64
 }
 
 type ReadOutcome = (settle::Ends, Vec<SourceSummary>, u64, Option<i64>);
@@ -361,7 +374,9 @@ fn read_and_fan_out(
             (&mut ends, &mut summaries, &mut records, &mut next_wake),
         );
         drop(stager);
+        tracing::debug!("reading and detectors done");
         let staged = staging.join().expect("the staging thread does not panic");
+        tracing::debug!("staging done");
         // A ledger error stopped the staging thread first: it is the cause.
         staged?;
         fanned.map_err(|e| e.unwrap_or_else(|| unreachable!("staging ended without an error")))

@@ -233,6 +233,9 @@ pub struct ScanReport {
     pub issues: CommitReport,
     /// Time the commit spent on the fire log (appending and exporting), µs.
     pub fire_log_us: u64,
+    /// Where a full scan's time went; absent when it took the fast path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
     /// The process's peak resident memory so far, in KiB (Linux: `VmHWM`);
     /// absent where the system does not tell.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -241,6 +244,21 @@ pub struct ScanReport {
     /// directory last kicked a scan (ms); set by the caller that watches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_kick: Option<i64>,
+}
+
+/// A full scan's time by phase, in µs of wall clock. The three follow one
+/// another; what is left of `elapsedMs` is opening, planning and loading.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phases {
+    /// Reading every source while the detectors take the batches and their
+    /// observations are staged (three threads that overlap).
+    pub read_us: u64,
+    /// The detectors' `finish` calls, their states and health.
+    pub decide_us: u64,
+    /// The ledger's commit: counting into the store in one transaction, then
+    /// `issues.jsonl` and the fire log exported.
+    pub commit_us: u64,
 }
 
 impl ScanReport {
