@@ -557,13 +557,13 @@ fn opt(v: Option<f64>, places: usize) -> String {
 /// `sentinel-bench --detectors-only` prints).
 pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
     let mut s = String::from(
-        "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | unmetered ns/rec | unmetered ratio | fuel |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | unmetered ns/rec | unmetered ratio | fire p50 µs | fire max µs | fuel |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (records, detectors) in sizes {
         for d in detectors {
             s += &format!(
-                "| {records} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |\n",
+                "| {records} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
                 d.name,
                 d.records,
                 d.component_ns_per_record,
@@ -572,6 +572,8 @@ pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
                 opt(d.wall_ratio, 2),
                 opt(d.unmetered_ns_per_record, 0),
                 opt(d.unmetered_ratio, 2),
+                d.fire_p50_us,
+                d.fire_max_us,
                 d.fuel
             );
         }

@@ -106,6 +106,9 @@ pub trait Detector: Sized + 'static {
 
     /// The decision at the end of the scan. Returns the state to keep for the
     /// next scan (`None` keeps nothing). The default reports nothing more.
+    /// In a component the detector is not dropped after it (its memory goes
+    /// with the scan's store, at once), so put nothing in a `Drop` that
+    /// the scan needs done.
     fn finish(&mut self, out: &mut Vec<Observation>) -> Result<Option<Vec<u8>>, DetectorError> {
         let _ = out;
         Ok(None)
@@ -142,9 +145,24 @@ pub mod __private {
             let mut det =
                 self.inner.borrow_mut().take().ok_or_else(|| DetectorError::Failed("finish called twice".into()))?;
             let mut out = Vec::new();
-            let state = det.finish(&mut out)?;
-            Ok(types::ScanOutput { observations: pack(&out), state })
+            let state = det.finish(&mut out);
+            let output = state.map(|state| types::ScanOutput { observations: pack(&out), state });
+            release(det);
+            output
         }
+    }
+
+    /// Lets go of a detector after its `finish`. In a component nothing runs
+    /// after it: the host drops the store, and the instance's memory with
+    /// it, at once. Dropping the detector there would free its every
+    /// allocation one by one inside the fire decision's time (a detector
+    /// that keeps groups frees each group's), for memory about to go anyway.
+    /// Natively (tests, the benchmark's twin) it is dropped as usual.
+    fn release<D>(det: D) {
+        #[cfg(target_arch = "wasm32")]
+        std::mem::forget(det);
+        #[cfg(not(target_arch = "wasm32"))]
+        drop(det);
     }
 
     /// How many observations a packed record holds (for the benchmark's twin).
