@@ -296,7 +296,8 @@ fn size(
     let mut records_read = 0;
     let mut observations = 0;
     let mut fire_log = Vec::new();
-    let (mut read_phase, mut decide_phase, mut commit_phase) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut read_phase, mut decide_phase) = (Vec::new(), Vec::new());
+    let (mut commit_phase, mut export_phase) = (Vec::new(), Vec::new());
     let mut fires = 0;
     let mut last_out = None;
     for _ in 0..reps {
@@ -314,6 +315,7 @@ fn size(
         read_phase.push(Duration::from_micros(phases.read_us));
         decide_phase.push(Duration::from_micros(phases.decide_us));
         commit_phase.push(Duration::from_micros(phases.commit_us));
+        export_phase.push(Duration::from_micros(phases.export_us));
         fires = report.issues.fires;
         last_out = Some(out);
     }
@@ -384,6 +386,7 @@ fn size(
             read_ms: ms(median(&read_phase)),
             decide_ms: ms(median(&decide_phase)),
             commit_ms: ms(median(&commit_phase)),
+            export_ms: ms(median(&export_phase)),
         }),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,

@@ -442,10 +442,12 @@ impl Ledger {
         tracing::debug!(counted = report.counted, "ledger commit done");
         crate::test_hook::pause("commit-export");
         report.total_issues = self.total_issues()?;
+        let exporting = std::time::Instant::now();
         self.export()?;
         tracing::debug!("issues exported");
         self.export_fires(scan.scan_time)?;
         tracing::debug!("fire log exported");
+        self.export_time = exporting.elapsed();
         self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
         Ok(report)
     }

@@ -186,7 +186,15 @@ impl Ledger {
     }
 
     /// Time the last commit spent on the fire log (appending and exporting).
+    /// Appending includes the sealing the scan's staging thread did while
+    /// records flowed, so part of it overlaps the read, not the commit.
     pub fn fire_log_time(&self) -> Duration {
         self.fire_append_time + self.fire_export_time
+    }
+
+    /// Time the last commit spent writing its exports after the transaction
+    /// (`issues.jsonl`, the fire log's segments and signed head).
+    pub fn export_time(&self) -> Duration {
+        self.export_time
     }
 }

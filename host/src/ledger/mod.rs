@@ -97,6 +97,9 @@ pub struct Ledger {
     /// Time the last commit spent appending to, and exporting, the fire log.
     fire_append_time: std::time::Duration,
     fire_export_time: std::time::Duration,
+    /// Time the last commit spent on its exports after the transaction
+    /// (`issues.jsonl`, the fire log's segments and head).
+    export_time: std::time::Duration,
 }
 
 /// What a reset kept.

@@ -118,6 +118,7 @@ impl Ledger {
             _lock: lock,
             fire_append_time: std::time::Duration::ZERO,
             fire_export_time: std::time::Duration::ZERO,
+            export_time: std::time::Duration::ZERO,
         };
         match version {
             Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),

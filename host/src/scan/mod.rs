@@ -292,7 +292,8 @@ impl Scan<'_> {
             versions,
             meta,
         })?;
-        phases.commit_us = micros(phase);
+        phases.export_us = ledger.export_time().as_micros() as u64;
+        phases.commit_us = micros(phase).saturating_sub(phases.export_us);
         for slot in plan.slots.iter().filter(|s| s.woken) {
             let admin = crate::ledger::Admin { wake: false, ..slot.admin.clone() };
             ledger.set_admin(slot.name(), &admin)?;

@@ -246,7 +246,7 @@ pub struct ScanReport {
     pub last_kick: Option<i64>,
 }
 
-/// A full scan's time by phase, in µs of wall clock. The three follow one
+/// A full scan's time by phase, in µs of wall clock. The four follow one
 /// another; what is left of `elapsedMs` is opening, planning and loading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -256,9 +256,12 @@ pub struct Phases {
     pub read_us: u64,
     /// The detectors' `finish` calls, their states and health.
     pub decide_us: u64,
-    /// The ledger's commit: counting into the store in one transaction, then
-    /// `issues.jsonl` and the fire log exported.
+    /// The ledger's commit: the counts moved into the store in one
+    /// transaction.
     pub commit_us: u64,
+    /// After it, the exports: `issues.jsonl`, the fire log's changed
+    /// segments and its signed head.
+    pub export_us: u64,
 }
 
 impl ScanReport {
