@@ -20,7 +20,7 @@ use sentinel_host::sources::ReadContext;
 use sentinel_host::{ScanOptions, run_scan};
 
 use crate::data::{self, DataSet};
-use crate::native;
+use crate::native::{self, NativeRun};
 use crate::report::{DetectorResult, LongRunning, Report, ScanPhases, SizeResult, Startup, StartupDetector};
 use crate::stats::{median, ms, percentile, ratio, us};
 
@@ -516,52 +516,59 @@ fn detector(
     let ctx =
         || ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
 
-    // CPU time of this thread (what the ratios are computed from) and wall
-    // time (reported beside it), per repetition, the three sides interleaved.
-    let (mut component, mut component_wall, mut unmetered_cpu) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut native_times, mut native_wall, mut native_calls) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut calls, mut finishes) = (Vec::new(), Vec::new());
-    let (mut component_obs, mut native_obs, mut fuel) = (0, None, 0);
+    // The three sides interleaved, one run of each per repetition.
+    let (mut metered, mut unmetered_runs, mut natives) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
-        let run = run_component(runtime, d, ctx(), &prepared)?;
-        component.push(run.cpu);
-        component_wall.push(run.wall);
-        calls.extend(run.pushes);
-        finishes.push(run.finish);
-        (component_obs, fuel) = (run.observations, run.fuel);
+        metered.push(run_component(runtime, d, ctx(), &prepared)?);
         if let Some((runtime, d)) = unmetered {
-            let run = run_component(runtime, d, ctx(), &prepared)?;
-            ensure!(run.observations == component_obs, "{name}: unmetered, the component reported otherwise");
-            unmetered_cpu.push(run.cpu);
+            unmetered_runs.push(run_component(runtime, d, ctx(), &prepared)?);
         }
         if let Some(twin) = twin {
-            let n = twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?;
-            native_wall.push(n.total);
-            native_times.push(n.cpu);
-            native_calls.extend(n.pushes);
-            native_obs = Some(n.observations);
+            natives.push(twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?);
         }
     }
-    if let Some(n) = native_obs
-        && n != component_obs
-    {
-        bail!("{name}: the component reported {component_obs} observations, its native twin {n}");
+    let component_obs = metered.last().map_or(0, |r| r.observations);
+    if let Some(u) = unmetered_runs.iter().find(|u| u.observations != component_obs) {
+        bail!("{name}: the component reported {component_obs} observations, unmetered {}", u.observations);
     }
-    let component_ms = ms(median(&component));
-    let native_ms = twin.map(|_| ms(median(&native_times)));
-    let unmetered_ms = (!unmetered_cpu.is_empty()).then(|| ms(median(&unmetered_cpu)));
+    if let Some(n) = natives.iter().find(|n| n.observations != component_obs) {
+        bail!("{name}: the component reported {component_obs} observations, its native twin {}", n.observations);
+    }
+    Ok(summarise(name, records, &metered, &unmetered_runs, &natives))
+}
+
+/// A detector's runs reduced to its row: CPU time of the calling thread
+/// (what the ratios are computed from, median of the repetitions), wall
+/// time beside it, and the latency of every call. `unmetered` and `natives`
+/// are empty for a detector without a native twin.
+fn summarise(
+    name: String,
+    records: u64,
+    metered: &[ComponentRun],
+    unmetered: &[ComponentRun],
+    natives: &[NativeRun],
+) -> DetectorResult {
+    let median_ms = |times: Vec<Duration>| (!times.is_empty()).then(|| ms(median(&times)));
+    let component_ms = median_ms(metered.iter().map(|r| r.cpu).collect()).unwrap_or_default();
+    let component_wall_ms = median_ms(metered.iter().map(|r| r.wall).collect()).unwrap_or_default();
+    let unmetered_ms = median_ms(unmetered.iter().map(|r| r.cpu).collect());
+    let native_ms = median_ms(natives.iter().map(|n| n.cpu).collect());
+    let native_wall_ms = median_ms(natives.iter().map(|n| n.total).collect());
+    let calls: Vec<Duration> = metered.iter().flat_map(|r| r.pushes.iter().copied()).collect();
+    let finishes: Vec<Duration> = metered.iter().map(|r| r.finish).collect();
+    let native_calls: Vec<Duration> = natives.iter().flat_map(|n| n.pushes.iter().copied()).collect();
     let per_record = |t: f64| if records > 0 { t * 1e6 / records as f64 } else { 0.0 };
-    Ok(DetectorResult {
+    DetectorResult {
         name,
         records,
-        observations: component_obs,
-        fuel,
+        observations: metered.last().map_or(0, |r| r.observations),
+        fuel: metered.last().map_or(0, |r| r.fuel),
         component_ms,
         native_ms,
         component_ns_per_record: per_record(component_ms),
         native_ns_per_record: native_ms.map(per_record),
         ratio: native_ms.map(|n| ratio(component_ms, n)),
-        wall_ratio: twin.map(|_| ratio(ms(median(&component_wall)), ms(median(&native_wall)))),
+        wall_ratio: native_wall_ms.map(|n| ratio(component_wall_ms, n)),
         unmetered_ns_per_record: unmetered_ms.map(per_record),
         unmetered_ratio: unmetered_ms.zip(native_ms).map(|(u, n)| ratio(u, n)),
         push_p50_us: us(percentile(&calls, 50.0)),
@@ -571,6 +578,6 @@ fn detector(
         fire_p99_us: us(percentile(&finishes, 99.0)),
         fire_max_us: us(finishes.iter().copied().max().unwrap_or_default()),
         fire_samples: finishes.len(),
-        native_push_p99_us: twin.map(|_| us(percentile(&native_calls, 99.0))),
-    })
+        native_push_p99_us: (!natives.is_empty()).then(|| us(percentile(&native_calls, 99.0))),
+    }
 }
