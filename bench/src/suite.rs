@@ -58,9 +58,7 @@ pub fn detectors_only(
 ) -> Result<Vec<(u64, Vec<DetectorResult>)>> {
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
     let warm_cache = opts.cache.clone().unwrap_or_else(|| opts.work.join("cache"));
-    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.clone());
-    let loaded = load_all(&runtime, &opts.detectors)?;
-    let unmetered = Unmetered::load(opts, &warm_cache, &loaded)?;
+    let components = Components::load(opts, &warm_cache)?;
     let wanted = |n: &str| if only.is_empty() { native::twin(n).is_some() } else { only.iter().any(|o| o == n) };
     let mut out = Vec::new();
     for &target in &opts.sizes {
@@ -69,9 +67,9 @@ pub fn detectors_only(
         let mut batches = Vec::new();
         read_sources(&set, opts.batch_rows, &mut |b| batches.push(b))?;
         let mut results = Vec::new();
-        for d in loaded.iter().filter(|d| wanted(&d.descriptor.name)) {
+        for d in components.loaded.iter().filter(|d| wanted(&d.descriptor.name)) {
             progress(&format!("{} records: {}, {reps} times", set.records, d.descriptor.name));
-            results.push(detector(&runtime, d, unmetered.twin(d), &set, &batches, reps)?);
+            results.push(components.measure(d, &set, &batches, reps)?);
         }
         out.push((set.records as u64, results));
     }
@@ -94,8 +92,10 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     }
     // The scan measurements use the shipped Rust detectors (those with a
     // native twin); detectors in other languages are measured one by one.
-    // Loading them all also fills the warm cache every later step uses.
-    let shipped = load_all(&Runtime::new(opts.limits.clone())?.with_cache(warm_cache.clone()), &opts.detectors)?;
+    // Loading them all, once for the whole run, also fills the warm cache
+    // every later step uses.
+    let components = Components::load(opts, &warm_cache)?;
+    let shipped = &components.loaded;
     let scan_set = subset(shipped.iter().filter(|d| native::twin(&d.descriptor.name).is_some()))?;
     // The real binary first, one run per size: its peak memory as it reports it.
     let mut memory = Vec::new();
@@ -106,7 +106,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     let long_running = match (&opts.host, sets.first()) {
         (Some(host), Some(set)) => {
             progress(&format!("{} records: resident memory of the long-running mode", set.records));
-            let rust_set = subset(shipped.iter().filter(|d| written_in_rust(&opts.detectors, &d.path)))?;
+            let rust = written_in_rust(&opts.detectors)?;
+            let rust_set =
+                subset(shipped.iter().filter(|d| rust.iter().any(|name| d.path.file_stem() == Some(name.as_ref()))))?;
             long_running(host, &opts.detectors, rust_set.path(), set, &warm_cache)?
         }
         _ => None,
@@ -115,7 +117,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     let startup = startup(opts, &warm_cache)?;
     let mut sizes = Vec::new();
     for (set, mem) in sets.iter().zip(memory) {
-        sizes.push(size(opts, scan_set.path(), &warm_cache, set, mem, progress)?);
+        sizes.push(size(opts, &components, scan_set.path(), &warm_cache, set, mem, progress)?);
     }
     Ok(Report::new(startup, sizes).with_long_running(long_running))
 }
@@ -131,15 +133,14 @@ fn subset<'a>(detectors: impl Iterator<Item = &'a LoadedDetector>) -> Result<tem
     Ok(set)
 }
 
-/// Whether the component's source folder beside it in `detectors` is a Rust
-/// crate (`cost_c.wasm` ← `cost-c/`): the long-running mode's baseline is
-/// these, so that what the comparison shows is what the ports in other
-/// languages add, whatever the number of Rust detectors.
-fn written_in_rust(detectors: &Path, component: &Path) -> bool {
-    component
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .is_some_and(|stem| detectors.join(stem.replace('_', "-")).join("Cargo.toml").is_file())
+/// The components in `detectors` whose source folder beside them is a Rust
+/// crate, by name, as `xtask` reads a detector folder's language: the
+/// long-running mode's baseline is these, so that what the comparison shows
+/// is what the ports in other languages add, whatever the number of Rust
+/// detectors.
+fn written_in_rust(detectors: &Path) -> Result<Vec<String>> {
+    let sources = xtask::guest::detectors_under(detectors)?;
+    Ok(sources.into_iter().filter(|d| d.lang == xtask::guest::Lang::Rust).map(|d| d.name).collect())
 }
 
 /// `run --interval 1` over the smallest data dir, with every shipped
@@ -281,6 +282,7 @@ fn scan_options(opts: &Options, detectors: &Path, set: &DataSet, out: &Path, war
 
 fn size(
     opts: &Options,
+    components: &Components,
     scan_set: &Path,
     warm_cache: &Path,
     set: &DataSet,
@@ -353,18 +355,15 @@ fn size(
     progress(&format!("{label} records: detectors as components and natively"));
     let mut batches = Vec::new();
     read_sources(set, opts.batch_rows, &mut |b| batches.push(b))?;
-    let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
-    let loaded = load_all(&runtime, &opts.detectors)?;
-    let unmetered = Unmetered::load(opts, warm_cache, &loaded)?;
     let mut detectors = Vec::new();
-    for d in &loaded {
+    for d in &components.loaded {
         // A detector in another language has no native twin: its cost per
         // record is what matters, and the sizes up to 200 k records show it
         // (at 1 M records it would add minutes a repetition).
         if native::twin(&d.descriptor.name).is_none() && set.records > 200_000 {
             continue;
         }
-        detectors.push(detector(&runtime, d, unmetered.twin(d), set, &batches, reps)?);
+        detectors.push(components.measure(d, set, &batches, reps)?);
     }
 
     Ok(SizeResult {
@@ -429,6 +428,28 @@ fn ticks(
         "the kept sentinel loaded a component twice"
     );
     Ok((ms(median(&oneshot)), ms(median(&kept))))
+}
+
+/// Every detector in `detectors/`, loaded once a run into the real runtime,
+/// and those with a native twin into an unmetered one beside it.
+struct Components {
+    runtime: Runtime,
+    loaded: Vec<LoadedDetector>,
+    unmetered: Unmetered,
+}
+
+impl Components {
+    fn load(opts: &Options, warm_cache: &Path) -> Result<Self> {
+        let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
+        let loaded = load_all(&runtime, &opts.detectors)?;
+        let unmetered = Unmetered::load(opts, warm_cache, &loaded)?;
+        Ok(Components { runtime, loaded, unmetered })
+    }
+
+    /// `d`'s row of the component-vs-native table, over `batches`.
+    fn measure(&self, d: &LoadedDetector, set: &DataSet, batches: &[Batch], reps: usize) -> Result<DetectorResult> {
+        detector(&self.runtime, d, self.unmetered.twin(d), set, batches, reps)
+    }
 }
 
 /// The detectors with a native twin, loaded again into a runtime without
@@ -579,5 +600,21 @@ fn summarise(
         fire_max_us: us(finishes.iter().copied().max().unwrap_or_default()),
         fire_samples: finishes.len(),
         native_push_p99_us: (!natives.is_empty()).then(|| us(percentile(&native_calls, 99.0))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_long_running_baseline_is_every_detector_written_in_rust_and_no_port() {
+        let rust = written_in_rust(&xtask::guest::repo_root().join("detectors")).unwrap();
+        for name in ["cost", "queue_wait", "retry_loop", "tool_error", "turn_stop", "anomaly_watch"] {
+            assert!(rust.iter().any(|r| r == name), "{name} is written in Rust: {rust:?}");
+        }
+        for port in ["cost_py", "queue_wait_js", "cost_c"] {
+            assert!(!rust.iter().any(|r| r == port), "{port} is a port: {rust:?}");
+        }
     }
 }

@@ -3,9 +3,9 @@
 //! the run checks and produces, never a time: every shipped Rust detector
 //! with a native twin (the scanner's five; the stock sentinels read roles
 //! the benchmark's data has none of) reports as many observations as a
-//! component as its native twin does (`suite::run` fails otherwise), the
-//! second scan of unchanged data takes the fast path, and every ratio and
-//! table is there.
+//! component as its native twin does and as unmetered (`suite::run` fails
+//! otherwise), the second scan of unchanged data takes the fast path, the
+//! full scan's phases fit in it, and every ratio and table is there.
 
 use std::path::PathBuf;
 
@@ -68,6 +68,9 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
     for name in &names {
         let d = size.detectors.iter().find(|d| &d.name == name).unwrap_or_else(|| panic!("{name} measured"));
         assert!(d.ratio.is_some() && d.native_ns_per_record.is_some(), "{name} has a native twin");
+        // Run again without fuel or deadline (the suite fails if it reports
+        // otherwise than the metered component).
+        assert!(d.unmetered_ratio.is_some() && d.unmetered_ns_per_record.is_some_and(|u| u > 0.0), "{name} unmetered");
         assert!(d.records > 0, "{name} got records");
         assert!(r.ratios.contains_key(&format!("{}.{name}.component_over_native", size.records)));
     }
@@ -79,8 +82,14 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
     assert_eq!(cost, ["cost"]);
     assert!(only[0].1[0].ratio.is_some() && only[0].1[0].wall_ratio.is_some());
     assert!(report::detector_lines(&only).contains("| cost |"));
+    // The full scan reported its phases, and they fit in it.
+    let phases = size.phases.expect("the full scan's phases");
+    assert!(phases.read_ms > 0.0 && phases.commit_ms > 0.0, "{phases:?}");
+    assert!(phases.read_ms + phases.decide_ms + phases.commit_ms + phases.export_ms <= size.full_scan_ms, "{phases:?}");
     let tables = r.markdown();
-    for heading in ["### Targets", "### Scan, raw read", "### Detectors", "### Start-up"] {
+    for heading in
+        ["### Targets", "### Scan, raw read", "### Where the full scan's time goes", "### Detectors", "### Start-up"]
+    {
         assert!(tables.contains(heading), "{heading} in the tables");
     }
     let doc = report::splice(&std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap(), &tables);

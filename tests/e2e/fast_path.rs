@@ -27,8 +27,15 @@ fn an_unchanged_data_dir_is_not_read_again_until_something_changes() {
     datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", tool, "boom 1")).unwrap();
     let first = run_at(&s, &data, 10_000, &[]);
     assert!(first["unchangedSince"].is_null());
+    // A full scan says where its time went, within its own elapsed time.
+    let phases: u64 = ["readUs", "decideUs", "commitUs", "exportUs"]
+        .iter()
+        .map(|p| first["phases"][p].as_u64().unwrap_or_else(|| panic!("{p} in {first:#}")))
+        .sum();
+    assert!(phases <= first["elapsedMs"].as_u64().unwrap() * 1000 + 1000, "{first:#}");
     let second = run_at(&s, &data, 11_000, &[]);
     assert_eq!(second["unchangedSince"], 10_000, "{second:#}");
+    assert!(second.get("phases").is_none(), "the fast path has no phases: {second:#}");
     assert_eq!(second["sources"].as_array().unwrap().len(), 0, "no source was read");
     assert_eq!(second["detectors"].as_array().unwrap().len(), 0, "no detector ran");
     // --no-fast-path scans anyway.

@@ -152,11 +152,16 @@ fn encode(groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>, sc
     }
     // Keys are unique, so an unstable sort gives the one order there is.
     live.sort_unstable_by_key(newest_first);
+    write_state(live)
+}
+
+/// The state: its version, then `groups` in the order given, as many as fit
+/// in [`STATE_BUDGET`] (the first that does not fit ends it), after their count.
+fn write_state<'a>(groups: impl IntoIterator<Item = (&'a u128, &'a Pending)>) -> Vec<u8> {
     let mut body = Vec::new();
     let mut n: u32 = 0;
-    for (key, g) in live {
-        let size = GROUP_HEAD_BYTES + 8 * g.seen.len();
-        if body.len() + size > STATE_BUDGET {
+    for (key, g) in groups {
+        if body.len() + GROUP_HEAD_BYTES + 8 * g.seen.len() > STATE_BUDGET {
             break;
         }
         put_group(&mut body, *key, g);
@@ -384,7 +389,7 @@ mod tests {
 
     /// The state as written before `encode` picked the newest groups first:
     /// every live group sorted, then written while it fits (the same
-    /// [`put_group`]: what is compared is which groups, in which order).
+    /// [`write_state`]: what is compared is which groups, in which order).
     fn encode_by_full_sort(
         groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>,
         scan_time: i64,
@@ -392,19 +397,7 @@ mod tests {
         let mut live: Vec<(&u128, &Pending)> =
             groups.iter().filter(|(_, g)| g.last_at >= scan_time.saturating_sub(HORIZON_MS)).collect();
         live.sort_by_key(|(k, g)| (std::cmp::Reverse(g.last_at), **k));
-        let mut body = Vec::new();
-        let mut n: u32 = 0;
-        for (key, g) in live {
-            if body.len() + GROUP_HEAD_BYTES + 8 * g.seen.len() > STATE_BUDGET {
-                break;
-            }
-            put_group(&mut body, *key, g);
-            n += 1;
-        }
-        let mut out = vec![STATE_VERSION];
-        out.extend_from_slice(&n.to_le_bytes());
-        out.extend_from_slice(&body);
-        out
+        write_state(live)
     }
 
     #[test]

@@ -323,7 +323,7 @@ impl Runtime {
 
     /// Refills fuel and restarts the deadline before a call.
     pub(crate) fn arm(&self, store: &mut Store<StoreData>) {
-        if !self.metered {
+        if !self.metered() {
             return;
         }
         // set_fuel only fails when fuel is not enabled, and it is when metered.

@@ -119,10 +119,9 @@ pub struct Runtime {
     linker: Linker<StoreData>,
     limits: Limits,
     cache: Option<cache::ComponentCache>,
+    /// Advances the epoch while the runtime lives; `None` only in the
+    /// benchmark's unmetered runtime, which has no fuel either.
     ticker: Option<Ticker>,
-    /// Fuel and the epoch deadline are on (always, outside the benchmark's
-    /// unmetered runtime).
-    metered: bool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -201,7 +200,7 @@ impl Runtime {
         bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
 
         let ticker = if metered { Some(Ticker::start(&engine)?) } else { None };
-        Ok(Runtime { engine, linker, limits, cache: None, ticker, metered })
+        Ok(Runtime { engine, linker, limits, cache: None, ticker })
     }
 
     /// Keeps compiled components in `dir` (created `0700` when first used).
@@ -212,6 +211,12 @@ impl Runtime {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Fuel and the epoch deadline are on: always, but in the benchmark's
+    /// unmetered runtime (the one without a ticker).
+    fn metered(&self) -> bool {
+        self.ticker.is_some()
     }
 
     /// Epoch ticks that make up the per-call deadline.
