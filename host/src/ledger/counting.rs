@@ -12,6 +12,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::checkpoint::Checkpoint;
 use super::fires::Appender;
 use super::staging::Incoming;
 use super::{Health, Ledger, LedgerError};
@@ -443,10 +444,12 @@ impl Ledger {
         crate::test_hook::pause("commit-export");
         report.total_issues = self.total_issues()?;
         let exporting = std::time::Instant::now();
+        let checkpoint = Checkpoint::start(&self.db_path);
         self.export()?;
         tracing::debug!("issues exported");
         self.export_fires(scan.scan_time)?;
         tracing::debug!("fire log exported");
+        checkpoint.finish();
         self.export_time = exporting.elapsed();
         self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
         Ok(report)

@@ -99,6 +99,9 @@ impl Ledger {
         // touches pages all over the store: a fixed 8 MiB page cache (instead
         // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
         conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
+        // A commit never checkpoints inside itself: the scan's commit does it
+        // beside its exports (`checkpoint`).
+        super::checkpoint::disable_automatic(&conn).map_err(err("cannot set the checkpoint"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
         add_probation_column(&conn).map_err(err("cannot add the probation column"))?;
         for suffix in ["-wal", "-shm"] {
