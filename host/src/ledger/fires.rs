@@ -26,6 +26,8 @@ const INSERT_ROWS: usize = 64;
 /// [`Appender::flush`] writes the rest, and must run before the
 /// transaction commits.
 pub(super) struct Appender {
+    /// Where the entries go: the store's `fires`, or a scan's tally.
+    table: &'static str,
     seq: u64,
     prev: [u8; 32],
     /// Sealed and not yet inserted: `(seq, hash, line)`.
@@ -37,6 +39,12 @@ pub(super) struct Appender {
 impl Appender {
     /// Starts after the last entry in the store.
     pub fn open(conn: &Connection) -> rusqlite::Result<Self> {
+        Self::open_into(conn, "main.fires")
+    }
+
+    /// Starts after the last entry in the store, writing into `table`
+    /// (`seq`, `hash` and `line` columns, as the store's `fires`).
+    pub fn open_into(conn: &Connection, table: &'static str) -> rusqlite::Result<Self> {
         let last: Option<(i64, String)> = conn
             .query_row("SELECT seq, hash FROM fires ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
@@ -44,7 +52,7 @@ impl Appender {
             Some((seq, hash)) => (seq as u64, firelog::unhex32(&hash).unwrap_or([0; 32])),
             None => (0, [0; 32]),
         };
-        Ok(Appender { seq, prev, pending: Vec::with_capacity(INSERT_ROWS), spent: Duration::ZERO })
+        Ok(Appender { table, seq, prev, pending: Vec::with_capacity(INSERT_ROWS), spent: Duration::ZERO })
     }
 
     /// Seals `entry` as the next one and stores it.
@@ -74,7 +82,7 @@ impl Appender {
             return Ok(());
         }
         let rows = vec!["(?, ?, ?)"; self.pending.len()].join(", ");
-        let mut stmt = conn.prepare_cached(&format!("INSERT INTO fires(seq, hash, line) VALUES {rows}"))?;
+        let mut stmt = conn.prepare_cached(&format!("INSERT INTO {}(seq, hash, line) VALUES {rows}", self.table))?;
         let params = self.pending.iter().flat_map(|(seq, hash, line)| {
             [seq as &dyn rusqlite::ToSql, hash as &dyn rusqlite::ToSql, line as &dyn rusqlite::ToSql]
         });
@@ -85,11 +93,6 @@ impl Appender {
 
     pub fn count(&self) -> u64 {
         self.seq
-    }
-
-    /// The last entry's sequence number and hash (zeros before the first).
-    pub fn position(&self) -> (u64, [u8; 32]) {
-        (self.seq, self.prev)
     }
 }
 

@@ -110,63 +110,29 @@ impl Ledger {
     /// Stages observations of the scan in flight for its commit, so they
     /// need not be held in memory, and tallies them when the scan counts as
     /// it goes ([`Ledger::begin_scan`]). Nothing reaches the store until
-    /// [`Ledger::commit`]; the staging dies with the connection.
+    /// [`Ledger::commit`]; the staging dies with the connection. One
+    /// transaction of its own: a caller that stages many times in a row
+    /// uses a [`StagingRun`].
     pub fn stage<'o>(&mut self, observations: impl IntoIterator<Item = ObservationRef<'o>>) -> Result<(), LedgerError> {
         let mut observations = observations.into_iter().peekable();
         if observations.peek().is_none() {
             return Ok(());
         }
-        let path = self.db_path.clone();
-        let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot stage observations", source };
+        let mut run = self.staging_run()?;
+        run.stage(observations)?;
+        run.finish()
+    }
+
+    /// Starts a run of staging calls in one transaction (the scan's staging
+    /// thread holds one while records flow), so that each call does not
+    /// write the temporary tables' pages out again.
+    pub fn staging_run(&mut self) -> Result<StagingRun<'_>, LedgerError> {
         if !self.staging {
-            self.conn.execute_batch(STAGING).map_err(&e)?;
+            self.conn.execute_batch(STAGING).map_err(self.err("cannot stage observations"))?;
             self.staging = true;
         }
-        let tx = self.conn.transaction().map_err(&e)?;
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO temp.staged(detector, kind, sig, occ, title, origin, severity, tool, bot_id, thread_id,
-                                             turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version,
-                                             probation)
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-                )
-                .map_err(&e)?;
-            for o in observations {
-                let (sig, occ) =
-                    (issue_sig(o.kind, o.grouping_version, o.signature), occurrence_key(o.kind, o.occurrence));
-                stmt.execute(params![
-                    o.detector,
-                    o.kind,
-                    sig,
-                    occ,
-                    o.title,
-                    o.origin.as_str(),
-                    o.severity.as_str(),
-                    o.tool,
-                    o.bot_id,
-                    o.thread_id,
-                    o.turn_id,
-                    o.at,
-                    o.evidence_source,
-                    o.evidence_id,
-                    o.wasted_turns,
-                    o.grouping_version,
-                    o.probation
-                ])
-                .map_err(&e)?;
-                if let Some(tally) = &mut self.tally {
-                    let incoming = Incoming::of(o, sig, occ);
-                    if tally.can_count(&incoming) {
-                        tally.count(&tx, incoming).map_err(&e)?;
-                    } else {
-                        // The commit moves a count floor first: it counts.
-                        self.tally = None;
-                    }
-                }
-            }
-        }
-        tx.commit().map_err(&e)
+        self.conn.execute_batch("BEGIN").map_err(self.err("cannot stage observations"))?;
+        Ok(StagingRun { ledger: self, open: true })
     }
     /// Drops everything staged: what a scan that stopped before its commit
     /// left (a scan starts with this, so it never counts another's).
@@ -193,5 +159,86 @@ impl Ledger {
             self.tally = None;
         }
         Ok(())
+    }
+}
+
+/// Staging calls in one transaction of the ledger's connection, which only
+/// temporary tables are written in: [`StagingRun::finish`] commits it, and
+/// dropping an unfinished run rolls it back (the scan it served failed, and
+/// the next one starts by clearing the staging anyway).
+pub struct StagingRun<'l> {
+    ledger: &'l mut Ledger,
+    open: bool,
+}
+
+impl StagingRun<'_> {
+    /// Stages observations, as [`Ledger::stage`] does, in this run's transaction.
+    pub fn stage<'o>(&mut self, observations: impl IntoIterator<Item = ObservationRef<'o>>) -> Result<(), LedgerError> {
+        let ledger = &mut *self.ledger;
+        let path = ledger.db_path.clone();
+        let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot stage observations", source };
+        let mut stmt = ledger
+            .conn
+            .prepare_cached(
+                "INSERT INTO temp.staged(detector, kind, sig, occ, title, origin, severity, tool, bot_id, thread_id,
+                                         turn_id, at, evidence_source, evidence_id, wasted_turns, grouping_version,
+                                         probation)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )
+            .map_err(&e)?;
+        for o in observations {
+            let (sig, occ) = (issue_sig(o.kind, o.grouping_version, o.signature), occurrence_key(o.kind, o.occurrence));
+            stmt.execute(params![
+                o.detector,
+                o.kind,
+                sig,
+                occ,
+                o.title,
+                o.origin.as_str(),
+                o.severity.as_str(),
+                o.tool,
+                o.bot_id,
+                o.thread_id,
+                o.turn_id,
+                o.at,
+                o.evidence_source,
+                o.evidence_id,
+                o.wasted_turns,
+                o.grouping_version,
+                o.probation
+            ])
+            .map_err(&e)?;
+            if let Some(tally) = &mut ledger.tally {
+                let incoming = Incoming::of(o, sig, occ);
+                if tally.can_count(&incoming) {
+                    tally.count(&ledger.conn, incoming).map_err(&e)?;
+                } else {
+                    // The commit moves a count floor first: it counts.
+                    ledger.tally = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops what `detector` staged, as [`Ledger::unstage`] does, in this run's transaction.
+    pub fn unstage(&mut self, detector: &str) -> Result<(), LedgerError> {
+        self.ledger.unstage(detector)
+    }
+
+    /// Commits the run.
+    pub fn finish(mut self) -> Result<(), LedgerError> {
+        self.open = false;
+        self.ledger.conn.execute_batch("COMMIT").map_err(self.ledger.err("cannot stage observations"))
+    }
+}
+
+impl Drop for StagingRun<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Nothing of the store is written in a run: a failed rollback
+            // leaves only temporary rows, which the next scan clears.
+            let _ = self.ledger.conn.execute_batch("ROLLBACK");
+        }
     }
 }

@@ -14,11 +14,12 @@
 //! the commit counts the staged observations itself, as it always did.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{Connection, params};
 
 use super::counting::{Counts, Sums, count_one, occurrence_fire, read_floors, stored_issue};
+use super::fires::Appender;
 use super::staging::Incoming;
 use super::{Ledger, LedgerError};
 
@@ -42,15 +43,9 @@ pub(super) struct Tally {
     /// The newest grouping rules among each kind's stored issues.
     stored_rules: HashMap<String, u32>,
     sums: Sums,
-    chain: Chain,
+    /// The fire log's chain as the tally extends it, into `temp.tally_fires`.
+    fires: Appender,
     fires_before: u64,
-}
-
-/// The fire log's chain as the tally extends it.
-struct Chain {
-    seq: u64,
-    prev: [u8; 32],
-    spent: Duration,
 }
 
 impl std::fmt::Debug for Tally {
@@ -58,7 +53,7 @@ impl std::fmt::Debug for Tally {
         f.debug_struct("Tally")
             .field("scan_time", &self.scan_time)
             .field("counted", &self.sums.report.counted)
-            .field("fires", &(self.chain.seq - self.fires_before))
+            .field("fires", &(self.fires.count() - self.fires_before))
             .finish_non_exhaustive()
     }
 }
@@ -75,7 +70,7 @@ impl Tally {
 
     /// Time spent sealing fires.
     pub(super) fn spent(&self) -> Duration {
-        self.chain.spent
+        self.fires.spent
     }
 
     /// False when `o` would make the commit move its kind's count floor.
@@ -85,13 +80,14 @@ impl Tally {
 
     /// Counts one staged observation.
     pub(super) fn count(&mut self, conn: &Connection, o: Incoming) -> rusqlite::Result<()> {
-        let mut c = Temporary { conn, chain: &mut self.chain, scan_time: self.scan_time, versions: &self.versions };
+        let mut c = Temporary { conn, fires: &mut self.fires, scan_time: self.scan_time, versions: &self.versions };
         count_one(&mut c, &self.floors, &mut self.sums, o)
     }
 
     /// Moves the tally into the store, in the commit's transaction; returns
     /// its sums.
-    pub(super) fn into_store(self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<Sums> {
+    pub(super) fn into_store(mut self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<Sums> {
+        self.fires.flush(tx)?;
         tx.execute_batch(
             "INSERT INTO main.occurrences(key) SELECT key FROM temp.tally_occurrences;
              INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_turns;
@@ -107,33 +103,33 @@ impl Tally {
 /// Counting into the tally's temporary tables: the store is only read.
 struct Temporary<'a> {
     conn: &'a Connection,
-    chain: &'a mut Chain,
+    fires: &'a mut Appender,
     scan_time: i64,
     versions: &'a BTreeMap<String, String>,
 }
 
 impl Counts for Temporary<'_> {
     fn first_occurrence(&mut self, key: &str) -> rusqlite::Result<bool> {
-        if self.conn.prepare_cached("SELECT 1 FROM main.occurrences WHERE key = ?1")?.exists([key])? {
-            return Ok(false);
-        }
-        Ok(self.conn.prepare_cached("INSERT OR IGNORE INTO temp.tally_occurrences(key) VALUES(?1)")?.execute([key])?
-            == 1)
+        // One statement: counted before when the store has it, or this scan.
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO temp.tally_occurrences(key)
+                 SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM main.occurrences WHERE key = ?1)",
+            )?
+            .execute([key])?;
+        Ok(inserted == 1)
     }
 
     fn first_turn(&mut self, sig: &str, turn: &str) -> rusqlite::Result<bool> {
-        if self
+        let inserted = self
             .conn
-            .prepare_cached("SELECT 1 FROM main.issue_turns WHERE sig = ?1 AND turn_id = ?2")?
-            .exists(params![sig, turn])?
-        {
-            return Ok(false);
-        }
-        Ok(self
-            .conn
-            .prepare_cached("INSERT OR IGNORE INTO temp.tally_turns(sig, turn_id) VALUES(?1, ?2)")?
-            .execute(params![sig, turn])?
-            == 1)
+            .prepare_cached(
+                "INSERT OR IGNORE INTO temp.tally_turns(sig, turn_id)
+                 SELECT ?1, ?2 WHERE NOT EXISTS (SELECT 1 FROM main.issue_turns WHERE sig = ?1 AND turn_id = ?2)",
+            )?
+            .execute(params![sig, turn])?;
+        Ok(inserted == 1)
     }
 
     fn stored_issue(&mut self, sig: &str) -> rusqlite::Result<Option<(i64, String)>> {
@@ -141,15 +137,7 @@ impl Counts for Temporary<'_> {
     }
 
     fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()> {
-        let t = Instant::now();
-        self.chain.seq += 1;
-        let (hash, line) = occurrence_fire(o, self.scan_time, self.versions).seal(self.chain.seq, &self.chain.prev);
-        self.chain.prev = hash;
-        self.conn
-            .prepare_cached("INSERT INTO temp.tally_fires(seq, hash, line) VALUES(?1, ?2, ?3)")?
-            .execute(params![self.chain.seq as i64, crate::hex(&hash), line])?;
-        self.chain.spent += t.elapsed();
-        Ok(())
+        self.fires.append(self.conn, occurrence_fire(o, self.scan_time, self.versions))
     }
 }
 
@@ -172,15 +160,15 @@ impl Ledger {
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(&e)?;
             rows.collect::<Result<HashMap<String, u32>, _>>().map_err(&e)?
         };
-        let last = super::fires::Appender::open(&self.conn).map_err(&e)?;
-        let (seq, prev) = last.position();
+        let fires = Appender::open_into(&self.conn, "temp.tally_fires").map_err(&e)?;
+        let seq = fires.count();
         self.tally = Some(Tally {
             scan_time,
             versions,
             floors,
             stored_rules,
             sums: Sums::default(),
-            chain: Chain { seq, prev, spent: Duration::ZERO },
+            fires,
             fires_before: seq,
         });
         Ok(())

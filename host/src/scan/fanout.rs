@@ -50,13 +50,15 @@ impl Stager {
     pub fn spawn<'s, 'e: 's>(scope: &'s Scope<'s, 'e>, ledger: &'e mut Ledger) -> (Stager, Staging<'s>) {
         let (tx, rx) = sync_channel::<Staged>(IN_FLIGHT);
         let handle = scope.spawn(move || {
+            // One transaction while records flow: the temporary tables'
+            // pages are written out once, not after every call.
+            let mut staging = ledger.staging_run()?;
             let mut run: Vec<Observations> = Vec::new();
             let mut next = rx.recv().ok();
             while let Some(message) = next.take() {
                 match message {
                     Staged::Observations(o) => {
-                        // Whatever else is already waiting goes into the same
-                        // staging transaction.
+                        // Whatever else is already waiting is staged at once.
                         run.push(o);
                         while let Ok(more) = rx.try_recv() {
                             match more {
@@ -67,16 +69,16 @@ impl Stager {
                                 }
                             }
                         }
-                        ledger.stage(run.iter().flat_map(Observations::iter))?;
+                        staging.stage(run.iter().flat_map(Observations::iter))?;
                         run.clear();
                     }
-                    Staged::Drop(detector) => ledger.unstage(&detector)?,
+                    Staged::Drop(detector) => staging.unstage(&detector)?,
                 }
                 if next.is_none() {
                     next = rx.recv().ok();
                 }
             }
-            Ok(())
+            staging.finish()
         });
         (Stager { tx }, handle)
     }
