@@ -270,6 +270,43 @@ mod tests {
     }
 
     #[test]
+    fn a_staging_run_counts_what_separate_stages_count() {
+        let calls = [
+            vec![with_detector(obs("m1", "s", "t1", 10), "good"), with_detector(obs("m2", "bad", "t1", 11), "gone")],
+            vec![with_detector(obs("m3", "s", "t2", 12), "good"), with_detector(obs("m1", "s", "t1", 10), "other")],
+        ];
+        let (one, each) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (mut a, mut b) = (Ledger::open(one.path()).unwrap(), Ledger::open(each.path()).unwrap());
+        a.begin_scan(0, BTreeMap::new()).unwrap();
+        b.begin_scan(0, BTreeMap::new()).unwrap();
+        let mut run = a.staging_run().unwrap();
+        for call in &calls {
+            run.stage(call.iter().map(Observation::view)).unwrap();
+            b.stage(call.iter().map(Observation::view)).unwrap();
+        }
+        run.unstage("gone").unwrap();
+        b.unstage("gone").unwrap();
+        run.finish().unwrap();
+        assert_eq!(a.commit(ScanCommit::default()).unwrap(), b.commit(ScanCommit::default()).unwrap());
+        assert_eq!(std::fs::read(a.issues_path()).unwrap(), std::fs::read(b.issues_path()).unwrap());
+        assert_eq!(a.issues().unwrap()[0].count, 2, "m1 once, m3; gone's m2 dropped");
+    }
+
+    #[test]
+    fn an_unfinished_staging_run_leaves_nothing_and_the_ledger_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        {
+            let mut run = l.staging_run().unwrap();
+            run.stage([obs("m1", "s", "t1", 10).view()]).unwrap();
+            // Dropped without finish: the scan it served failed.
+        }
+        l.stage([obs("m2", "s", "t1", 20).view()]).unwrap();
+        let r = l.commit(ScanCommit::default()).unwrap();
+        assert_eq!(r.counted, 1, "only what was staged after the dropped run");
+    }
+
+    #[test]
     fn one_occurrence_reported_by_two_detectors_is_counted_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();

@@ -8,7 +8,9 @@
 //! ([`super::tally`]) counts each observation as it is staged, into
 //! temporary tables too, and a dropped part abandons the tally so that the
 //! commit counts what is left. The staging dies with the connection, so a
-//! crash leaves nothing of it.
+//! crash leaves nothing of it. A caller that stages many times in a row (the
+//! scan's staging thread) does it in one [`StagingRun`]: one transaction of
+//! temporary tables, instead of one per call.
 
 use rusqlite::params;
 

@@ -162,15 +162,8 @@ impl Ledger {
         };
         let fires = Appender::open_into(&self.conn, "temp.tally_fires").map_err(&e)?;
         let seq = fires.count();
-        self.tally = Some(Tally {
-            scan_time,
-            versions,
-            floors,
-            stored_rules,
-            sums: Sums::default(),
-            fires,
-            fires_before: seq,
-        });
+        self.tally =
+            Some(Tally { scan_time, versions, floors, stored_rules, sums: Sums::default(), fires, fires_before: seq });
         Ok(())
     }
 }
