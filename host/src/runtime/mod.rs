@@ -96,10 +96,12 @@ const TICK: Duration = Duration::from_millis(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    #[error("cannot configure the wasm engine: {0}")]
-    Engine(String),
-    #[error("cannot link the host interfaces: {0}")]
-    Link(String),
+    #[error("cannot configure the wasm engine")]
+    Engine(#[source] wasmtime::Error),
+    #[error("cannot start the epoch ticker")]
+    Ticker(#[source] std::io::Error),
+    #[error("cannot link the host interfaces")]
+    Link(#[source] wasmtime::Error),
     #[error("cannot read the detectors directory {path}")]
     DetectorsDir {
         path: std::path::PathBuf,
@@ -150,7 +152,7 @@ impl Ticker {
                         engine.increment_epoch();
                     }
                 })
-                .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch ticker: {e}")))?
+                .map_err(RuntimeError::Ticker)?
         };
         Ok(Ticker { stop, thread: Some(thread) })
     }
@@ -192,12 +194,12 @@ impl Runtime {
         if std::env::var_os(PERFMAP_VAR).is_some_and(|v| v == "1") {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
-        let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let engine = Engine::new(&config).map_err(RuntimeError::Engine)?;
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-        sandbox::link_virtual_sleep(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-        bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(RuntimeError::Link)?;
+        sandbox::link_virtual_sleep(&mut linker).map_err(RuntimeError::Link)?;
+        bindings::add_to_linker(&mut linker).map_err(RuntimeError::Link)?;
 
         let ticker = if metered { Some(Ticker::start(&engine)?) } else { None };
         Ok(Runtime { engine, linker, limits, cache: None, ticker })
