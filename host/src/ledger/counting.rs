@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use super::checkpoint::Checkpoint;
 use super::fires::Appender;
 use super::staging::Incoming;
+use super::tally::Tally;
 use super::{Health, Ledger, LedgerError};
 use crate::firelog::{FireEntry, FireEntryRef, FireType};
 use crate::observation::{Observation, Severity};
@@ -334,65 +335,142 @@ pub(super) fn read_floors(conn: &rusqlite::Connection) -> rusqlite::Result<HashM
 impl Ledger {
     /// Commits one scan in one transaction, then exports `issues.jsonl`.
     pub fn commit(&mut self, scan: ScanCommit<'_>) -> Result<CommitReport, LedgerError> {
-        let path = self.db_path.clone();
-        let e = |action: &'static str| {
-            let path = path.clone();
-            move |source| LedgerError::Store { path, action, source }
-        };
         // Observations passed here are staged like the scan's own: one way in
         // to the counts.
         self.stage(scan.observations.iter().map(Observation::view))?;
         tracing::debug!("ledger commit begin");
         let tally = self.tally.take().filter(|t| t.matches(scan.scan_time, &scan.versions));
-        self.fire_append_time = std::time::Duration::ZERO;
-        let tx = self.conn.transaction().map_err(e("cannot begin the scan transaction"))?;
-        let fires_before;
-        let mut sums = Sums::default();
-        let mut tallied = std::time::Duration::ZERO;
-        if let Some(tally) = tally {
+        let tx = ScanTx::begin(&mut self.conn, &self.db_path)?;
+        let counted = match tally {
             // Counted while records flowed: moved into the store as it is.
-            fires_before = tally.fires_before();
-            tallied = tally.spent();
-            sums = tally.into_store(&tx).map_err(e("cannot count"))?;
-        } else {
-            if self.staging {
-                floor_kinds_with_new_rules(&tx).map_err(e("cannot set the count floor"))?;
-            }
-            let floors = read_floors(&tx).map_err(e("cannot read the count floor"))?;
-            let mut appender = Appender::open(&tx).map_err(e("cannot read the fire log"))?;
-            fires_before = appender.count();
-            if self.staging {
-                let mut stmt = tx
-                    .prepare(
-                        "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
-                                evidence_source, evidence_id, wasted_turns, grouping_version, detector, probation
-                         FROM temp.staged ORDER BY seq",
-                    )
-                    .map_err(e("cannot read staged observations"))?;
-                let mut rows = stmt.query([]).map_err(e("cannot read staged observations"))?;
-                let mut direct =
-                    Direct { tx: &tx, appender: &mut appender, scan_time: scan.scan_time, versions: &scan.versions };
-                while let Some(r) = rows.next().map_err(e("cannot read staged observations"))? {
-                    let incoming = Incoming::from_row(r).map_err(e("cannot read staged observations"))?;
-                    count_one(&mut direct, &floors, &mut sums, incoming).map_err(e("cannot count"))?;
-                }
-            }
-            appender.flush(&tx).map_err(e("cannot append to the fire log"))?;
-            self.fire_append_time = appender.spent;
-        }
+            Some(tally) => tx.move_tally(tally)?,
+            None => tx.count_staged(self.staging, &scan)?,
+        };
         if self.staging {
-            tx.execute("DELETE FROM temp.staged", []).map_err(e("cannot clear staged observations"))?;
+            tx.run("DELETE FROM temp.staged", "cannot clear staged observations")?;
         }
-        let (mut report, issues) = (sums.report, sums.issues);
-        for (sig, d) in &issues {
-            d.write(&tx, sig).map_err(e("cannot write an issue"))?;
+        let mut report = counted.sums.report;
+        tx.write_issues(&counted.sums.issues)?;
+        tx.write_bookkeeping(&scan)?;
+        let (fires, health_spent) = tx.append_health(&scan)?;
+        report.fires = fires - counted.fires_before;
+        self.fire_append_time = counted.appended + health_spent;
+        crate::test_hook::pause("commit-transaction");
+        tx.commit()?;
+        tracing::debug!(counted = report.counted, "ledger commit done");
+        crate::test_hook::pause("commit-export");
+        report.total_issues = self.total_issues()?;
+        self.export_committed(scan.scan_time)?;
+        Ok(report)
+    }
+
+    /// The exports after a commit (`issues.jsonl`, the fire log's segments
+    /// and head), with the store's checkpoint beside them.
+    fn export_committed(&mut self, scan_time: i64) -> Result<(), LedgerError> {
+        let exporting = std::time::Instant::now();
+        let checkpoint = Checkpoint::start(&self.db_path);
+        self.export()?;
+        tracing::debug!("issues exported");
+        self.export_fires(scan_time)?;
+        tracing::debug!("fire log exported");
+        checkpoint.finish();
+        self.export_time = exporting.elapsed();
+        self.conn
+            .execute("DELETE FROM meta WHERE key = 'export_pending'", [])
+            .map_err(self.err("cannot mark the export"))?;
+        Ok(())
+    }
+}
+
+/// A scan's transaction, and the store's path its errors name.
+struct ScanTx<'t> {
+    tx: rusqlite::Transaction<'t>,
+    path: &'t std::path::Path,
+}
+
+/// What counting left for the rest of the commit.
+struct Counted {
+    sums: Sums,
+    /// The fire log's length before this scan.
+    fires_before: u64,
+    /// Time spent sealing and appending the occurrences' fires.
+    appended: std::time::Duration,
+}
+
+impl<'t> ScanTx<'t> {
+    fn begin(conn: &'t mut rusqlite::Connection, path: &'t std::path::Path) -> Result<Self, LedgerError> {
+        let tx = conn.transaction().map_err(|source| LedgerError::Store {
+            path: path.to_owned(),
+            action: "cannot begin the scan transaction",
+            source,
+        })?;
+        Ok(ScanTx { tx, path })
+    }
+
+    fn e(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError + '_ {
+        move |source| LedgerError::Store { path: self.path.to_owned(), action, source }
+    }
+
+    fn run(&self, sql: &str, action: &'static str) -> Result<(), LedgerError> {
+        self.tx.execute(sql, []).map(drop).map_err(self.e(action))
+    }
+
+    /// Moves a scan's tally into the store.
+    fn move_tally(&self, tally: Tally) -> Result<Counted, LedgerError> {
+        let (fires_before, appended) = (tally.fires_before(), tally.spent());
+        let sums = tally.into_store(&self.tx).map_err(self.e("cannot count"))?;
+        Ok(Counted { sums, fires_before, appended })
+    }
+
+    /// Counts the staged observations (`staged`: there are any) in the
+    /// order they were staged.
+    fn count_staged(&self, staged: bool, scan: &ScanCommit<'_>) -> Result<Counted, LedgerError> {
+        let tx = &self.tx;
+        if staged {
+            floor_kinds_with_new_rules(tx).map_err(self.e("cannot set the count floor"))?;
         }
+        let floors = read_floors(tx).map_err(self.e("cannot read the count floor"))?;
+        let mut appender = Appender::open(tx).map_err(self.e("cannot read the fire log"))?;
+        let fires_before = appender.count();
+        let mut sums = Sums::default();
+        if staged {
+            let read = "cannot read staged observations";
+            let mut stmt = tx
+                .prepare(
+                    "SELECT kind, sig, occ, title, origin, severity, tool, bot_id, thread_id, turn_id, at,
+                            evidence_source, evidence_id, wasted_turns, grouping_version, detector, probation
+                     FROM temp.staged ORDER BY seq",
+                )
+                .map_err(self.e(read))?;
+            let mut rows = stmt.query([]).map_err(self.e(read))?;
+            let mut direct =
+                Direct { tx, appender: &mut appender, scan_time: scan.scan_time, versions: &scan.versions };
+            while let Some(r) = rows.next().map_err(self.e(read))? {
+                let incoming = Incoming::from_row(r).map_err(self.e(read))?;
+                count_one(&mut direct, &floors, &mut sums, incoming).map_err(self.e("cannot count"))?;
+            }
+        }
+        appender.flush(tx).map_err(self.e("cannot append to the fire log"))?;
+        Ok(Counted { sums, fires_before, appended: appender.spent })
+    }
+
+    fn write_issues(&self, issues: &HashMap<String, IssueDelta>) -> Result<(), LedgerError> {
+        for (sig, d) in issues {
+            d.write(&self.tx, sig).map_err(self.e("cannot write an issue"))?;
+        }
+        Ok(())
+    }
+
+    /// Each source's latest end, each detector's positions and state, the
+    /// scan's own keys, and the mark that the exports are still to write.
+    fn write_bookkeeping(&self, scan: &ScanCommit<'_>) -> Result<(), LedgerError> {
+        let tx = &self.tx;
         for (source, value) in &scan.cursors {
             tx.execute(
                 "INSERT INTO cursors(source, value) VALUES(?1, ?2) ON CONFLICT(source) DO UPDATE SET value = excluded.value",
                 params![source, value],
             )
-            .map_err(e("cannot store a cursor"))?;
+            .map_err(self.e("cannot store a cursor"))?;
         }
         for ((detector, source), value) in &scan.positions {
             tx.prepare_cached(
@@ -400,7 +478,7 @@ impl Ledger {
                  ON CONFLICT(detector, source) DO UPDATE SET value = excluded.value",
             )
             .and_then(|mut s| s.execute(params![detector, source, value]))
-            .map_err(e("cannot store a position"))?;
+            .map_err(self.e("cannot store a position"))?;
         }
         for (key, value) in &scan.meta {
             match value {
@@ -410,49 +488,45 @@ impl Ledger {
                 ),
                 None => tx.execute("DELETE FROM meta WHERE key = ?1", [key]),
             }
-            .map_err(e("cannot store scan bookkeeping"))?;
+            .map_err(self.e("cannot store scan bookkeeping"))?;
         }
         // Cleared once issues.jsonl is written: a crash in between is seen
         // by the next run, which writes it again.
-        tx.execute(
+        self.run(
             "INSERT INTO meta(key, value) VALUES('export_pending', '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
-            [],
-        )
-        .map_err(e("cannot mark the export"))?;
+            "cannot mark the export",
+        )?;
         for (detector, state) in &scan.states {
             tx.execute(
                 "INSERT INTO detector_state(detector, state) VALUES(?1, ?2)
                  ON CONFLICT(detector) DO UPDATE SET state = excluded.state",
                 params![detector, state],
             )
-            .map_err(e("cannot store a detector state"))?;
+            .map_err(self.e("cannot store a detector state"))?;
         }
-        let mut appender = Appender::open(&tx).map_err(e("cannot read the fire log"))?;
+        Ok(())
+    }
+
+    /// Each detector's health, with the fire of a quarantine this scan
+    /// started; returns the fire log's length after it and the time spent.
+    fn append_health(&self, scan: &ScanCommit<'_>) -> Result<(u64, std::time::Duration), LedgerError> {
+        let tx = &self.tx;
+        let mut appender = Appender::open(tx).map_err(self.e("cannot read the fire log"))?;
         for h in &scan.health {
-            let before = super::store::read_one_health(&tx, &h.detector).map_err(e("cannot read detector health"))?;
-            if let Some(entry) = quarantine_fire(before.as_ref(), h, &scan) {
-                appender.append(&tx, entry.view()).map_err(e("cannot append to the fire log"))?;
+            let before =
+                super::store::read_one_health(tx, &h.detector).map_err(self.e("cannot read detector health"))?;
+            if let Some(entry) = quarantine_fire(before.as_ref(), h, scan) {
+                appender.append(tx, entry.view()).map_err(self.e("cannot append to the fire log"))?;
             }
-            super::store::write_health(&tx, h).map_err(e("cannot store detector health"))?;
+            super::store::write_health(tx, h).map_err(self.e("cannot store detector health"))?;
         }
-        appender.flush(&tx).map_err(e("cannot append to the fire log"))?;
-        report.fires = appender.count() - fires_before;
-        self.fire_append_time += appender.spent + tallied;
-        crate::test_hook::pause("commit-transaction");
-        tx.commit().map_err(e("cannot commit the scan"))?;
-        tracing::debug!(counted = report.counted, "ledger commit done");
-        crate::test_hook::pause("commit-export");
-        report.total_issues = self.total_issues()?;
-        let exporting = std::time::Instant::now();
-        let checkpoint = Checkpoint::start(&self.db_path);
-        self.export()?;
-        tracing::debug!("issues exported");
-        self.export_fires(scan.scan_time)?;
-        tracing::debug!("fire log exported");
-        checkpoint.finish();
-        self.export_time = exporting.elapsed();
-        self.conn.execute("DELETE FROM meta WHERE key = 'export_pending'", []).map_err(e("cannot mark the export"))?;
-        Ok(report)
+        appender.flush(tx).map_err(self.e("cannot append to the fire log"))?;
+        Ok((appender.count(), appender.spent))
+    }
+
+    fn commit(self) -> Result<(), LedgerError> {
+        let path = self.path.to_owned();
+        self.tx.commit().map_err(|source| LedgerError::Store { path, action: "cannot commit the scan", source })
     }
 }
 
