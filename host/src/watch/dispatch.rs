@@ -229,11 +229,13 @@ fn run_command(argv: &[String], d: &Delivery<'_>, body: &[u8]) -> Result<(), Str
 
 /// One line per fire no attempt delivered: the delivery and the last error.
 fn dead_letter(out: &Path, d: &Delivery<'_>, error: &str) {
-    let line = serde_json::json!({ "deadAt": super::reads::now_ms(), "error": error, "delivery": d });
+    // One write of the whole line: `writeln!` on a file writes a formatted
+    // value piece by piece, and a reader tailing the file saw half a line.
+    let line = format!("{}\n", serde_json::json!({ "deadAt": super::reads::now_ms(), "error": error, "delivery": d }));
     let path = out.join(DEAD_LETTER_FILE);
     let appended = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| {
         crate::private_fs::restrict(&path);
-        writeln!(f, "{line}")?;
+        f.write_all(line.as_bytes())?;
         f.sync_data()
     });
     match appended {
