@@ -45,9 +45,9 @@ const COLUMNS: &[Column] = &[
 ///
 /// The subquery is ordered and has an `OFFSET`, so SQLite keeps it as an
 /// ordered co-routine instead of flattening it: `d`'s `json_valid` then runs
-/// once a row, not once for each of the nine uses of `d` (this query took a
-/// fifth to a third less time at 1 M records), and each page still stops at
-/// its limit without sorting the rest of the window.
+/// once a row, not once for each of the nine uses of `d`, and each page still
+/// stops at its limit without sorting the rest of the window (the plan is
+/// tested; the time saved is measured by hand only, `docs/benchmarks.md`).
 const QUERY: &str = "
 SELECT id, thread_id, at,
        json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
