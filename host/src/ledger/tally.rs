@@ -1,11 +1,12 @@
 //! The tally: a scan's counting done while its records still flow, so that
 //! the commit after the last batch only moves it into the store.
 //!
-//! It owns the scan's temporary count (temporary tables of the ledger's
-//! connection, like the staging, never the store): the occurrence keys and
-//! wasted turns first seen in this scan, the fire log entries sealed in
-//! order after the store's last one, and the issues' deltas in memory,
-//! counted by [`super::counting`]'s own rule as each observation is staged.
+//! It owns the scan's temporary count, never the store: the occurrence keys
+//! first seen in this scan (in memory, 16 bytes a key), the wasted turns
+//! first seen (a temporary table of the ledger's connection, like the
+//! staging), the fire log entries sealed in order after the store's last one
+//! (another), and the issues' deltas in memory, counted by
+//! [`super::counting`]'s own rule as each observation is staged.
 //! It never writes the store before the commit, and it never guesses: when
 //! the commit's count could differ from what was tallied, because a
 //! detector failed and its part is dropped ([`Ledger::unstage`]) or an
@@ -13,7 +14,7 @@
 //! (the commit would move a count floor first), the tally is abandoned and
 //! the commit counts the staged observations itself, as it always did.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
@@ -26,11 +27,9 @@ use super::{Ledger, LedgerError};
 const TALLY: &str = "
 PRAGMA temp_store = FILE;
 PRAGMA temp.journal_mode = MEMORY;
-CREATE TEMP TABLE IF NOT EXISTS tally_occurrences(key TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TEMP TABLE IF NOT EXISTS tally_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TEMP TABLE IF NOT EXISTS tally_fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL);
-DELETE FROM temp.tally_occurrences;
 DELETE FROM temp.tally_turns;
 DELETE FROM temp.tally_fires;
 ";
@@ -43,6 +42,11 @@ pub(super) struct Tally {
     /// The newest grouping rules among each kind's stored issues.
     stored_rules: HashMap<String, u32>,
     sums: Sums,
+    /// The occurrence keys first counted this scan, as the 128 bits their 32
+    /// hex digits spell. In memory (about 4.5 MB at 173 k keys): in a
+    /// temporary table's index each key cost a page read and write of a
+    /// file bigger than its cache, a third of the staging thread's time.
+    occurrences: HashSet<u128>,
     /// The fire log's chain as the tally extends it, into `temp.tally_fires`.
     fires: Appender,
     fires_before: u64,
@@ -80,7 +84,13 @@ impl Tally {
 
     /// Counts one staged observation.
     pub(super) fn count(&mut self, conn: &Connection, o: Incoming) -> rusqlite::Result<()> {
-        let mut c = Temporary { conn, fires: &mut self.fires, scan_time: self.scan_time, versions: &self.versions };
+        let mut c = Temporary {
+            conn,
+            occurrences: &mut self.occurrences,
+            fires: &mut self.fires,
+            scan_time: self.scan_time,
+            versions: &self.versions,
+        };
         count_one(&mut c, &self.floors, &mut self.sums, o)
     }
 
@@ -88,11 +98,16 @@ impl Tally {
     /// its sums.
     pub(super) fn into_store(mut self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<Sums> {
         self.fires.flush(tx)?;
+        // In key order, as the store's index keeps them.
+        let mut keys: Vec<u128> = self.occurrences.drain().collect();
+        keys.sort_unstable();
+        let mut insert = tx.prepare_cached("INSERT INTO main.occurrences(key) VALUES(?1)")?;
+        for key in keys {
+            insert.execute([format!("{key:032x}")])?;
+        }
         tx.execute_batch(
-            "INSERT INTO main.occurrences(key) SELECT key FROM temp.tally_occurrences;
-             INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_turns;
+            "INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_turns;
              INSERT INTO main.fires(seq, hash, line) SELECT seq, hash, line FROM temp.tally_fires ORDER BY seq;
-             DELETE FROM temp.tally_occurrences;
              DELETE FROM temp.tally_turns;
              DELETE FROM temp.tally_fires;",
         )?;
@@ -103,6 +118,7 @@ impl Tally {
 /// Counting into the tally's temporary tables: the store is only read.
 struct Temporary<'a> {
     conn: &'a Connection,
+    occurrences: &'a mut HashSet<u128>,
     fires: &'a mut Appender,
     scan_time: i64,
     versions: &'a BTreeMap<String, String>,
@@ -110,15 +126,16 @@ struct Temporary<'a> {
 
 impl Counts for Temporary<'_> {
     fn first_occurrence(&mut self, key: &str) -> rusqlite::Result<bool> {
-        // One statement: counted before when the store has it, or this scan.
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO temp.tally_occurrences(key)
-                 SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM main.occurrences WHERE key = ?1)",
-            )?
-            .execute([key])?;
-        Ok(inserted == 1)
+        let bits = key_bits(key)?;
+        if self.occurrences.contains(&bits) {
+            return Ok(false);
+        }
+        // Counted before when the store has it.
+        if self.conn.prepare_cached("SELECT 1 FROM main.occurrences WHERE key = ?1")?.exists([key])? {
+            return Ok(false);
+        }
+        self.occurrences.insert(bits);
+        Ok(true)
     }
 
     fn first_turn(&mut self, sig: &str, turn: &str) -> rusqlite::Result<bool> {
@@ -138,6 +155,19 @@ impl Counts for Temporary<'_> {
 
     fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()> {
         self.fires.append(self.conn, occurrence_fire(o, self.scan_time, self.versions))
+    }
+}
+
+/// The 128 bits an occurrence key's 32 hex digits spell
+/// ([`super::counting::occurrence_key`] makes every key so).
+fn key_bits(key: &str) -> rusqlite::Result<u128> {
+    let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    match u128::from_str_radix(key, 16) {
+        // The digits alone (no sign) and lowercase: the key reads back as itself.
+        Ok(bits) if key.len() == 32 && key.bytes().all(lower_hex) => Ok(bits),
+        _ => {
+            Err(rusqlite::Error::ToSqlConversionFailure(format!("occurrence key {key:?} is not 32 hex digits").into()))
+        }
     }
 }
 
@@ -162,8 +192,16 @@ impl Ledger {
         };
         let fires = Appender::open_into(&self.conn, "temp.tally_fires").map_err(&e)?;
         let seq = fires.count();
-        self.tally =
-            Some(Tally { scan_time, versions, floors, stored_rules, sums: Sums::default(), fires, fires_before: seq });
+        self.tally = Some(Tally {
+            scan_time,
+            versions,
+            floors,
+            stored_rules,
+            sums: Sums::default(),
+            occurrences: HashSet::new(),
+            fires,
+            fires_before: seq,
+        });
         Ok(())
     }
 }
@@ -258,6 +296,20 @@ mod tests {
                 vec![obs("on_probation", "m7", "y", "t9", 50), obs("b", "m7", "y", "t9", 50)],
             ],
         ]
+    }
+
+    #[test]
+    fn an_occurrence_key_is_held_as_the_bits_it_spells_and_reads_back_as_itself() {
+        let key = crate::ledger::counting::occurrence_key("tool_error", "m1");
+        let bits = key_bits(&key).unwrap();
+        assert_eq!(format!("{bits:032x}"), key);
+        for bad in
+            ["", "0f", &key.to_uppercase(), &format!("+{}", &key[1..]), &format!("{key}0"), &key.replace('a', "g")]
+        {
+            if bad != key {
+                assert!(key_bits(bad).is_err(), "{bad:?}");
+            }
+        }
     }
 
     #[test]
