@@ -107,13 +107,20 @@ impl Tally {
         }
         tx.execute_batch(
             "INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_turns;
-             INSERT INTO main.fires(seq, hash, line) SELECT seq, hash, line FROM temp.tally_fires ORDER BY seq;
-             DELETE FROM temp.tally_turns;
-             DELETE FROM temp.tally_fires;",
+             DELETE FROM temp.tally_turns;",
         )?;
+        tx.execute_batch(MOVE_FIRES)?;
+        tx.execute_batch("DELETE FROM temp.tally_fires")?;
         Ok(self.sums)
     }
 }
+
+/// The tally's fires into the store, in rowid order (the chain's): `SELECT *`
+/// from a table of the same schema, with no column list, `WHERE` or `ORDER
+/// BY`, so that SQLite copies each row's record as it is (its transfer
+/// optimization) instead of decoding and encoding it again: 92 MB of lines
+/// at 1 M records.
+const MOVE_FIRES: &str = "INSERT INTO main.fires SELECT * FROM temp.tally_fires";
 
 /// Counting into the tally's temporary tables: the store is only read.
 struct Temporary<'a> {
@@ -310,6 +317,17 @@ mod tests {
                 assert!(key_bits(bad).is_err(), "{bad:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_tallys_fires_move_into_the_store_as_records_not_decoded() {
+        let d = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(d.path()).unwrap();
+        l.begin_scan(1000, versions()).unwrap();
+        let mut stmt = l.conn.prepare(&format!("EXPLAIN {MOVE_FIRES}")).unwrap();
+        let ops: Vec<String> = stmt.query_map([], |r| r.get(1)).unwrap().collect::<Result<_, _>>().unwrap();
+        assert!(ops.iter().any(|op| op == "RowCell"), "the transfer copies records: {ops:?}");
+        assert!(!ops.iter().any(|op| op == "Column"), "no column is decoded: {ops:?}");
     }
 
     #[test]
