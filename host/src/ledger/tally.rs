@@ -2,10 +2,10 @@
 //! the commit after the last batch only moves it into the store.
 //!
 //! It owns the scan's temporary count, never the store: the occurrence keys
-//! first seen in this scan (in memory, 16 bytes a key), the wasted turns
-//! first seen (a temporary table of the ledger's connection, like the
-//! staging), the fire log entries sealed in order after the store's last one
-//! (another), and the issues' deltas in memory, counted by
+//! and wasted turns first seen in this scan (in memory, 16 bytes each, the
+//! turns themselves appended to a temporary table of the ledger's
+//! connection, like the staging), the fire log entries sealed in order after
+//! the store's last one (another), and the issues' deltas in memory, counted by
 //! [`super::counting`]'s own rule as each observation is staged.
 //! It never writes the store before the commit, and it never guesses: when
 //! the commit's count could differ from what was tallied, because a
@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
+use sha2::{Digest, Sha256};
 
 use super::counting::{Counts, Sums, count_one, occurrence_fire, read_floors, stored_issue};
 use super::fires::Appender;
@@ -27,10 +28,9 @@ use super::{Ledger, LedgerError};
 const TALLY: &str = "
 PRAGMA temp_store = FILE;
 PRAGMA temp.journal_mode = MEMORY;
-CREATE TEMP TABLE IF NOT EXISTS tally_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
-    PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS tally_new_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS tally_fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL);
-DELETE FROM temp.tally_turns;
+DELETE FROM temp.tally_new_turns;
 DELETE FROM temp.tally_fires;
 ";
 
@@ -47,6 +47,9 @@ pub(super) struct Tally {
     /// temporary table's index each key cost a page read and write of a
     /// file bigger than its cache, a third of the staging thread's time.
     occurrences: HashSet<u128>,
+    /// The wasted turns first counted this scan, by [`turn_bits`]; the turns
+    /// themselves wait in `temp.tally_new_turns`, appended, with no index.
+    turns: HashSet<u128>,
     /// The fire log's chain as the tally extends it, into `temp.tally_fires`.
     fires: Appender,
     fires_before: u64,
@@ -87,6 +90,7 @@ impl Tally {
         let mut c = Temporary {
             conn,
             occurrences: &mut self.occurrences,
+            turns: &mut self.turns,
             fires: &mut self.fires,
             scan_time: self.scan_time,
             versions: &self.versions,
@@ -106,8 +110,9 @@ impl Tally {
             insert.execute([format!("{key:032x}")])?;
         }
         tx.execute_batch(
-            "INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_turns;
-             DELETE FROM temp.tally_turns;",
+            "INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_new_turns
+                 ORDER BY sig, turn_id;
+             DELETE FROM temp.tally_new_turns;",
         )?;
         tx.execute_batch(MOVE_FIRES)?;
         tx.execute_batch("DELETE FROM temp.tally_fires")?;
@@ -126,6 +131,7 @@ const MOVE_FIRES: &str = "INSERT INTO main.fires SELECT * FROM temp.tally_fires"
 struct Temporary<'a> {
     conn: &'a Connection,
     occurrences: &'a mut HashSet<u128>,
+    turns: &'a mut HashSet<u128>,
     fires: &'a mut Appender,
     scan_time: i64,
     versions: &'a BTreeMap<String, String>,
@@ -146,14 +152,20 @@ impl Counts for Temporary<'_> {
     }
 
     fn first_turn(&mut self, sig: &str, turn: &str) -> rusqlite::Result<bool> {
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO temp.tally_turns(sig, turn_id)
-                 SELECT ?1, ?2 WHERE NOT EXISTS (SELECT 1 FROM main.issue_turns WHERE sig = ?1 AND turn_id = ?2)",
-            )?
+        let bits = turn_bits(sig, turn);
+        if self.turns.contains(&bits) {
+            return Ok(false);
+        }
+        let mut stored = self.conn.prepare_cached("SELECT 1 FROM main.issue_turns WHERE sig = ?1 AND turn_id = ?2")?;
+        if stored.exists(params![sig, turn])? {
+            return Ok(false);
+        }
+        self.turns.insert(bits);
+        // Appended, in no order: the move into the store sorts them once.
+        self.conn
+            .prepare_cached("INSERT INTO temp.tally_new_turns(sig, turn_id) VALUES(?1, ?2)")?
             .execute(params![sig, turn])?;
-        Ok(inserted == 1)
+        Ok(true)
     }
 
     fn stored_issue(&mut self, sig: &str) -> rusqlite::Result<Option<(i64, String)>> {
@@ -163,6 +175,16 @@ impl Counts for Temporary<'_> {
     fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()> {
         self.fires.append(self.conn, occurrence_fire(o, self.scan_time, self.versions))
     }
+}
+
+/// A wasted turn's identity in the tally: 128 bits of SHA-256 over its
+/// issue and turn, as an occurrence key is 128 bits of SHA-256 over its kind
+/// and occurrence ([`super::counting::occurrence_key`]).
+fn turn_bits(sig: &str, turn: &str) -> u128 {
+    let digest = Sha256::new().chain_update(sig).chain_update([0u8]).chain_update(turn).finalize();
+    let mut bits = [0u8; 16];
+    bits.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(bits)
 }
 
 /// The 128 bits an occurrence key's 32 hex digits spell
@@ -206,6 +228,7 @@ impl Ledger {
             stored_rules,
             sums: Sums::default(),
             occurrences: HashSet::new(),
+            turns: HashSet::new(),
             fires,
             fires_before: seq,
         });
@@ -299,7 +322,13 @@ mod tests {
                 vec![obs("b", "m1", "s", "t1", 10), obs("on_probation", "m4", "s", "t1", 40)],
             ],
             vec![
-                vec![obs("a", "m2", "s", "t1", 20), obs("a", "m5", "s", "t3", 5), obs("b", "m6", "z", "t2", 31)],
+                // A new occurrence in a turn the store already counted as wasted.
+                vec![
+                    obs("a", "m2", "s", "t1", 20),
+                    obs("a", "m5", "s", "t3", 5),
+                    obs("b", "m6", "z", "t2", 31),
+                    obs("a", "m9", "s", "t1", 70),
+                ],
                 vec![obs("on_probation", "m7", "y", "t9", 50), obs("b", "m7", "y", "t9", 50)],
             ],
         ]
