@@ -287,12 +287,14 @@ fn placeholders_line(line: &str) -> String {
     } else {
         line.to_owned()
     };
+    // Each rule that matches writes into the spare buffer, and the two swap:
+    // one allocation for the line's whole way through the rules.
+    let mut spare = String::new();
     let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
-        if may_match(&holds, &line)
-            && let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out))
+        if may_match(&holds, &line) && finder.replace_into(&line, &mut spare, |l, m, out| replacement(with, l, m, out))
         {
-            line = next;
+            std::mem::swap(&mut line, &mut spare);
             holds = Holds::of(&line);
         }
         if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.has(APOSTROPHE) {
@@ -300,14 +302,15 @@ fn placeholders_line(line: &str) -> String {
             holds = Holds::of(&line);
         }
     }
-    collapse_spaces(line.trim())
+    collapse_spaces(line)
 }
 
-/// Every run of (Unicode) white space as one space.
-fn collapse_spaces(s: &str) -> String {
+/// Every run of (Unicode) white space as one space, the ends trimmed.
+fn collapse_spaces(s: String) -> String {
     if s.is_ascii() {
         return collapse_ascii_spaces(s);
     }
+    let s = s.trim();
     let mut out = String::with_capacity(s.len());
     let mut in_space = false;
     for c in s.chars() {
@@ -324,19 +327,27 @@ fn collapse_spaces(s: &str) -> String {
     out
 }
 
-/// [`collapse_spaces`] for ASCII text, byte by byte (the white space of
-/// ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
-fn collapse_ascii_spaces(s: &str) -> String {
-    let mut out = Vec::with_capacity(s.len());
+/// [`collapse_spaces`] for ASCII text, byte by byte and in place (the
+/// white space of ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
+fn collapse_ascii_spaces(s: String) -> String {
+    let space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    let mut b = s.into_bytes();
+    let end = b.len() - b.iter().rev().take_while(|c| space(c)).count();
+    b.truncate(end);
+    let start = b.iter().take_while(|c| space(c)).count();
+    let mut w = 0;
     let mut in_space = false;
-    for &b in s.as_bytes() {
-        let space = matches!(b, b'\t'..=b'\r' | b' ');
-        if !(space && in_space) {
-            out.push(if space { b' ' } else { b });
+    for r in start..b.len() {
+        let c = b[r];
+        let is_space = space(&c);
+        if !(is_space && in_space) {
+            b[w] = if is_space { b' ' } else { c };
+            w += 1;
         }
-        in_space = space;
+        in_space = is_space;
     }
-    String::from_utf8(out).expect("ASCII in, ASCII out")
+    b.truncate(w);
+    String::from_utf8(b).expect("ASCII in, ASCII out")
 }
 
 /// The head and tail of a long text, cut at line ends (so no half line
@@ -372,7 +383,7 @@ pub struct Grouped {
 /// placeholders applied.
 pub fn group(text: &str) -> Grouped {
     let text = bounded(text);
-    let located = formats::locate(&secrets::redact(&text));
+    let located = formats::locate(&secrets::redacted(&text));
     let line = placeholders_line(&located.line);
     let mut key = line.clone();
     for extra in &located.extra {
@@ -385,7 +396,7 @@ pub fn group(text: &str) -> Grouped {
 /// The normalized error line of `text` (the title, uncapped).
 pub fn normalize(text: &str) -> String {
     let text = bounded(text);
-    placeholders_line(&formats::locate(&secrets::redact(&text)).line)
+    placeholders_line(&formats::locate(&secrets::redacted(&text)).line)
 }
 
 /// Every line of `text` with secrets redacted and placeholders applied:
@@ -393,7 +404,17 @@ pub fn normalize(text: &str) -> String {
 /// deciding anything.
 pub fn placeholders(text: &str) -> String {
     let text = bounded(text);
-    secrets::redact(&text).lines().map(placeholders_line).collect::<Vec<_>>().join("\n")
+    secrets::redacted(&text).lines().map(placeholders_line).collect::<Vec<_>>().join("\n")
+}
+
+/// The first `Some` that `f` returns for the first `max` lines of
+/// [`placeholders`]`(text)`, each given as an owned line to change at will:
+/// the lines after the one that decides are never normalized.
+pub(crate) fn placeholder_lines<T>(text: &str, max: usize, mut f: impl FnMut(&mut String) -> Option<T>) -> Option<T> {
+    let text = bounded(text);
+    // No normalized line holds a line break (white space becomes a space),
+    // so these are the lines of `placeholders`, less a trailing empty one.
+    secrets::redacted(&text).lines().take(max).find_map(|l| f(&mut placeholders_line(l)))
 }
 
 /// A title: the normalized line, capped at [`TITLE_CHARS`] characters.
@@ -420,16 +441,17 @@ pub fn scrub(text: &str, names: &[String]) -> String {
     let mut names: Vec<&String> = names.iter().filter(|n| n.trim().len() >= 2).collect();
     names.sort_by_key(|n| std::cmp::Reverse(n.len()));
     let mut out = text.to_owned();
+    // `out` lower-cased, kept so through every replacement: ASCII
+    // lower-casing keeps byte offsets, and `<name>` is lower case.
+    let mut hay = out.to_ascii_lowercase();
     for n in names {
         let needle = n.to_ascii_lowercase();
         let mut from = 0;
-        loop {
-            // ASCII lower-casing keeps byte offsets.
-            let hay = out.to_ascii_lowercase();
-            let Some(pos) = hay[from..].find(&needle).map(|p| p + from) else { break };
+        while let Some(pos) = hay[from..].find(&needle).map(|p| p + from) {
             let end = pos + needle.len();
             if whole_word(&out, pos, end) {
                 out.replace_range(pos..end, "<name>");
+                hay.replace_range(pos..end, "<name>");
                 from = pos + "<name>".len();
             } else {
                 from = end;
@@ -711,7 +733,7 @@ pub(super) mod tests {
                 }
                 out
             };
-            assert_eq!(collapse_spaces(s), by_char, "{s:?}");
+            assert_eq!(collapse_spaces(s.to_owned()), by_char.trim(), "{s:?}");
         }
     }
 

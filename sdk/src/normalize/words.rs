@@ -353,10 +353,27 @@ const COMMON: &[&str] = &[
     "your",
 ];
 
-/// Whether `word` is a common word (ASCII case-insensitive).
+/// The length of the longest common word.
+const LONGEST: usize = {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < COMMON.len() {
+        if COMMON[i].len() > longest {
+            longest = COMMON[i].len();
+        }
+        i += 1;
+    }
+    longest
+};
+
+/// Whether `word` is a common word (ASCII case-insensitive), lower-cased
+/// on the stack: a longer word is none.
 pub fn is_common(word: &str) -> bool {
-    let w = word.to_ascii_lowercase();
-    COMMON.binary_search(&w.as_str()).is_ok()
+    let mut lower = [0u8; LONGEST];
+    let Some(w) = lower.get_mut(..word.len()) else { return false };
+    w.copy_from_slice(word.as_bytes());
+    w.make_ascii_lowercase();
+    COMMON.binary_search_by(|c| c.as_bytes().cmp(w)).is_ok()
 }
 
 #[cfg(test)]
@@ -367,5 +384,6 @@ mod tests {
     fn the_list_is_sorted_so_the_search_works() {
         assert!(COMMON.windows(2).all(|w| w[0] < w[1]));
         assert!(is_common("Room") && is_common("stopped") && !is_common("Marvin") && !is_common("hunter2"));
+        assert!(is_common("AUTHENTICATION") && !is_common("authentications") && !is_common("") && !is_common("é"));
     }
 }
