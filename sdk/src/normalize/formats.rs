@@ -31,12 +31,20 @@ pub fn first_line(text: &str) -> &str {
 
 /// Picks the error line of `text`, format by format.
 pub fn locate(text: &str) -> Located {
-    let lines: Vec<&str> = text.lines().collect();
-    python(&lines)
-        .or_else(|| java(&lines))
-        .or_else(|| rust_panic(&lines))
-        .or_else(|| go_panic(&lines))
-        .or_else(|| node(&lines))
+    // Most errors are one line: its lines are itself (or none), uncollected.
+    let collected: Vec<&str>;
+    let one = [text];
+    let lines: &[&str] = if text.contains('\n') {
+        collected = text.lines().collect();
+        &collected
+    } else {
+        &one[..usize::from(!text.is_empty())]
+    };
+    python(lines)
+        .or_else(|| java(lines))
+        .or_else(|| rust_panic(lines))
+        .or_else(|| go_panic(lines))
+        .or_else(|| node(lines))
         .unwrap_or_else(|| Located::line(first_line(text)))
 }
 

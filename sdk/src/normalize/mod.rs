@@ -280,12 +280,18 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
 
 /// Applies the placeholder rules to one line.
 fn placeholders_line(line: &str) -> String {
+    placeholders_owned(line.to_owned())
+}
+
+/// [`placeholders_line`] on a line the caller gives up: its buffer is the
+/// first the rules write.
+fn placeholders_owned(line: String) -> String {
     // Control characters (NUL among them, the signature separator) become
     // spaces: C0, DEL, and C1 (U+0080–U+009F, whose UTF-8 starts 0xC2).
     let mut line: String = if line.bytes().any(|b| b < 0x20 || b == 0x7F || b == 0xC2) {
         line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
     } else {
-        line.to_owned()
+        line
     };
     // Each rule that matches writes into the spare buffer, and the two swap:
     // one allocation for the line's whole way through the rules.
@@ -384,19 +390,19 @@ pub struct Grouped {
 pub fn group(text: &str) -> Grouped {
     let text = bounded(text);
     let located = formats::locate(&secrets::redacted(&text));
-    let line = placeholders_line(&located.line);
-    let mut key = line.clone();
+    let mut key = placeholders_owned(located.line);
+    let title = cap(&key);
     for extra in &located.extra {
         key.push_str(" | ");
         key.push_str(&placeholders_line(extra));
     }
-    Grouped { title: cap(&line), key }
+    Grouped { title, key }
 }
 
 /// The normalized error line of `text` (the title, uncapped).
 pub fn normalize(text: &str) -> String {
     let text = bounded(text);
-    placeholders_line(&formats::locate(&secrets::redacted(&text)).line)
+    placeholders_owned(formats::locate(&secrets::redacted(&text)).line)
 }
 
 /// Every line of `text` with secrets redacted and placeholders applied:
@@ -424,7 +430,11 @@ pub fn title(text: &str) -> String {
 
 /// Caps a line at [`TITLE_CHARS`] characters.
 pub fn cap(s: &str) -> String {
-    s.chars().take(TITLE_CHARS).collect()
+    // No more bytes than characters allowed: nothing to count.
+    if s.len() <= TITLE_CHARS {
+        return s.to_owned();
+    }
+    s.char_indices().nth(TITLE_CHARS).map_or(s, |(end, _)| &s[..end]).to_owned()
 }
 
 /// Whether `text[start..end]` stands as a whole word (no letter, digit or
