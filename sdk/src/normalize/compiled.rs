@@ -36,11 +36,16 @@ impl Rule {
 }
 
 /// How a rule finds its matches: a compiled pattern, or a scan that
-/// returns every match left to right (`counted.rs`).
+/// pushes every match, left to right, onto a list (`counted.rs`).
 #[derive(Clone, Copy)]
 pub(crate) enum Finder {
     Dfa(usize),
-    Scan(fn(&str) -> Vec<Range<usize>>),
+    Scan(fn(&str, &mut Vec<Range<usize>>)),
+}
+
+thread_local! {
+    /// The list a scan's matches go to, kept from one scan to the next.
+    static FOUND: std::cell::RefCell<Vec<Range<usize>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Finder {
@@ -69,7 +74,11 @@ impl Finder {
         };
         match self {
             Finder::Dfa(i) => rule(i).find_iter(text).for_each(&mut visit),
-            Finder::Scan(scan) => scan(text).into_iter().for_each(&mut visit),
+            Finder::Scan(scan) => FOUND.with_borrow_mut(|found| {
+                found.clear();
+                scan(text, found);
+                found.drain(..).for_each(&mut visit);
+            }),
         }
         let Some(last) = last else { return false };
         out.push_str(&text[last..]);

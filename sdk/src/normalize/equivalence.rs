@@ -210,14 +210,21 @@ fn scanned(name: &str) -> Regex {
     Regex::new(&ascii(&all.into_iter().find(|(n, _)| *n == name).expect("a pattern").1)).expect("valid")
 }
 
+/// Every match a scan finds in `l`.
+fn scan(f: fn(&str, &mut Vec<std::ops::Range<usize>>), l: &str) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    f(l, &mut found);
+    found
+}
+
 fn same_scans(l: &str) {
     let find = |re: &Regex| re.find_iter(l).map(|m| m.range()).collect::<Vec<_>>();
-    assert_eq!(counted::long_tokens(l), find(&scanned("long_token")), "long tokens in {l:?}");
-    assert_eq!(counted::hosts(l), find(&scanned("host")), "hosts in {l:?}");
-    assert_eq!(counted::hashes(l), find(&scanned("hash")), "hashes in {l:?}");
-    assert_eq!(counted::hex_words(l), find(&scanned("hex")), "hex ids in {l:?}");
-    assert_eq!(numbers::numbers(l), find(&scanned("number")), "numbers in {l:?}");
-    assert_eq!(numbers::durations(l), find(&scanned("duration")), "durations in {l:?}");
+    assert_eq!(scan(counted::long_tokens, l), find(&scanned("long_token")), "long tokens in {l:?}");
+    assert_eq!(scan(counted::hosts, l), find(&scanned("host")), "hosts in {l:?}");
+    assert_eq!(scan(counted::hashes, l), find(&scanned("hash")), "hashes in {l:?}");
+    assert_eq!(scan(counted::hex_words, l), find(&scanned("hex")), "hex ids in {l:?}");
+    assert_eq!(scan(numbers::numbers, l), find(&scanned("number")), "numbers in {l:?}");
+    assert_eq!(scan(numbers::durations, l), find(&scanned("duration")), "durations in {l:?}");
     let quote_re = Regex::new(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)").expect("valid");
     let want = quote_re.is_match(l).then(|| quote_re.replace_all(l, "${1}<quoted>${2}").into_owned());
     assert_eq!(quote::replace_all(l), want, "quotes in {l:?}");

@@ -140,10 +140,10 @@ struct Gates {
     separator: bool,
     /// A blank (`[ \t]`) occurs.
     blank: bool,
-    /// The longest run of `[A-Za-z0-9_.-]`: a known prefix and its
-    /// shortest body is 15 of them (`xoxb-` and ten), and a shorter match
-    /// is written back unchanged.
-    token_run: usize,
+    /// A run of 15 `[A-Za-z0-9_.-]`: a known prefix and its shortest body
+    /// is 15 of them (`xoxb-` and ten), and a shorter match is written
+    /// back unchanged.
+    prefixed: bool,
     /// The longest run of `[A-Za-z0-9_+-]` (a long token is 32).
     long_run: usize,
 }
@@ -201,7 +201,7 @@ impl Gates {
             jwt: seen & LOWER_E != 0 && t.contains("eyJ"),
             separator: seen & SEPARATOR != 0,
             blank: seen & BLANK != 0,
-            token_run: if b.len() >= 15 { longest_run(b, TOKEN) } else { 0 },
+            prefixed: b.len() >= 15 && longest_run(b, TOKEN) >= 15,
             long_run: if b.len() >= 32 { longest_run(b, LONG) } else { 0 },
         }
     }
@@ -211,7 +211,9 @@ impl Gates {
     /// only removes bytes and adds a placeholder, whose `<` and `>` join no
     /// run and no word to the text around it, so every run, byte and word
     /// of the new text was in the old one or is in the placeholder
-    /// (`secret`, a key word).
+    /// (`secret`, a key word). No word starts anew after one either: every
+    /// rule's match ends where a word does (its last class holds every word
+    /// byte, or it ends with a quote, `=` or `>`).
     fn after_replacement(self) -> Self {
         Gates { words: self.words | literal::KEY | literal::VALUE, ..self }
     }
@@ -227,7 +229,7 @@ const RULES: &[SecretRule] = &[
     (Finder::Dfa(id::URL_CREDENTIALS), |g| g.scheme && g.at, |_, out| out.push_str("<url>")),
     (Finder::Dfa(id::JWT), |g| g.jwt, |_, out| out.push_str(SECRET)),
     (Finder::Dfa(id::AUTHORIZATION), |g| g.words & literal::SCHEME != 0, authorization),
-    (Finder::Dfa(id::PREFIXED), |g| g.token_run >= 15, prefixed),
+    (Finder::Dfa(id::PREFIXED), |g| g.prefixed, prefixed),
     (Finder::Dfa(id::KEY_VALUE), |g| g.words & literal::KEY != 0 && g.separator, key_value),
     (Finder::Dfa(id::KEY_WORD), |g| g.words & literal::VALUE != 0 && g.blank, key_word),
     (Finder::Scan(counted::long_tokens), |g| g.long_run >= 32, long_token),
