@@ -25,6 +25,7 @@ mod equivalence;
 pub mod formats;
 mod literal;
 mod numbers;
+mod paths;
 // Shared with build.rs, which compiles what the crate itself only names.
 #[cfg_attr(not(test), allow(dead_code))]
 mod patterns;
@@ -218,7 +219,7 @@ type PlaceholderRule = (Finder, With, fn(&Holds, &str) -> bool);
 /// the rule to match at all.
 const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h, _| h.has(AT)),
-    (Finder::Dfa(id::URL), With::Text("<url>"), |h, l| h.has(COLON | SLASH) && l.contains("://")),
+    (Finder::Scan(paths::urls), With::Text("<url>"), |h, _| h.has(COLON | SLASH)),
     (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h, _| h.has(QUOTES)),
     (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
     (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| h.has(DOT | DIGIT) && between_digits(l, DOT) && three_dots(l)),
@@ -226,7 +227,7 @@ const RULES: &[PlaceholderRule] = &[
         (h.has(DASH | DIGIT) || h.has(COLON | DIGIT)) && between_digits(l, DASH | COLON)
     }),
     (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
-    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
+    (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
     (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
     (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h, l| h.has(DOT) && dot_word(l)),
     (Finder::Scan(counted::hosts), With::Text("<host>"), |h, l| h.has(DOT) && dot_word(l)),
