@@ -31,9 +31,11 @@ pub(super) fn is_prose(value: &str) -> bool {
 /// Whether a token that starts with a known prefix is long enough to be one
 /// (`sk-` alone, or `ghp_x`, is prose).
 fn long_enough(token: &str) -> bool {
+    let t = token.as_bytes();
+    // Byte by byte: the first byte rules out nearly every prefix.
     PREFIXES
         .iter()
-        .filter(|(p, _)| token.starts_with(p))
+        .filter(|(p, _)| t.len() >= p.len() && t[0] == p.as_bytes()[0] && t.iter().zip(p.bytes()).all(|(a, b)| *a == b))
         .max_by_key(|(p, _)| p.len())
         .is_some_and(|(p, n)| token.len() - p.len() >= *n)
 }
