@@ -109,8 +109,9 @@ fn java(lines: &[&str]) -> Option<Located> {
             let after = rest.strip_prefix('"').and_then(|r| r.split_once("\" ")).map(|(_, t)| t)?;
             return Some((i, after.trim()));
         }
-        let dotted = exception_type(l).is_some_and(|t| t.contains('.'));
-        (dotted && lines.get(i + 1).is_some_and(at_frame)).then_some((i, l))
+        // The frame first: it is the cheaper test, and a single line has none.
+        let framed = lines.get(i + 1).is_some_and(at_frame);
+        (framed && exception_type(l).is_some_and(|t| t.contains('.'))).then_some((i, l))
     })?;
     let mut extra: Vec<String> = lines[index..]
         .iter()

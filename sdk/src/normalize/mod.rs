@@ -73,20 +73,29 @@ const STATUS_BEFORE: &[&str] = &[
 ];
 
 /// Whether the number `n` at `start..end` of `line` is an HTTP status or a
-/// curl error code, kept because it tells failures apart.
+/// curl error code, kept because it tells failures apart. The words
+/// around it are compared in any ASCII case, in place.
 fn names_the_failure(line: &str, start: usize, end: usize, n: &str) -> bool {
     if !n.bytes().all(|b| b.is_ascii_digit()) {
         return false;
     }
-    let before = line[..start].trim_end().to_ascii_lowercase();
-    let after = line[end..].to_ascii_lowercase();
+    let before = line[..start].trim_end();
+    let (b, a) = (before.as_bytes(), line[end..].as_bytes());
+    let ends = |w: &str| b.len() >= w.len() && b[b.len() - w.len()..].eq_ignore_ascii_case(w.as_bytes());
+    let starts = |w: &str| a.len() >= w.len() && a[..w.len()].eq_ignore_ascii_case(w.as_bytes());
     let status = n.len() == 3 && (b'1'..=b'5').contains(&n.as_bytes()[0]);
+    let http_version = || {
+        before
+            .rsplit(char::is_whitespace)
+            .next()
+            .is_some_and(|w| w.len() >= 5 && w.as_bytes()[..5].eq_ignore_ascii_case(b"http/"))
+    };
     (status
-        && (STATUS_BEFORE.iter().any(|w| before.ends_with(w))
-            || before.rsplit(char::is_whitespace).next().is_some_and(|w| w.starts_with("http/"))
-            || after.starts_with(" client error")
-            || after.starts_with(" server error")))
-        || (before.ends_with("curl: (") && after.starts_with(')'))
+        && (STATUS_BEFORE.iter().any(|w| ends(w))
+            || http_version()
+            || starts(" client error")
+            || starts(" server error")))
+        || (a.first() == Some(&b')') && ends("curl: ("))
 }
 
 /// What a placeholder rule's match becomes.
@@ -729,6 +738,46 @@ pub(super) mod tests {
     fn different_numbers_and_paths_group_together() {
         assert_eq!(normalize("no layer 12 in /a/b"), "no layer <n> in <path>");
         assert_eq!(normalize("no layer 12 in /a/b"), normalize("no layer 104 in /c/d"));
+    }
+
+    /// [`names_the_failure`] as version 2 wrote it: the words around the
+    /// number lower-cased into new strings.
+    fn names_the_failure_lowered(line: &str, start: usize, end: usize, n: &str) -> bool {
+        if !n.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        let before = line[..start].trim_end().to_ascii_lowercase();
+        let after = line[end..].to_ascii_lowercase();
+        let status = n.len() == 3 && (b'1'..=b'5').contains(&n.as_bytes()[0]);
+        (status
+            && (STATUS_BEFORE.iter().any(|w| before.ends_with(w))
+                || before.rsplit(char::is_whitespace).next().is_some_and(|w| w.starts_with("http/"))
+                || after.starts_with(" client error")
+                || after.starts_with(" server error")))
+            || (before.ends_with("curl: (") && after.starts_with(')'))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn statuses_are_kept_as_version_2_kept_them(
+            v in proptest::collection::vec(proptest::sample::select(&[
+                "HTTP", "http/1.1", "Http/2", "STATUS", "status code:", "Response Code", "returned error:", "curl: (",
+                " ", "\t", "\u{a0}", "é", "x", ")", " Client Error", " server error", "404", "599", "600", "42",
+            ][..]), 0..8),
+            n in proptest::sample::select(&["404", "503", "7", "100", "600", "1.5"][..]),
+            w in proptest::collection::vec(proptest::sample::select(&[
+                ")", " client ERROR", " Server error", " x", "é", "",
+            ][..]), 0..3),
+        ) {
+            let (before, after) = (v.concat(), w.concat());
+            let line = format!("{before}{n}{after}");
+            let (start, end) = (before.len(), before.len() + n.len());
+            proptest::prop_assert_eq!(
+                names_the_failure(&line, start, end, n),
+                names_the_failure_lowered(&line, start, end, n),
+                "{:?}", line
+            );
+        }
     }
 
     #[test]
