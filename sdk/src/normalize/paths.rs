@@ -43,8 +43,12 @@ pub(super) fn urls(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
     let mut from = 0;
     let mut at = 0;
-    while let Some(i) = t[at..].windows(3).position(|w| w == b"://") {
+    while let Some(i) = t[at..].iter().position(|&b| b == b':') {
         let colon = at + i;
+        if !t[colon + 1..].starts_with(b"//") {
+            at = colon + 1;
+            continue;
+        }
         // The scheme run ending at the colon, not before the last match.
         let run = colon - t[from..colon].iter().rev().take_while(|&&b| scheme(b)).count();
         let start = (run..colon).find(|&p| t[p].is_ascii_alphabetic() && (p == 0 || !word(t[p - 1])));
@@ -55,9 +59,6 @@ pub(super) fn urls(text: &str, found: &mut Vec<Range<usize>>) {
                 at = end;
             }
             None => at = colon + 1,
-        }
-        if at + 3 > t.len() {
-            break;
         }
     }
 }
@@ -106,6 +107,10 @@ pub(super) fn posix_paths(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
     let mut s = 0;
     while s < t.len() {
+        // A match holds a `/` at most three bytes after its start (a
+        // delimiter, `..`): nearer the next one, none starts.
+        let Some(slash) = t[s..].iter().position(|&b| b == b'/') else { break };
+        s = s.max((s + slash).saturating_sub(3));
         let end = if s == 0 { path_from(t, 0) } else { None };
         let end = end.or_else(|| path_delimiter(t[s]).then(|| path_from(t, s + 1)).flatten());
         match end {
