@@ -71,7 +71,22 @@ const LINES: usize = 64;
 /// is the program (`cat:`, `timeout:`), a one-word middle one an operand
 /// (`cat: timeout: No such file`).
 fn message_segments(line: &str) -> impl Iterator<Item = &str> {
-    let mut segments = line.split(": ").map(str::trim).peekable();
+    // `line.split(": ")`, without a substring searcher set up for each line.
+    let mut rest = Some(line);
+    let split = std::iter::from_fn(move || {
+        let r = rest?;
+        match r.as_bytes().windows(2).position(|w| w == b": ") {
+            Some(i) => {
+                rest = Some(&r[i + 2..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    });
+    let mut segments = split.map(str::trim).peekable();
     // The last segment always counts; an earlier one only when it is more than one word.
     std::iter::from_fn(move || {
         while let Some(s) = segments.next() {

@@ -92,13 +92,12 @@ pub(super) fn key_words(t: &[u8]) -> u8 {
 /// `unknown`, `unrecognized`, `undefined`, `could not resolve`), in any
 /// ASCII case: without one it cannot match.
 pub(super) fn operand_words(t: &[u8]) -> bool {
-    (0..t.len()).any(|i| match t[i] | 0x20 {
-        b'n' => starts_ci(t, i, b"no such"),
-        b'u' => {
-            starts_ci(t, i, b"un")
-                && [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w))
-        }
-        b'c' => starts_ci(t, i, b"could not resolve"),
+    // Each phrase's first two letters, folded with `| 0x20` (which maps no
+    // byte but a letter's two cases onto a letter), pick the phrases to try.
+    t.windows(2).enumerate().any(|(i, w)| match [w[0] | 0x20, w[1] | 0x20] {
+        [b'n', b'o'] => starts_ci(t, i, b"no such"),
+        [b'u', b'n'] => [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w)),
+        [b'c', b'o'] => starts_ci(t, i, b"could not resolve"),
         _ => false,
     })
 }
