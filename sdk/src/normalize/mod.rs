@@ -129,6 +129,9 @@ const HEX: u16 = 1 << 9;
 /// `a`–`f`, `x`, `X`: what a digit sits next to in a hex id.
 const HEX_LETTER: u16 = 1 << 10;
 const ALNUM: u16 = 1 << 11;
+/// A byte a control character may start with: C0, DEL, and 0xC2 (C1,
+/// U+0080–U+009F, and the other characters up to U+00BF).
+const CONTROL: u16 = 1 << 12;
 
 /// Each byte's classes.
 const CLASS: [u16; 256] = {
@@ -145,6 +148,9 @@ const CLASS: [u16; 256] = {
         }
         if u.is_ascii_alphanumeric() {
             k |= ALNUM;
+        }
+        if u < 0x20 || u == 0x7F || u == 0xC2 {
+            k |= CONTROL;
         }
         if matches!(u, b'a'..=b'f' | b'x' | b'X') {
             k |= HEX_LETTER;
@@ -295,18 +301,17 @@ fn placeholders_line(line: &str) -> String {
 
 /// [`placeholders_line`] on a line the caller gives up: its buffer is the
 /// first the rules write.
-fn placeholders_owned(line: String) -> String {
+fn placeholders_owned(mut line: String) -> String {
+    let mut holds = Holds::of(&line);
     // Control characters (NUL among them, the signature separator) become
     // spaces: C0, DEL, and C1 (U+0080–U+009F, whose UTF-8 starts 0xC2).
-    let mut line: String = if line.bytes().any(|b| b < 0x20 || b == 0x7F || b == 0xC2) {
-        line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
-    } else {
-        line
-    };
+    if holds.has(CONTROL) {
+        line = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        holds = Holds::of(&line);
+    }
     // Each rule that matches writes into the spare buffer, and the two swap:
     // one allocation for the line's whole way through the rules.
     let mut spare = String::new();
-    let mut holds = Holds::of(&line);
     for &(finder, with, may_match) in RULES {
         if may_match(&holds, &line) && finder.replace_into(&line, &mut spare, |l, m, out| replacement(with, l, m, out))
         {
@@ -347,6 +352,13 @@ fn collapse_spaces(s: String) -> String {
 /// white space of ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
 fn collapse_ascii_spaces(s: String) -> String {
     let space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    let t = s.as_bytes();
+    // Nothing to do (the usual line): no space at an end, no two in a row,
+    // no other white space.
+    let single = |w: &[u8]| !(space(&w[0]) && (w[0] != b' ' || space(&w[1])));
+    if t.first().is_none_or(|b| !space(b)) && t.last().is_none_or(|b| !space(b)) && t.windows(2).all(single) {
+        return s;
+    }
     let mut b = s.into_bytes();
     let end = b.len() - b.iter().rev().take_while(|c| space(c)).count();
     b.truncate(end);
