@@ -477,10 +477,16 @@ pub fn scrub(text: &str, names: &[String]) -> String {
     // lower-casing keeps byte offsets, and `<name>` is lower case.
     let mut hay = out.to_ascii_lowercase();
     for n in names {
-        let needle = n.to_ascii_lowercase();
+        // Where the lower-cased name starts in `hay`, found without a
+        // lower-cased copy of it: its first byte, then the rest in any case.
+        let first = n.as_bytes()[0].to_ascii_lowercase();
         let mut from = 0;
-        while let Some(pos) = hay[from..].find(&needle).map(|p| p + from) {
-            let end = pos + needle.len();
+        while let Some(pos) = hay.as_bytes()[from..].iter().position(|&b| b == first).map(|p| p + from) {
+            let end = pos + n.len();
+            if !hay.as_bytes().get(pos..end).is_some_and(|h| h.eq_ignore_ascii_case(n.as_bytes())) {
+                from = pos + 1;
+                continue;
+            }
             if whole_word(&out, pos, end) {
                 out.replace_range(pos..end, "<name>");
                 hay.replace_range(pos..end, "<name>");
@@ -850,6 +856,46 @@ pub(super) mod tests {
         );
         assert_eq!(scrub_uncommon("marvin stopped the turn"), "<name> stopped the turn");
         assert_eq!(scrub_uncommon("Marvin stopped; then O'Brien-Smith"), "<name> stopped; then <name>");
+    }
+
+    /// [`scrub`] as it was written first: each name lower-cased into a
+    /// needle, searched with `str::find`.
+    fn scrub_by_find(text: &str, names: &[String]) -> String {
+        let mut names: Vec<&String> = names.iter().filter(|n| n.trim().len() >= 2).collect();
+        names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        let mut out = text.to_owned();
+        for n in names {
+            let needle = n.to_ascii_lowercase();
+            let mut from = 0;
+            loop {
+                let hay = out.to_ascii_lowercase();
+                let Some(pos) = hay[from..].find(&needle).map(|p| p + from) else { break };
+                let end = pos + needle.len();
+                if whole_word(&out, pos, end) {
+                    out.replace_range(pos..end, "<name>");
+                    from = pos + "<name>".len();
+                } else {
+                    from = end;
+                }
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn names_are_scrubbed_as_a_search_for_each_name_scrubbed_them(
+            v in proptest::collection::vec(proptest::sample::select(&[
+                "Ann", "ANN", "annabel", "Annabel", "Zoë", "zoË", "x", " ", "_", "é", ":", "<name>", "Ada", "ad",
+            ][..]), 0..14),
+            names in proptest::collection::vec(proptest::sample::select(&[
+                "Ann", "Annabel", "Zoë", "Ada", "a", " x", "ADA", "é",
+            ][..]), 0..4),
+        ) {
+            let text = v.concat();
+            let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+            proptest::prop_assert_eq!(scrub(&text, &names), scrub_by_find(&text, &names));
+        }
     }
 
     #[test]
