@@ -80,7 +80,7 @@ fn names_the_failure(line: &str, start: usize, end: usize, n: &str) -> bool {
         return false;
     }
     let before = line[..start].trim_end();
-    let (b, a) = (before.as_bytes(), line[end..].as_bytes());
+    let (b, a) = (before.as_bytes(), &line.as_bytes()[end..]);
     let ends = |w: &str| b.len() >= w.len() && b[b.len() - w.len()..].eq_ignore_ascii_case(w.as_bytes());
     let starts = |w: &str| a.len() >= w.len() && a[..w.len()].eq_ignore_ascii_case(w.as_bytes());
     let status = n.len() == 3 && (b'1'..=b'5').contains(&n.as_bytes()[0]);
