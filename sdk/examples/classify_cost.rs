@@ -6,7 +6,8 @@
 //! sentence), each classified as `tool_error` and `retry_loop` classify
 //! them (`failure::classify`: the normalizer, the secret rules, the shell
 //! classes). Run it under `valgrind --tool=callgrind` (or `perf stat -e
-//! instructions`) and divide by `N`; the first call alone is `N = 1`.
+//! instructions`) and divide by `N`; the first call alone is `N = 1`. A
+//! second argument, a shape's number (0 to 7), runs that shape alone.
 //! Never times anything itself: the machine is shared, instructions are not.
 //!
 //! `cargo build --release -p sentinel-sdk --example classify_cost` then
@@ -42,10 +43,12 @@ fn shape(i: u64) -> (String, Option<i64>, String) {
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(60_000);
+    // An optional second argument, 0 to 7, keeps one shape: its cost alone.
+    let only: Option<u64> = std::env::args().nth(2).and_then(|a| a.parse().ok());
     let harness = HarnessTools::parse(failure::DEFAULT_HARNESS_TOOLS);
     let bots = vec!["Marvin".to_string(), "Ada".to_string()];
     // The inputs are made first, so the count is the classification's.
-    let inputs: Vec<_> = (0..n).map(shape).collect();
+    let inputs: Vec<_> = (0..n).map(|i| only.map_or(i, |s| i - i % 8 + s)).map(shape).collect();
     // FNV-1a over every key and title: two builds that group alike print the same.
     let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
     for (tool, exit, output) in &inputs {

@@ -56,7 +56,11 @@ pub struct Classified {
 impl Classified {
     /// The signature: tool and key, with a separator neither can contain.
     pub fn signature(&self) -> String {
-        format!("{}\u{0}{}", self.tool, self.key)
+        let mut s = String::with_capacity(self.tool.len() + 1 + self.key.len());
+        s.push_str(&self.tool);
+        s.push('\u{0}');
+        s.push_str(&self.key);
+        s
     }
 }
 

@@ -71,16 +71,42 @@ const LINES: usize = 64;
 /// is the program (`cat:`, `timeout:`), a one-word middle one an operand
 /// (`cat: timeout: No such file`).
 fn message_segments(line: &str) -> impl Iterator<Item = &str> {
-    let segments: Vec<&str> = line.split(": ").map(str::trim).collect();
-    let n = segments.len();
+    // `line.split(": ")`, without a substring searcher set up for each line.
+    let mut rest = Some(line);
+    let split = std::iter::from_fn(move || {
+        let r = rest?;
+        match r.as_bytes().windows(2).position(|w| w == b": ") {
+            Some(i) => {
+                rest = Some(&r[i + 2..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    });
+    let mut segments = split.map(str::trim).peekable();
     // The last segment always counts; an earlier one only when it is more than one word.
-    segments.into_iter().enumerate().filter(move |(i, s)| *i + 1 == n || s.contains(' ')).map(|(_, s)| s)
+    std::iter::from_fn(move || {
+        while let Some(s) = segments.next() {
+            if segments.peek().is_none() || s.contains(' ') {
+                return Some(s);
+            }
+        }
+        None
+    })
 }
 
-/// The class the output names, if any.
+/// The class the output names, if any: its lines with their placeholders,
+/// one at a time, up to the first that names one.
 fn class_named(output: &str) -> Option<ErrorClass> {
-    let text = crate::normalize::placeholders(output);
-    text.lines().take(LINES).flat_map(message_segments).find_map(|seg| class_of_segment(&seg.to_ascii_lowercase()))
+    crate::normalize::placeholder_lines(output, LINES, |line| {
+        // ASCII lower-casing moves no `: ` and no white space: the
+        // segments of the lower-cased line are the lower-cased segments.
+        line.make_ascii_lowercase();
+        message_segments(line).find_map(class_of_segment)
+    })
 }
 
 /// Classifies a failed command from its output and exit code.
@@ -104,14 +130,54 @@ pub fn group(output: &str, exit_code: Option<i64>) -> (String, String) {
     let class = classify(output, exit_code);
     match (class, exit_code) {
         (ErrorClass::TimedOut, _) => ("timed out".into(), "timed out".into()),
-        (c, Some(code)) => (format!("exit {code}: {}", c.as_str()), format!("exit {code}: {}", c.as_str())),
+        (c, Some(code)) => {
+            let key = format!("exit {code}: {}", c.as_str());
+            (key.clone(), key)
+        }
         (c, None) => (c.as_str().into(), format!("command failed: {}", c.as_str())),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// [`class_named`] as it was written first: the whole output
+    /// normalized and joined, every line's segments collected, each
+    /// segment lower-cased on its own. The oracle of the one-pass version.
+    fn class_named_whole(output: &str) -> Option<ErrorClass> {
+        let text = crate::normalize::placeholders(output);
+        let segments = |line: &str| {
+            let segments: Vec<String> = line.split(": ").map(|s| s.trim().to_owned()).collect();
+            let n = segments.len();
+            segments.into_iter().enumerate().filter(move |(i, s)| *i + 1 == n || s.contains(' ')).map(|(_, s)| s)
+        };
+        text.lines().take(LINES).flat_map(segments).find_map(|seg| class_of_segment(&seg.to_ascii_lowercase()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn classes_are_found_as_the_whole_output_found_them(v in prop::collection::vec(prop::sample::select(&[
+            "Timed Out", "timeout", "timeout.txt", "command not found", ": not found", "No such file", "ENOENT",
+            "permission denied", "Connection refused", "eexist", "'timeout'", "\"timed out\"", "/tmp/timeout",
+            "cat", "x", " ", "  ", "\t", ": ", ":", "\n", "\r\n", "\n\n", "\u{0}", "\u{85}", "é", "1", "250ms",
+            "token=", "password ", "sk-live-0123456789abcdef", "-----BEGIN PRIVATE KEY-----", "https://a.b/c",
+        ][..]), 0..40)) {
+            let output = v.concat();
+            prop_assert_eq!(class_named(&output), class_named_whole(&output), "{:?}", output);
+        }
+    }
+
+    #[test]
+    fn classes_past_the_line_limit_are_not_read() {
+        let output = format!("{}permission denied", "x\n".repeat(LINES));
+        assert_eq!(class_named(&output), None);
+        assert_eq!(class_named_whole(&output), None);
+    }
 
     #[test]
     fn classes_from_output() {

@@ -36,39 +36,53 @@ impl Rule {
 }
 
 /// How a rule finds its matches: a compiled pattern, or a scan that
-/// returns every match left to right (`counted.rs`).
+/// pushes every match, left to right, onto a list (`counted.rs`).
 #[derive(Clone, Copy)]
 pub(crate) enum Finder {
     Dfa(usize),
-    Scan(fn(&str) -> Vec<Range<usize>>),
+    Scan(fn(&str, &mut Vec<Range<usize>>)),
+}
+
+thread_local! {
+    /// The list a scan's matches go to, kept from one scan to the next.
+    static FOUND: std::cell::RefCell<Vec<Range<usize>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Finder {
-    /// `text` with every match replaced by what `with` writes for it
-    /// (given the text and the match's range), or `None` when nothing matched.
-    pub(crate) fn replace_all(
+    /// Writes into `out` (cleared first) `text` with every match replaced
+    /// by what `with` writes for it (given the text and the match's range);
+    /// `false`, with `out` left empty, when nothing matched. The caller
+    /// keeps `out` from one rule to the next: no allocation once it is large
+    /// enough.
+    pub(crate) fn replace_into(
         self,
         text: &str,
+        out: &mut String,
         mut with: impl FnMut(&str, Range<usize>, &mut String),
-    ) -> Option<String> {
-        // Allocated at the first match: most rules that run match nothing.
-        let mut out = String::new();
+    ) -> bool {
+        out.clear();
         let mut last = None;
         let mut visit = |m: Range<usize>| {
             if last.is_none() {
+                // Room for the text and a few placeholders longer than what they replace.
                 out.reserve(text.len() + 16);
             }
             out.push_str(&text[last.unwrap_or(0)..m.start]);
             let end = m.end;
-            with(text, m, &mut out);
+            with(text, m, out);
             last = Some(end);
         };
         match self {
             Finder::Dfa(i) => rule(i).find_iter(text).for_each(&mut visit),
-            Finder::Scan(scan) => scan(text).into_iter().for_each(&mut visit),
+            Finder::Scan(scan) => FOUND.with_borrow_mut(|found| {
+                found.clear();
+                scan(text, found);
+                found.drain(..).for_each(&mut visit);
+            }),
         }
-        out.push_str(&text[last?..]);
-        Some(out)
+        let Some(last) = last else { return false };
+        out.push_str(&text[last..]);
+        true
     }
 }
 

@@ -6,7 +6,8 @@
 //! patterns match, leftmost-first: their counts over runs where matches
 //! overlap make a DFA too large to build (`patterns::SCANNED`), and each
 //! has one way to match from a given start, so a scan is exact (the tests
-//! compare it with the patterns). Never decides what a match becomes.
+//! compare it with the patterns). Each pushes its matches onto the
+//! caller's list. Never decides what a match becomes.
 
 use std::ops::Range;
 
@@ -16,10 +17,9 @@ use super::ascii::{boundary, word};
 
 /// Every long token: 32 or more of `[A-Za-z0-9_+-]` from a word boundary,
 /// to the end of the run.
-pub(super) fn long_tokens(text: &str) -> Vec<Range<usize>> {
+pub(super) fn long_tokens(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
     let in_class = |b: u8| word(b) || b == b'+' || b == b'-';
-    let mut found = Vec::new();
     let mut i = 0;
     while i < t.len() {
         if !in_class(t[i]) {
@@ -33,7 +33,6 @@ pub(super) fn long_tokens(text: &str) -> Vec<Range<usize>> {
         }
         i = end;
     }
-    found
 }
 
 /// Whether `t[at..]` starts with a top-level domain followed by a boundary.
@@ -68,9 +67,8 @@ fn host_at(t: &[u8], start: usize) -> Option<usize> {
 }
 
 /// Every host name, left to right.
-pub(super) fn hosts(text: &str) -> Vec<Range<usize>> {
+pub(super) fn hosts(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
-    let mut found = Vec::new();
     let mut s = 0;
     while s < t.len() {
         if t[s].is_ascii_alphanumeric()
@@ -83,7 +81,6 @@ pub(super) fn hosts(text: &str) -> Vec<Range<usize>> {
         }
         s += 1;
     }
-    found
 }
 
 /// The maximal runs of ASCII word characters: a pattern between two `\b`
@@ -103,22 +100,20 @@ fn word_runs(t: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
 }
 
 /// Every long hash: `\b[0-9a-fA-F]{16,}\b`, a whole word of 16 hex digits or more.
-pub(super) fn hashes(text: &str) -> Vec<Range<usize>> {
+pub(super) fn hashes(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
-    word_runs(t).filter(|r| r.len() >= 16 && t[r.clone()].iter().all(u8::is_ascii_hexdigit)).collect()
+    found.extend(word_runs(t).filter(|r| r.len() >= 16 && t[r.clone()].iter().all(u8::is_ascii_hexdigit)));
 }
 
 /// Every hex id: a whole word that is `0x` and hex digits, or lower-case
 /// hex digits with at least one digit and one letter.
-pub(super) fn hex_words(text: &str) -> Vec<Range<usize>> {
+pub(super) fn hex_words(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
-    word_runs(t)
-        .filter(|r| {
-            let w = &t[r.clone()];
-            let prefixed =
-                w.len() > 2 && w[0] == b'0' && matches!(w[1], b'x' | b'X') && w[2..].iter().all(u8::is_ascii_hexdigit);
-            let lower = w.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
-            prefixed || (lower && w.iter().any(u8::is_ascii_digit) && w.iter().any(|b| (b'a'..=b'f').contains(b)))
-        })
-        .collect()
+    found.extend(word_runs(t).filter(|r| {
+        let w = &t[r.clone()];
+        let prefixed =
+            w.len() > 2 && w[0] == b'0' && matches!(w[1], b'x' | b'X') && w[2..].iter().all(u8::is_ascii_hexdigit);
+        let lower = w.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+        prefixed || (lower && w.iter().any(u8::is_ascii_digit) && w.iter().any(|b| (b'a'..=b'f').contains(b)))
+    }));
 }

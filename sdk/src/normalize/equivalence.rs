@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use regex::Regex;
 
 use super::patterns::{self, ascii};
-use super::{counted, numbers, placeholders_line, quote, reference, secrets};
+use super::{counted, numbers, paths, placeholders_line, quote, reference, secrets};
 
 /// Fragments every rule reacts to, and the characters around them that
 /// decide boundaries.
@@ -210,14 +210,23 @@ fn scanned(name: &str) -> Regex {
     Regex::new(&ascii(&all.into_iter().find(|(n, _)| *n == name).expect("a pattern").1)).expect("valid")
 }
 
+/// Every match a scan finds in `l`.
+fn scan(f: fn(&str, &mut Vec<std::ops::Range<usize>>), l: &str) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    f(l, &mut found);
+    found
+}
+
 fn same_scans(l: &str) {
     let find = |re: &Regex| re.find_iter(l).map(|m| m.range()).collect::<Vec<_>>();
-    assert_eq!(counted::long_tokens(l), find(&scanned("long_token")), "long tokens in {l:?}");
-    assert_eq!(counted::hosts(l), find(&scanned("host")), "hosts in {l:?}");
-    assert_eq!(counted::hashes(l), find(&scanned("hash")), "hashes in {l:?}");
-    assert_eq!(counted::hex_words(l), find(&scanned("hex")), "hex ids in {l:?}");
-    assert_eq!(numbers::numbers(l), find(&scanned("number")), "numbers in {l:?}");
-    assert_eq!(numbers::durations(l), find(&scanned("duration")), "durations in {l:?}");
+    assert_eq!(scan(counted::long_tokens, l), find(&scanned("long_token")), "long tokens in {l:?}");
+    assert_eq!(scan(counted::hosts, l), find(&scanned("host")), "hosts in {l:?}");
+    assert_eq!(scan(counted::hashes, l), find(&scanned("hash")), "hashes in {l:?}");
+    assert_eq!(scan(counted::hex_words, l), find(&scanned("hex")), "hex ids in {l:?}");
+    assert_eq!(scan(numbers::numbers, l), find(&scanned("number")), "numbers in {l:?}");
+    assert_eq!(scan(numbers::durations, l), find(&scanned("duration")), "durations in {l:?}");
+    assert_eq!(scan(paths::urls, l), find(&scanned("url")), "URLs in {l:?}");
+    assert_eq!(scan(paths::posix_paths, l), find(&scanned("posix_path")), "POSIX paths in {l:?}");
     let quote_re = Regex::new(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)").expect("valid");
     let want = quote_re.is_match(l).then(|| quote_re.replace_all(l, "${1}<quoted>${2}").into_owned());
     assert_eq!(quote::replace_all(l), want, "quotes in {l:?}");
@@ -270,6 +279,13 @@ fn scans_hold_on_edge_lines() {
         &format!("é{}", "a".repeat(32)),
         "1.2.3x -5x +7 a-5 5.1.s 5 sec 5 secs 5 s 5\tms 1.5µs 3.m 12h 2 hours",
         "x1,2,3 1,2x 9.99.9_ -0.5 --1 1..2 7e3 0.5.",
+        "a:// x://y :// ://x x:// a.b-c+d://e 1a://b _a://b a_b://c -x://y é://x x://'y' x://<y",
+        "a://b://c http://x\"y'z a:///b",
+        ":/a /a ~/a ../a .../a ./a ~a/b a/b  //a =~x/ /a//b/ (/a) [/x] /é/x /a:b /a;b /a, ~/ ./ ../",
+        "/",
+        "~/x",
+        ":/x",
+        "x/y /z",
     ] {
         same_scans(l);
         same_placeholders(l);

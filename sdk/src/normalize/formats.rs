@@ -31,12 +31,25 @@ pub fn first_line(text: &str) -> &str {
 
 /// Picks the error line of `text`, format by format.
 pub fn locate(text: &str) -> Located {
-    let lines: Vec<&str> = text.lines().collect();
-    python(&lines)
-        .or_else(|| java(&lines))
-        .or_else(|| rust_panic(&lines))
-        .or_else(|| go_panic(&lines))
-        .or_else(|| node(&lines))
+    if !text.contains('\n') {
+        // One line (or none): a Python, Go or Node.js error needs a second
+        // line (the exception after its header, the panic before its
+        // goroutine, the line before the frames), so only Java's and Rust's
+        // one-line forms can match.
+        let one = [text];
+        let lines = &one[..usize::from(!text.is_empty())];
+        return java(lines).or_else(|| rust_panic(lines)).unwrap_or_else(|| Located::line(first_line(text)));
+    }
+    every_format(text, &text.lines().collect::<Vec<_>>())
+}
+
+/// Every format tried on `lines`, the lines of `text`, in order.
+fn every_format(text: &str, lines: &[&str]) -> Located {
+    python(lines)
+        .or_else(|| java(lines))
+        .or_else(|| rust_panic(lines))
+        .or_else(|| go_panic(lines))
+        .or_else(|| node(lines))
         .unwrap_or_else(|| Located::line(first_line(text)))
 }
 
@@ -96,8 +109,9 @@ fn java(lines: &[&str]) -> Option<Located> {
             let after = rest.strip_prefix('"').and_then(|r| r.split_once("\" ")).map(|(_, t)| t)?;
             return Some((i, after.trim()));
         }
-        let dotted = exception_type(l).is_some_and(|t| t.contains('.'));
-        (dotted && lines.get(i + 1).is_some_and(at_frame)).then_some((i, l))
+        // The frame first: it is the cheaper test, and a single line has none.
+        let framed = lines.get(i + 1).is_some_and(at_frame);
+        (framed && exception_type(l).is_some_and(|t| t.contains('.'))).then_some((i, l))
     })?;
     let mut extra: Vec<String> = lines[index..]
         .iter()
@@ -167,7 +181,24 @@ fn is_code_name(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn one_line_is_located_as_every_format_locates_it(v in prop::collection::vec(prop::sample::select(&[
+            "Traceback (most recent call last):", "Exception in thread ", "\"main\" ", "thread '", "' panicked at ",
+            "'", "goroutine 1 [running]:", "panic: ", "fatal error: ", "  at f (x.js:1:1)", "TypeError", "java.lang.X",
+            ": ", ":", " ", "\t", "\r", "x", "Uncaught ", "(", ", ", "é",
+        ][..]), 0..12)) {
+            let line = v.concat();
+            let lines: Vec<&str> = line.lines().collect();
+            prop_assert_eq!(locate(&line), every_format(&line, &lines), "{:?}", line);
+        }
+    }
 
     #[test]
     fn python_takes_the_last_exception_and_chained_causes() {

@@ -45,12 +45,13 @@ const fn words_from(first: u8) -> &'static [(&'static [u8], u8)] {
     }
 }
 
-/// The words' first two letters, folded to five bits: for a first letter
-/// `f`, bit `s & 31` of `PAIRS[f & 31]` is set when some word starts `fs`.
-/// Other bytes fold onto the same bits now and then: a position that
-/// passes is only a candidate, checked in full.
-const PAIRS: [u32; 32] = {
-    let mut pairs = [0u32; 32];
+/// For each byte that is a word's first letter (in either case), the
+/// words' second letters, folded to five bits: bit `s & 31` is set when
+/// some word starts with that letter and `s`. Other second bytes fold onto
+/// the same bits now and then: a position that passes is only a candidate,
+/// checked in full.
+const FIRSTS: [u32; 256] = {
+    let mut table = [0u32; 256];
     let firsts = *b"pstacb";
     let mut f = 0;
     while f < firsts.len() {
@@ -58,26 +59,27 @@ const PAIRS: [u32; 32] = {
         let mut w = 0;
         while w < words.len() {
             let word = words[w].0;
-            pairs[(word[0] & 31) as usize] |= 1 << (word[1] & 31);
+            let bit = 1 << (word[1] & 31);
+            table[word[0] as usize] |= bit;
+            table[word[0].to_ascii_uppercase() as usize] |= bit;
             w += 1;
         }
         f += 1;
     }
-    pairs
+    table
 };
 
 /// Which of the secret rules' words `t` holds (ASCII case-insensitive), in
 /// one pass: the flags above. A rule whose words are absent cannot match.
 pub(super) fn key_words(t: &[u8]) -> u8 {
     let mut found = 0;
-    for i in 0..t.len() {
+    for (i, &b) in t.iter().enumerate() {
+        let seconds = FIRSTS[usize::from(b)];
         // Folding with `| 0x20` maps no byte but a letter's two cases onto it.
-        let first = t[i] | 0x20;
-        let second = t.get(i + 1).map_or(0, |b| b | 0x20);
-        if PAIRS[usize::from(first & 31)] & (1 << (second & 31)) == 0 {
+        if seconds == 0 || seconds & (1 << (t.get(i + 1).map_or(0, |b| b | 0x20) & 31)) == 0 {
             continue;
         }
-        for &(w, flags) in words_from(first) {
+        for &(w, flags) in words_from(b | 0x20) {
             if starts_ci(t, i, w) {
                 found |= flags;
             }
@@ -90,13 +92,12 @@ pub(super) fn key_words(t: &[u8]) -> u8 {
 /// `unknown`, `unrecognized`, `undefined`, `could not resolve`), in any
 /// ASCII case: without one it cannot match.
 pub(super) fn operand_words(t: &[u8]) -> bool {
-    (0..t.len()).any(|i| match t[i] | 0x20 {
-        b'n' => starts_ci(t, i, b"no such"),
-        b'u' => {
-            starts_ci(t, i, b"un")
-                && [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w))
-        }
-        b'c' => starts_ci(t, i, b"could not resolve"),
+    // Each phrase's first two letters, folded with `| 0x20` (which maps no
+    // byte but a letter's two cases onto a letter), pick the phrases to try.
+    t.windows(2).enumerate().any(|(i, w)| match [w[0] | 0x20, w[1] | 0x20] {
+        [b'n', b'o'] => starts_ci(t, i, b"no such"),
+        [b'u', b'n'] => [&b"unknown"[..], b"unrecognized", b"undefined"].iter().any(|w| starts_ci(t, i, w)),
+        [b'c', b'o'] => starts_ci(t, i, b"could not resolve"),
         _ => false,
     })
 }

@@ -25,6 +25,7 @@ mod equivalence;
 pub mod formats;
 mod literal;
 mod numbers;
+mod paths;
 // Shared with build.rs, which compiles what the crate itself only names.
 #[cfg_attr(not(test), allow(dead_code))]
 mod patterns;
@@ -72,20 +73,29 @@ const STATUS_BEFORE: &[&str] = &[
 ];
 
 /// Whether the number `n` at `start..end` of `line` is an HTTP status or a
-/// curl error code, kept because it tells failures apart.
+/// curl error code, kept because it tells failures apart. The words
+/// around it are compared in any ASCII case, in place.
 fn names_the_failure(line: &str, start: usize, end: usize, n: &str) -> bool {
     if !n.bytes().all(|b| b.is_ascii_digit()) {
         return false;
     }
-    let before = line[..start].trim_end().to_ascii_lowercase();
-    let after = line[end..].to_ascii_lowercase();
+    let before = line[..start].trim_end();
+    let (b, a) = (before.as_bytes(), &line.as_bytes()[end..]);
+    let ends = |w: &str| b.len() >= w.len() && b[b.len() - w.len()..].eq_ignore_ascii_case(w.as_bytes());
+    let starts = |w: &str| a.len() >= w.len() && a[..w.len()].eq_ignore_ascii_case(w.as_bytes());
     let status = n.len() == 3 && (b'1'..=b'5').contains(&n.as_bytes()[0]);
+    let http_version = || {
+        before
+            .rsplit(char::is_whitespace)
+            .next()
+            .is_some_and(|w| w.len() >= 5 && w.as_bytes()[..5].eq_ignore_ascii_case(b"http/"))
+    };
     (status
-        && (STATUS_BEFORE.iter().any(|w| before.ends_with(w))
-            || before.rsplit(char::is_whitespace).next().is_some_and(|w| w.starts_with("http/"))
-            || after.starts_with(" client error")
-            || after.starts_with(" server error")))
-        || (before.ends_with("curl: (") && after.starts_with(')'))
+        && (STATUS_BEFORE.iter().any(|w| ends(w))
+            || http_version()
+            || starts(" client error")
+            || starts(" server error")))
+        || (a.first() == Some(&b')') && ends("curl: ("))
 }
 
 /// What a placeholder rule's match becomes.
@@ -119,6 +129,9 @@ const HEX: u16 = 1 << 9;
 /// `a`–`f`, `x`, `X`: what a digit sits next to in a hex id.
 const HEX_LETTER: u16 = 1 << 10;
 const ALNUM: u16 = 1 << 11;
+/// A byte a control character may start with: C0, DEL, and 0xC2 (C1,
+/// U+0080–U+009F, and the other characters up to U+00BF).
+const CONTROL: u16 = 1 << 12;
 
 /// Each byte's classes.
 const CLASS: [u16; 256] = {
@@ -135,6 +148,9 @@ const CLASS: [u16; 256] = {
         }
         if u.is_ascii_alphanumeric() {
             k |= ALNUM;
+        }
+        if u < 0x20 || u == 0x7F || u == 0xC2 {
+            k |= CONTROL;
         }
         if matches!(u, b'a'..=b'f' | b'x' | b'X') {
             k |= HEX_LETTER;
@@ -218,7 +234,7 @@ type PlaceholderRule = (Finder, With, fn(&Holds, &str) -> bool);
 /// the rule to match at all.
 const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h, _| h.has(AT)),
-    (Finder::Dfa(id::URL), With::Text("<url>"), |h, l| h.has(COLON | SLASH) && l.contains("://")),
+    (Finder::Scan(paths::urls), With::Text("<url>"), |h, _| h.has(COLON | SLASH)),
     (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h, _| h.has(QUOTES)),
     (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
     (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| h.has(DOT | DIGIT) && between_digits(l, DOT) && three_dots(l)),
@@ -226,7 +242,7 @@ const RULES: &[PlaceholderRule] = &[
         (h.has(DASH | DIGIT) || h.has(COLON | DIGIT)) && between_digits(l, DASH | COLON)
     }),
     (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
-    (Finder::Dfa(id::POSIX_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
+    (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
     (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
     (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h, l| h.has(DOT) && dot_word(l)),
     (Finder::Scan(counted::hosts), With::Text("<host>"), |h, l| h.has(DOT) && dot_word(l)),
@@ -280,19 +296,26 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
 
 /// Applies the placeholder rules to one line.
 fn placeholders_line(line: &str) -> String {
+    placeholders_owned(line.to_owned())
+}
+
+/// [`placeholders_line`] on a line the caller gives up: its buffer is the
+/// first the rules write.
+fn placeholders_owned(mut line: String) -> String {
+    let mut holds = Holds::of(&line);
     // Control characters (NUL among them, the signature separator) become
     // spaces: C0, DEL, and C1 (U+0080–U+009F, whose UTF-8 starts 0xC2).
-    let mut line: String = if line.bytes().any(|b| b < 0x20 || b == 0x7F || b == 0xC2) {
-        line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
-    } else {
-        line.to_owned()
-    };
-    let mut holds = Holds::of(&line);
+    if holds.has(CONTROL) {
+        line = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        holds = Holds::of(&line);
+    }
+    // Each rule that matches writes into the spare buffer, and the two swap:
+    // one allocation for the line's whole way through the rules.
+    let mut spare = String::new();
     for &(finder, with, may_match) in RULES {
-        if may_match(&holds, &line)
-            && let Some(next) = finder.replace_all(&line, |l, m, out| replacement(with, l, m, out))
+        if may_match(&holds, &line) && finder.replace_into(&line, &mut spare, |l, m, out| replacement(with, l, m, out))
         {
-            line = next;
+            std::mem::swap(&mut line, &mut spare);
             holds = Holds::of(&line);
         }
         if matches!(finder, Finder::Dfa(id::QUOTED)) && holds.has(APOSTROPHE) {
@@ -300,14 +323,15 @@ fn placeholders_line(line: &str) -> String {
             holds = Holds::of(&line);
         }
     }
-    collapse_spaces(line.trim())
+    collapse_spaces(line)
 }
 
-/// Every run of (Unicode) white space as one space.
-fn collapse_spaces(s: &str) -> String {
+/// Every run of (Unicode) white space as one space, the ends trimmed.
+fn collapse_spaces(s: String) -> String {
     if s.is_ascii() {
         return collapse_ascii_spaces(s);
     }
+    let s = s.trim();
     let mut out = String::with_capacity(s.len());
     let mut in_space = false;
     for c in s.chars() {
@@ -324,19 +348,34 @@ fn collapse_spaces(s: &str) -> String {
     out
 }
 
-/// [`collapse_spaces`] for ASCII text, byte by byte (the white space of
-/// ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
-fn collapse_ascii_spaces(s: &str) -> String {
-    let mut out = Vec::with_capacity(s.len());
-    let mut in_space = false;
-    for &b in s.as_bytes() {
-        let space = matches!(b, b'\t'..=b'\r' | b' ');
-        if !(space && in_space) {
-            out.push(if space { b' ' } else { b });
-        }
-        in_space = space;
+/// [`collapse_spaces`] for ASCII text, byte by byte and in place (the
+/// white space of ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
+fn collapse_ascii_spaces(s: String) -> String {
+    let space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    let t = s.as_bytes();
+    // Nothing to do (the usual line): no space at an end, no two in a row,
+    // no other white space.
+    let single = |w: &[u8]| !(space(&w[0]) && (w[0] != b' ' || space(&w[1])));
+    if t.first().is_none_or(|b| !space(b)) && t.last().is_none_or(|b| !space(b)) && t.windows(2).all(single) {
+        return s;
     }
-    String::from_utf8(out).expect("ASCII in, ASCII out")
+    let mut b = s.into_bytes();
+    let end = b.len() - b.iter().rev().take_while(|c| space(c)).count();
+    b.truncate(end);
+    let start = b.iter().take_while(|c| space(c)).count();
+    let mut w = 0;
+    let mut in_space = false;
+    for r in start..b.len() {
+        let c = b[r];
+        let is_space = space(&c);
+        if !(is_space && in_space) {
+            b[w] = if is_space { b' ' } else { c };
+            w += 1;
+        }
+        in_space = is_space;
+    }
+    b.truncate(w);
+    String::from_utf8(b).expect("ASCII in, ASCII out")
 }
 
 /// The head and tail of a long text, cut at line ends (so no half line
@@ -372,20 +411,20 @@ pub struct Grouped {
 /// placeholders applied.
 pub fn group(text: &str) -> Grouped {
     let text = bounded(text);
-    let located = formats::locate(&secrets::redact(&text));
-    let line = placeholders_line(&located.line);
-    let mut key = line.clone();
+    let located = formats::locate(&secrets::redacted(&text));
+    let mut key = placeholders_owned(located.line);
+    let title = cap(&key);
     for extra in &located.extra {
         key.push_str(" | ");
         key.push_str(&placeholders_line(extra));
     }
-    Grouped { title: cap(&line), key }
+    Grouped { title, key }
 }
 
 /// The normalized error line of `text` (the title, uncapped).
 pub fn normalize(text: &str) -> String {
     let text = bounded(text);
-    placeholders_line(&formats::locate(&secrets::redact(&text)).line)
+    placeholders_owned(formats::locate(&secrets::redacted(&text)).line)
 }
 
 /// Every line of `text` with secrets redacted and placeholders applied:
@@ -393,7 +432,17 @@ pub fn normalize(text: &str) -> String {
 /// deciding anything.
 pub fn placeholders(text: &str) -> String {
     let text = bounded(text);
-    secrets::redact(&text).lines().map(placeholders_line).collect::<Vec<_>>().join("\n")
+    secrets::redacted(&text).lines().map(placeholders_line).collect::<Vec<_>>().join("\n")
+}
+
+/// The first `Some` that `f` returns for the first `max` lines of
+/// [`placeholders`]`(text)`, each given as an owned line to change at will:
+/// the lines after the one that decides are never normalized.
+pub(crate) fn placeholder_lines<T>(text: &str, max: usize, mut f: impl FnMut(&mut String) -> Option<T>) -> Option<T> {
+    let text = bounded(text);
+    // No normalized line holds a line break (white space becomes a space),
+    // so these are the lines of `placeholders`, less a trailing empty one.
+    secrets::redacted(&text).lines().take(max).find_map(|l| f(&mut placeholders_line(l)))
 }
 
 /// A title: the normalized line, capped at [`TITLE_CHARS`] characters.
@@ -403,7 +452,11 @@ pub fn title(text: &str) -> String {
 
 /// Caps a line at [`TITLE_CHARS`] characters.
 pub fn cap(s: &str) -> String {
-    s.chars().take(TITLE_CHARS).collect()
+    // No more bytes than characters allowed: nothing to count.
+    if s.len() <= TITLE_CHARS {
+        return s.to_owned();
+    }
+    s.char_indices().nth(TITLE_CHARS).map_or(s, |(end, _)| &s[..end]).to_owned()
 }
 
 /// Whether `text[start..end]` stands as a whole word (no letter, digit or
@@ -420,16 +473,23 @@ pub fn scrub(text: &str, names: &[String]) -> String {
     let mut names: Vec<&String> = names.iter().filter(|n| n.trim().len() >= 2).collect();
     names.sort_by_key(|n| std::cmp::Reverse(n.len()));
     let mut out = text.to_owned();
+    // `out` lower-cased, kept so through every replacement: ASCII
+    // lower-casing keeps byte offsets, and `<name>` is lower case.
+    let mut hay = out.to_ascii_lowercase();
     for n in names {
-        let needle = n.to_ascii_lowercase();
+        // Where the lower-cased name starts in `hay`, found without a
+        // lower-cased copy of it: its first byte, then the rest in any case.
+        let first = n.as_bytes()[0].to_ascii_lowercase();
         let mut from = 0;
-        loop {
-            // ASCII lower-casing keeps byte offsets.
-            let hay = out.to_ascii_lowercase();
-            let Some(pos) = hay[from..].find(&needle).map(|p| p + from) else { break };
-            let end = pos + needle.len();
+        while let Some(pos) = hay.as_bytes()[from..].iter().position(|&b| b == first).map(|p| p + from) {
+            let end = pos + n.len();
+            if !hay.as_bytes().get(pos..end).is_some_and(|h| h.eq_ignore_ascii_case(n.as_bytes())) {
+                from = pos + 1;
+                continue;
+            }
             if whole_word(&out, pos, end) {
                 out.replace_range(pos..end, "<name>");
+                hay.replace_range(pos..end, "<name>");
                 from = pos + "<name>".len();
             } else {
                 from = end;
@@ -698,6 +758,46 @@ pub(super) mod tests {
         assert_eq!(normalize("no layer 12 in /a/b"), normalize("no layer 104 in /c/d"));
     }
 
+    /// [`names_the_failure`] as version 2 wrote it: the words around the
+    /// number lower-cased into new strings.
+    fn names_the_failure_lowered(line: &str, start: usize, end: usize, n: &str) -> bool {
+        if !n.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        let before = line[..start].trim_end().to_ascii_lowercase();
+        let after = line[end..].to_ascii_lowercase();
+        let status = n.len() == 3 && (b'1'..=b'5').contains(&n.as_bytes()[0]);
+        (status
+            && (STATUS_BEFORE.iter().any(|w| before.ends_with(w))
+                || before.rsplit(char::is_whitespace).next().is_some_and(|w| w.starts_with("http/"))
+                || after.starts_with(" client error")
+                || after.starts_with(" server error")))
+            || (before.ends_with("curl: (") && after.starts_with(')'))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn statuses_are_kept_as_version_2_kept_them(
+            v in proptest::collection::vec(proptest::sample::select(&[
+                "HTTP", "http/1.1", "Http/2", "STATUS", "status code:", "Response Code", "returned error:", "curl: (",
+                " ", "\t", "\u{a0}", "é", "x", ")", " Client Error", " server error", "404", "599", "600", "42",
+            ][..]), 0..8),
+            n in proptest::sample::select(&["404", "503", "7", "100", "600", "1.5"][..]),
+            w in proptest::collection::vec(proptest::sample::select(&[
+                ")", " client ERROR", " Server error", " x", "é", "",
+            ][..]), 0..3),
+        ) {
+            let (before, after) = (v.concat(), w.concat());
+            let line = format!("{before}{n}{after}");
+            let (start, end) = (before.len(), before.len() + n.len());
+            proptest::prop_assert_eq!(
+                names_the_failure(&line, start, end, n),
+                names_the_failure_lowered(&line, start, end, n),
+                "{:?}", line
+            );
+        }
+    }
+
     #[test]
     fn ascii_and_unicode_white_space_collapse_alike() {
         for s in ["a \t\x0B\x0C\r\n b", "  x  ", "", "\u{1C}a", "a\u{85}\u{A0} b\u{3000}"] {
@@ -711,7 +811,7 @@ pub(super) mod tests {
                 }
                 out
             };
-            assert_eq!(collapse_spaces(s), by_char, "{s:?}");
+            assert_eq!(collapse_spaces(s.to_owned()), by_char.trim(), "{s:?}");
         }
     }
 
@@ -756,6 +856,46 @@ pub(super) mod tests {
         );
         assert_eq!(scrub_uncommon("marvin stopped the turn"), "<name> stopped the turn");
         assert_eq!(scrub_uncommon("Marvin stopped; then O'Brien-Smith"), "<name> stopped; then <name>");
+    }
+
+    /// [`scrub`] as it was written first: each name lower-cased into a
+    /// needle, searched with `str::find`.
+    fn scrub_by_find(text: &str, names: &[String]) -> String {
+        let mut names: Vec<&String> = names.iter().filter(|n| n.trim().len() >= 2).collect();
+        names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        let mut out = text.to_owned();
+        for n in names {
+            let needle = n.to_ascii_lowercase();
+            let mut from = 0;
+            loop {
+                let hay = out.to_ascii_lowercase();
+                let Some(pos) = hay[from..].find(&needle).map(|p| p + from) else { break };
+                let end = pos + needle.len();
+                if whole_word(&out, pos, end) {
+                    out.replace_range(pos..end, "<name>");
+                    from = pos + "<name>".len();
+                } else {
+                    from = end;
+                }
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn names_are_scrubbed_as_a_search_for_each_name_scrubbed_them(
+            v in proptest::collection::vec(proptest::sample::select(&[
+                "Ann", "ANN", "annabel", "Annabel", "Zoë", "zoË", "x", " ", "_", "é", ":", "<name>", "Ada", "ad",
+            ][..]), 0..14),
+            names in proptest::collection::vec(proptest::sample::select(&[
+                "Ann", "Annabel", "Zoë", "Ada", "a", " x", "ADA", "é",
+            ][..]), 0..4),
+        ) {
+            let text = v.concat();
+            let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+            proptest::prop_assert_eq!(scrub(&text, &names), scrub_by_find(&text, &names));
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! engine would (greedy first, then what it gives back) and stops at the
 //! first that ends on a boundary. They run on nearly every line, and a scan
 //! has no automaton start-up. The tests compare both with the patterns.
-//! Never decides what a match becomes.
+//! Each pushes its matches onto the caller's list. Never decides what a
+//! match becomes.
 
 use std::ops::Range;
 
@@ -21,8 +22,7 @@ fn digits(t: &[u8], i: usize) -> usize {
 /// Every match of `at` (the end of the match starting at a byte, if any),
 /// left to right, starting where the last one ended; only bytes that pass
 /// `starts` (every match's first byte does) are tried.
-fn every(t: &[u8], starts: fn(u8) -> bool, at: fn(&[u8], usize) -> Option<usize>) -> Vec<Range<usize>> {
-    let mut found = Vec::new();
+fn every(t: &[u8], starts: fn(u8) -> bool, at: fn(&[u8], usize) -> Option<usize>, found: &mut Vec<Range<usize>>) {
     let mut s = 0;
     while let Some(skip) = t[s..].iter().position(|&b| starts(b)) {
         s += skip;
@@ -34,7 +34,6 @@ fn every(t: &[u8], starts: fn(u8) -> bool, at: fn(&[u8], usize) -> Option<usize>
             None => s += 1,
         }
     }
-    found
 }
 
 /// The number starting at `s`: an optional sign, digits, then `[.,]`-joined
@@ -58,8 +57,8 @@ fn number_at(t: &[u8], s: usize) -> Option<usize> {
 }
 
 /// Every number, left to right.
-pub(super) fn numbers(text: &str) -> Vec<Range<usize>> {
-    every(text.as_bytes(), |b| b.is_ascii_digit() || b == b'-' || b == b'+', number_at)
+pub(super) fn numbers(text: &str, found: &mut Vec<Range<usize>>) {
+    every(text.as_bytes(), |b| b.is_ascii_digit() || b == b'-' || b == b'+', number_at, found);
 }
 
 /// The units, in the pattern's order (the first that ends on a boundary wins).
@@ -102,6 +101,6 @@ fn duration_at(t: &[u8], s: usize) -> Option<usize> {
 }
 
 /// Every duration, left to right.
-pub(super) fn durations(text: &str) -> Vec<Range<usize>> {
-    every(text.as_bytes(), |b| b.is_ascii_digit(), duration_at)
+pub(super) fn durations(text: &str, found: &mut Vec<Range<usize>>) {
+    every(text.as_bytes(), |b| b.is_ascii_digit(), duration_at, found);
 }

@@ -203,8 +203,10 @@ pub fn shell_patterns() -> Vec<(&'static str, String)> {
 /// plain scans (`counted.rs`), checked against these patterns by the tests.
 /// `hash` and `hex` match whole words only, which a scan finds faster than
 /// a DFA; `number` and `duration` run on nearly every line, where a DFA
-/// search's start-up costs more than a scan (`numbers.rs`).
-pub const SCANNED: &[&str] = &["long_token", "host", "hash", "hex", "number", "duration"];
+/// search's start-up costs more than a scan (`numbers.rs`); a DFA leaves
+/// its fast loop at every byte of a `url` or `posix_path` match, which a
+/// scan reads once (`paths.rs`).
+pub const SCANNED: &[&str] = &["long_token", "host", "hash", "hex", "number", "duration", "url", "posix_path"];
 
 /// Every pattern the build compiles, ASCII-rewritten, by name.
 pub fn all() -> Vec<(&'static str, String)> {

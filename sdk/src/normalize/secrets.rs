@@ -31,9 +31,11 @@ pub(super) fn is_prose(value: &str) -> bool {
 /// Whether a token that starts with a known prefix is long enough to be one
 /// (`sk-` alone, or `ghp_x`, is prose).
 fn long_enough(token: &str) -> bool {
+    let t = token.as_bytes();
+    // Byte by byte: the first byte rules out nearly every prefix.
     PREFIXES
         .iter()
-        .filter(|(p, _)| token.starts_with(p))
+        .filter(|(p, _)| t.len() >= p.len() && t[0] == p.as_bytes()[0] && t.iter().zip(p.bytes()).all(|(a, b)| *a == b))
         .max_by_key(|(p, _)| p.len())
         .is_some_and(|(p, n)| token.len() - p.len() >= *n)
 }
@@ -124,63 +126,134 @@ fn prefixed(t: &str, out: &mut String) {
     out.push_str(if long_enough(t) { SECRET } else { t });
 }
 
-/// Whether `t` has a run of `n` characters a known token can be made of:
-/// the shortest prefix plus its shortest body is 15 (`xoxb-` and ten), and
-/// a shorter match is written back unchanged.
-fn token_run(t: &str, n: usize) -> bool {
-    let mut run = 0;
-    t.bytes().any(|b| {
-        run = if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') { run + 1 } else { 0 };
-        run >= n
-    })
+/// What a text holds that the secret rules' tests read, found in one pass
+/// (plus [`literal::key_words`]): each test is a necessary condition of its
+/// rule, so skipping a rule whose test fails never changes an output.
+#[derive(Default)]
+struct Gates {
+    /// [`literal::key_words`]'s flags.
+    words: u8,
+    /// `://` occurs.
+    scheme: bool,
+    at: bool,
+    /// `eyJ` occurs (every JWT starts so).
+    jwt: bool,
+    /// `=` or `:` occurs.
+    separator: bool,
+    /// A blank (`[ \t]`) occurs.
+    blank: bool,
+    /// A run of 15 `[A-Za-z0-9_.-]`: a known prefix and its shortest body
+    /// is 15 of them (`xoxb-` and ten), and a shorter match is written
+    /// back unchanged.
+    prefixed: bool,
+    /// The longest run of `[A-Za-z0-9_+-]` (a long token is 32).
+    long_run: usize,
 }
 
-/// Whether `key = value` may match: a separator and a key word.
-fn may_key_value(t: &str, words: u8) -> bool {
-    words & literal::KEY != 0 && t.contains(['=', ':'])
+/// Byte classes [`Gates::of`] reads, as bits of [`GATE`].
+const TOKEN: u8 = 1;
+const LONG: u8 = 1 << 1;
+const SEPARATOR: u8 = 1 << 2;
+const BLANK: u8 = 1 << 3;
+const AT: u8 = 1 << 4;
+const COLON: u8 = 1 << 5;
+const LOWER_E: u8 = 1 << 6;
+
+/// Each byte's classes: `TOKEN` is `[A-Za-z0-9_.-]`, `LONG` `[A-Za-z0-9_+-]`.
+const GATE: [u8; 256] = {
+    let mut g = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let u = b as u8;
+        let word = u.is_ascii_alphanumeric() || u == b'_' || u == b'-';
+        let mut k = 0;
+        if word || u == b'.' {
+            k |= TOKEN;
+        }
+        if word || u == b'+' {
+            k |= LONG;
+        }
+        k |= match u {
+            b'=' => SEPARATOR,
+            b':' => SEPARATOR | COLON,
+            b' ' | b'\t' => BLANK,
+            b'@' => AT,
+            b'e' => LOWER_E,
+            _ => 0,
+        };
+        g[b] = k;
+        b += 1;
+    }
+    g
+};
+
+/// The longest run of bytes of `class` in `t`.
+fn longest_run(t: &[u8], class: u8) -> usize {
+    t.split(|&c| GATE[usize::from(c)] & class == 0).map(<[u8]>::len).max().unwrap_or(0)
 }
 
-/// Whether `password value` may match: one of its words and a blank.
-fn may_key_word(t: &str, words: u8) -> bool {
-    words & literal::VALUE != 0 && t.contains([' ', '\t'])
-}
+impl Gates {
+    fn of(t: &str) -> Self {
+        let b = t.as_bytes();
+        let seen = b.iter().fold(0, |seen, &c| seen | GATE[usize::from(c)]);
+        Gates {
+            words: literal::key_words(b),
+            scheme: seen & (COLON | AT) == COLON | AT && t.contains("://"),
+            at: seen & AT != 0,
+            jwt: seen & LOWER_E != 0 && t.contains("eyJ"),
+            separator: seen & SEPARATOR != 0,
+            blank: seen & BLANK != 0,
+            prefixed: b.len() >= 15 && longest_run(b, TOKEN) >= 15,
+            long_run: if b.len() >= 32 { longest_run(b, LONG) } else { 0 },
+        }
+    }
 
-/// Whether a run of 32 token characters (`[A-Za-z0-9_+-]`) is there.
-fn may_long_token(t: &str, _: u8) -> bool {
-    let mut run = 0;
-    t.len() >= 32
-        && t.bytes().any(|b| {
-            run = if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-') { run + 1 } else { 0 };
-            run >= 32
-        })
+    /// The gates of a text after a rule replaced matches in it with
+    /// `<secret>` or `<url>`: still necessary conditions. A replacement
+    /// only removes bytes and adds a placeholder, whose `<` and `>` join no
+    /// run and no word to the text around it, so every run, byte and word
+    /// of the new text was in the old one or is in the placeholder
+    /// (`secret`, a key word). No word starts anew after one either: every
+    /// rule's match ends where a word does (its last class holds every word
+    /// byte, or it ends with a quote, `=` or `>`).
+    fn after_replacement(self) -> Self {
+        Gates { words: self.words | literal::KEY | literal::VALUE, ..self }
+    }
 }
 
 /// A secret rule: how it finds, whether a text may match, what a match becomes.
-/// The test gets the text and its [`literal::key_words`].
-type SecretRule = (Finder, fn(&str, u8) -> bool, fn(&str, &mut String));
+type SecretRule = (Finder, fn(&Gates) -> bool, fn(&str, &mut String));
 
 /// The secret rules in order, each with a test a text must pass for the
 /// rule to match at all (a necessary condition: a literal every match
 /// holds, so skipping never changes an output) and what a match becomes.
 const RULES: &[SecretRule] = &[
-    (Finder::Dfa(id::URL_CREDENTIALS), |t, _| t.contains("://") && t.contains('@'), |_, out| out.push_str("<url>")),
-    (Finder::Dfa(id::JWT), |t, _| t.contains("eyJ"), |_, out| out.push_str(SECRET)),
-    (Finder::Dfa(id::AUTHORIZATION), |_, words| words & literal::SCHEME != 0, authorization),
-    (Finder::Dfa(id::PREFIXED), |t, _| token_run(t, 15), prefixed),
-    (Finder::Dfa(id::KEY_VALUE), may_key_value, key_value),
-    (Finder::Dfa(id::KEY_WORD), may_key_word, key_word),
-    (Finder::Scan(counted::long_tokens), may_long_token, long_token),
+    (Finder::Dfa(id::URL_CREDENTIALS), |g| g.scheme && g.at, |_, out| out.push_str("<url>")),
+    (Finder::Dfa(id::JWT), |g| g.jwt, |_, out| out.push_str(SECRET)),
+    (Finder::Dfa(id::AUTHORIZATION), |g| g.words & literal::SCHEME != 0, authorization),
+    (Finder::Dfa(id::PREFIXED), |g| g.prefixed, prefixed),
+    (Finder::Dfa(id::KEY_VALUE), |g| g.words & literal::KEY != 0 && g.separator, key_value),
+    (Finder::Dfa(id::KEY_WORD), |g| g.words & literal::VALUE != 0 && g.blank, key_word),
+    (Finder::Scan(counted::long_tokens), |g| g.long_run >= 32, long_token),
 ];
 
 /// The rules (not the private key blocks) applied to `s`.
-pub(super) fn redact_rules(mut s: String) -> String {
-    let mut words = literal::key_words(s.as_bytes());
+#[cfg(test)]
+pub(super) fn redact_rules(s: String) -> String {
+    redacted_rules(std::borrow::Cow::Owned(s)).into_owned()
+}
+
+/// The rules applied to `s`, which is copied only when one matches.
+fn redacted_rules(mut s: std::borrow::Cow<'_, str>) -> std::borrow::Cow<'_, str> {
+    let mut gates = Gates::of(&s);
+    let mut spare = String::new();
     for &(finder, may_match, with) in RULES {
-        if may_match(&s, words)
-            && let Some(next) = finder.replace_all(&s, |t, m, out| with(&t[m], out))
-        {
-            s = next;
-            words = literal::key_words(s.as_bytes());
+        if may_match(&gates) && finder.replace_into(&s, &mut spare, |t, m, out| with(&t[m], out)) {
+            let next = std::mem::take(&mut spare);
+            if let std::borrow::Cow::Owned(old) = std::mem::replace(&mut s, next.into()) {
+                spare = old;
+            }
+            gates = gates.after_replacement();
         }
     }
     s
@@ -188,14 +261,19 @@ pub(super) fn redact_rules(mut s: String) -> String {
 
 /// Replaces every credential in `text` with [`SECRET`].
 pub fn redact(text: &str) -> String {
-    let s = if text.contains("-----BEGIN") { redact_private_keys(text) } else { text.to_owned() };
-    let mut s = redact_rules(s);
+    redacted(text).into_owned()
+}
+
+/// [`redact`], borrowing `text` when it holds no credential.
+pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
+    let s = if text.contains("-----BEGIN") { redact_private_keys(text).into() } else { text.into() };
+    let mut s = redacted_rules(s);
     // A quoted secret is a secret, not a quoted value: whichever rule found
     // it, it reads `<secret>`, so errors that differ only by secret group.
-    if s.contains(SECRET) {
+    if s.contains('<') && s.contains(SECRET) {
         for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
             if s.contains(quoted) {
-                s = s.replace(quoted, SECRET);
+                s = s.replace(quoted, SECRET).into();
             }
         }
     }

@@ -353,10 +353,47 @@ const COMMON: &[&str] = &[
     "your",
 ];
 
-/// Whether `word` is a common word (ASCII case-insensitive).
+/// The length of the longest common word.
+const LONGEST: usize = {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < COMMON.len() {
+        if COMMON[i].len() > longest {
+            longest = COMMON[i].len();
+        }
+        i += 1;
+    }
+    longest
+};
+
+/// For each first byte, where the words that start with it begin in
+/// [`COMMON`] (the end is the next byte's start).
+const STARTS: [u16; 257] = {
+    let mut starts = [0u16; 257];
+    let mut b = 0;
+    let mut i = 0;
+    while b < 256 {
+        starts[b] = i as u16;
+        while i < COMMON.len() && COMMON[i].as_bytes()[0] as usize == b {
+            i += 1;
+        }
+        b += 1;
+    }
+    starts[256] = i as u16;
+    starts
+};
+
+/// Whether `word` is a common word (ASCII case-insensitive), lower-cased
+/// on the stack (a longer word is none) and searched among the words with
+/// its first letter.
 pub fn is_common(word: &str) -> bool {
-    let w = word.to_ascii_lowercase();
-    COMMON.binary_search(&w.as_str()).is_ok()
+    let mut lower = [0u8; LONGEST];
+    let Some(w) = lower.get_mut(..word.len()) else { return false };
+    w.copy_from_slice(word.as_bytes());
+    w.make_ascii_lowercase();
+    let Some(&first) = w.first() else { return false };
+    let bucket = &COMMON[usize::from(STARTS[usize::from(first)])..usize::from(STARTS[usize::from(first) + 1])];
+    bucket.binary_search_by(|c| c.as_bytes().cmp(w)).is_ok()
 }
 
 #[cfg(test)]
@@ -366,6 +403,9 @@ mod tests {
     #[test]
     fn the_list_is_sorted_so_the_search_works() {
         assert!(COMMON.windows(2).all(|w| w[0] < w[1]));
+        assert!(COMMON.iter().all(|w| !w.is_empty()) && usize::from(STARTS[256]) == COMMON.len());
+        assert!(COMMON.iter().all(|w| is_common(w) && is_common(&w.to_ascii_uppercase())));
         assert!(is_common("Room") && is_common("stopped") && !is_common("Marvin") && !is_common("hunter2"));
+        assert!(is_common("AUTHENTICATION") && !is_common("authentications") && !is_common("") && !is_common("é"));
     }
 }
