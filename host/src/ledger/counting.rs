@@ -59,7 +59,8 @@ pub struct ScanCommit<'a> {
     pub meta: Vec<(String, Option<String>)>,
 }
 
-pub(super) fn sha_hex(parts: &[&str]) -> String {
+/// SHA-256 over `parts`, a zero byte between each two.
+pub(super) fn sha(parts: &[&str]) -> [u8; 32] {
     let mut h = Sha256::new();
     for (i, p) in parts.iter().enumerate() {
         if i > 0 {
@@ -67,7 +68,11 @@ pub(super) fn sha_hex(parts: &[&str]) -> String {
         }
         h.update(p.as_bytes());
     }
-    crate::hex(&h.finalize())
+    h.finalize().into()
+}
+
+pub(super) fn sha_hex(parts: &[&str]) -> String {
+    crate::hex(&sha(parts))
 }
 
 /// The issue signature: `kind:` and 16 hex digits of a hash of the kind,

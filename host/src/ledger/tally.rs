@@ -18,9 +18,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
-use sha2::{Digest, Sha256};
 
-use super::counting::{Counts, Sums, count_one, occurrence_fire, read_floors, stored_issue};
+use super::counting::{Counts, Sums, count_one, occurrence_fire, read_floors, sha, stored_issue};
 use super::fires::Appender;
 use super::staging::Incoming;
 use super::{Ledger, LedgerError};
@@ -181,7 +180,7 @@ impl Counts for Temporary<'_> {
 /// issue and turn, as an occurrence key is 128 bits of SHA-256 over its kind
 /// and occurrence ([`super::counting::occurrence_key`]).
 fn turn_bits(sig: &str, turn: &str) -> u128 {
-    let digest = Sha256::new().chain_update(sig).chain_update([0u8]).chain_update(turn).finalize();
+    let digest = sha(&[sig, turn]);
     let mut bits = [0u8; 16];
     bits.copy_from_slice(&digest[..16]);
     u128::from_be_bytes(bits)
