@@ -351,7 +351,7 @@ fn collapse_spaces(s: String) -> String {
 /// [`collapse_spaces`] for ASCII text, byte by byte and in place (the
 /// white space of ASCII is `\t`, `\n`, `\x0B`, `\x0C`, `\r` and the space).
 fn collapse_ascii_spaces(s: String) -> String {
-    let space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    let space = |b: &u8| ascii::space(*b);
     let t = s.as_bytes();
     // Nothing to do (the usual line): no space at an end, no two in a row,
     // no other white space.

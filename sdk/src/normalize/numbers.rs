@@ -12,7 +12,7 @@
 
 use std::ops::Range;
 
-use super::ascii::{boundary, word};
+use super::ascii::{boundary, space, word};
 
 /// The end of the run of ASCII digits from `i`.
 fn digits(t: &[u8], i: usize) -> usize {
@@ -64,11 +64,6 @@ pub(super) fn numbers(text: &str, found: &mut Vec<Range<usize>>) {
 /// The units, in the pattern's order (the first that ends on a boundary wins).
 const UNITS: [&str; 14] =
     ["ns", "us", "µs", "ms", "s", "sec", "secs", "seconds", "m", "min", "mins", "minutes", "h", "hours"];
-
-/// `\s`, ASCII.
-fn space(b: u8) -> bool {
-    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
-}
 
 /// The end of a unit at `q` that ends on a boundary (the units end with a
 /// word character).

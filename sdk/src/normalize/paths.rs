@@ -12,12 +12,7 @@
 
 use std::ops::Range;
 
-use super::ascii::word;
-
-/// `\s`, ASCII.
-fn space(b: u8) -> bool {
-    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
-}
+use super::ascii::{space, word};
 
 /// A URL scheme's byte after its first letter: `[a-zA-Z0-9+.-]`.
 fn scheme(b: u8) -> bool {
