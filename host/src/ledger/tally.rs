@@ -42,9 +42,9 @@ pub(super) struct Tally {
     stored_rules: HashMap<String, u32>,
     sums: Sums,
     /// The occurrence keys first counted this scan, as the 128 bits their 32
-    /// hex digits spell. In memory (about 4.5 MB at 173 k keys): in a
-    /// temporary table's index each key cost a page read and write of a
-    /// file bigger than its cache, a third of the staging thread's time.
+    /// hex digits spell. In memory (16 bytes a key and the set's spare room):
+    /// in a temporary table's index each key touched a random page of a file
+    /// bigger than its cache (the profile is in docs/benchmarks.md).
     occurrences: HashSet<u128>,
     /// The wasted turns first counted this scan, by [`turn_bits`]; the turns
     /// themselves wait in `temp.tally_new_turns`, appended, with no index.
