@@ -130,7 +130,7 @@ pub fn wasted_turns(raw: u32, clamps: &mut Clamps) -> u32 {
 pub fn title(raw: &str) -> Cow<'_, str> {
     // The common case, a short clean title, borrowed (a byte count at or
     // under the cap bounds the character count too).
-    if raw.len() <= TITLE_CHARS && !raw.chars().any(sanitize::is_dangerous) {
+    if raw.len() <= TITLE_CHARS && (sanitize::is_printable_ascii(raw) || !raw.chars().any(sanitize::is_dangerous)) {
         return Cow::Borrowed(raw.trim());
     }
     Cow::Owned(
