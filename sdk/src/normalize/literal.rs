@@ -90,8 +90,11 @@ pub(super) fn key_words(t: &[u8]) -> u8 {
 
 /// Whether `t` holds a phrase the operand rule starts with (`no such`,
 /// `unknown`, `unrecognized`, `undefined`, `could not resolve`), in any
-/// ASCII case: without one it cannot match.
+/// ASCII case, before a colon (the rule's colon follows the phrase):
+/// without one it cannot match.
 pub(super) fn operand_words(t: &[u8]) -> bool {
+    let Some(colon) = t.iter().rposition(|&b| b == b':') else { return false };
+    let t = &t[..colon];
     // Each phrase's first two letters, folded with `| 0x20` (which maps no
     // byte but a letter's two cases onto a letter), pick the phrases to try.
     t.windows(2).enumerate().any(|(i, w)| match [w[0] | 0x20, w[1] | 0x20] {
@@ -207,6 +210,7 @@ mod tests {
         assert_eq!(key_words(b"api key 1"), VALUE);
         assert_eq!(key_words(b"api.example.com"), 0);
         assert!(operand_words(b"x: No Such table: y") && !operand_words(b"no_such: y"));
+        assert!(!operand_words(b"cat: x: No such file or directory"));
         // `| 0x20` folds only letters onto a letter: `@` is not `` ` ``.
         assert_eq!(key_words(b"@uth"), 0);
     }
