@@ -73,10 +73,11 @@ const FIRSTS: [u32; 256] = {
 /// one pass: the flags above. A rule whose words are absent cannot match.
 pub(super) fn key_words(t: &[u8]) -> u8 {
     let mut found = 0;
-    for (i, &b) in t.iter().enumerate() {
-        let seconds = FIRSTS[usize::from(b)];
+    // Every word is two bytes or more: the last byte starts none.
+    for i in 0..t.len().saturating_sub(1) {
+        let (b, seconds) = (t[i], FIRSTS[usize::from(t[i])]);
         // Folding with `| 0x20` maps no byte but a letter's two cases onto it.
-        if seconds == 0 || seconds & (1 << (t.get(i + 1).map_or(0, |b| b | 0x20) & 31)) == 0 {
+        if seconds == 0 || seconds & (1 << ((t[i + 1] | 0x20) & 31)) == 0 {
             continue;
         }
         for &(w, flags) in words_from(b | 0x20) {
