@@ -126,10 +126,11 @@ fn prefixed(t: &str, out: &mut String) {
     out.push_str(if long_enough(t) { SECRET } else { t });
 }
 
-/// What a text holds that the secret rules' tests read, found in one pass
-/// (plus [`literal::key_words`]): each test is a necessary condition of its
-/// rule (or of a private key block), so skipping a rule whose test fails
-/// never changes an output.
+/// What a text holds that the secret rules' tests read: its classes of
+/// byte in one pass, its long runs by [`has_run`], its words by
+/// [`literal::key_words`]. Each test is a necessary condition of its rule
+/// (or of a private key block), so skipping a rule whose test fails never
+/// changes an output.
 #[derive(Default)]
 struct Gates {
     /// [`literal::key_words`]'s flags.
@@ -147,8 +148,8 @@ struct Gates {
     /// is 15 of them (`xoxb-` and ten), and a shorter match is written
     /// back unchanged.
     prefixed: bool,
-    /// The longest run of `[A-Za-z0-9_+-]` (a long token is 32).
-    long_run: usize,
+    /// A run of 32 `[A-Za-z0-9_+-]` (a long token is 32).
+    long_run: bool,
     /// A run of five `-` (every `-----BEGIN` is one).
     dashes: bool,
 }
@@ -194,26 +195,32 @@ const GATE: [u16; 256] = {
     g
 };
 
-/// The classes of byte in `t`, and its longest runs of `TOKEN`, `LONG`
-/// and `DASH` bytes, in one pass.
-fn classes_and_runs(t: &[u8]) -> (u16, [usize; 3]) {
-    let mut seen = 0;
-    let (mut run, mut longest) = ([0usize; 3], [0usize; 3]);
-    for &c in t {
-        let g = GATE[usize::from(c)];
-        seen |= g;
-        for (k, class) in [TOKEN, LONG, DASH].into_iter().enumerate() {
-            run[k] = if g & class != 0 { run[k] + 1 } else { 0 };
-            longest[k] = longest[k].max(run[k]);
+/// Whether `t` holds a run of `n` bytes or more of `class`. Such a run
+/// covers one of every `n` bytes in a row, so only the runs through the
+/// bytes at `n - 1`, `2n - 1`, … (and, past a run too short, at its end
+/// plus `n`, `2n`, …) are measured.
+fn has_run(t: &[u8], class: u16, n: usize) -> bool {
+    let in_class = |b: &u8| GATE[usize::from(*b)] & class != 0;
+    let mut p = n - 1;
+    while p < t.len() {
+        if !in_class(&t[p]) {
+            p += n;
+            continue;
         }
+        let start = p - t[..p].iter().rev().take_while(|b| in_class(b)).count();
+        let end = p + t[p..].iter().take_while(|b| in_class(b)).count();
+        if end - start >= n {
+            return true;
+        }
+        p = end + n;
     }
-    (seen, longest)
+    false
 }
 
 impl Gates {
     fn of(t: &str) -> Self {
         let b = t.as_bytes();
-        let (seen, [token, long, dashes]) = classes_and_runs(b);
+        let seen = b.iter().fold(0, |seen, &c| seen | GATE[usize::from(c)]);
         Gates {
             words: literal::key_words(b),
             scheme: seen & (COLON | AT) == COLON | AT && t.contains("://"),
@@ -221,9 +228,9 @@ impl Gates {
             jwt: seen & (LOWER_E | UPPER_J) == LOWER_E | UPPER_J && t.contains("eyJ"),
             separator: seen & SEPARATOR != 0,
             blank: seen & BLANK != 0,
-            prefixed: token >= 15,
-            long_run: long,
-            dashes: dashes >= 5,
+            prefixed: has_run(b, TOKEN, 15),
+            long_run: has_run(b, LONG, 32),
+            dashes: seen & DASH != 0 && has_run(b, DASH, 5),
         }
     }
 
@@ -253,7 +260,7 @@ const RULES: &[SecretRule] = &[
     (Finder::Dfa(id::PREFIXED), |g| g.prefixed, prefixed),
     (Finder::Dfa(id::KEY_VALUE), |g| g.words & literal::KEY != 0 && g.separator, key_value),
     (Finder::Dfa(id::KEY_WORD), |g| g.words & literal::VALUE != 0 && g.blank, key_word),
-    (Finder::Scan(counted::long_tokens), |g| g.long_run >= 32, long_token),
+    (Finder::Scan(counted::long_tokens), |g| g.long_run, long_token),
 ];
 
 /// The rules (not the private key blocks) applied to `s`.
@@ -351,6 +358,23 @@ pub(super) mod tests {
         for (input, want) in CASES {
             assert_eq!(redact(input), *want, "bare {input:?}");
             assert_eq!(redact(&format!("login failed: {input} (retry)")), format!("login failed: {want} (retry)"));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_are_found_as_the_longest_run_finds_them(
+            v in proptest::collection::vec(proptest::sample::select(&[
+                "a", "Z", "9", "_", "-", "--", ".", "+", " ", ":", "é", "abcdefgh", "-----",
+            ][..]), 0..40),
+            n in 1usize..34,
+        ) {
+            let t = v.concat();
+            let t = t.as_bytes();
+            for class in [TOKEN, LONG, DASH] {
+                let longest = t.split(|&c| GATE[usize::from(c)] & class == 0).map(<[u8]>::len).max().unwrap_or(0);
+                proptest::prop_assert_eq!(has_run(t, class, n), longest >= n, "{:?} {}", t, n);
+            }
         }
     }
 
