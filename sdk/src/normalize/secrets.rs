@@ -195,26 +195,9 @@ const GATE: [u16; 256] = {
     g
 };
 
-/// Whether `t` holds a run of `n` bytes or more of `class`. Such a run
-/// covers one of every `n` bytes in a row, so only the runs through the
-/// bytes at `n - 1`, `2n - 1`, … (and, past a run too short, at its end
-/// plus `n`, `2n`, …) are measured.
+/// Whether `t` holds a run of `n` bytes or more of `class`.
 fn has_run(t: &[u8], class: u16, n: usize) -> bool {
-    let in_class = |b: &u8| GATE[usize::from(*b)] & class != 0;
-    let mut p = n - 1;
-    while p < t.len() {
-        if !in_class(&t[p]) {
-            p += n;
-            continue;
-        }
-        let start = p - t[..p].iter().rev().take_while(|b| in_class(b)).count();
-        let end = p + t[p..].iter().take_while(|b| in_class(b)).count();
-        if end - start >= n {
-            return true;
-        }
-        p = end + n;
-    }
-    false
+    counted::has_run(t, n, |b| GATE[usize::from(b)] & class != 0)
 }
 
 impl Gates {
