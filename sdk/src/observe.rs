@@ -205,6 +205,23 @@ impl fmt::Debug for Observation {
     }
 }
 
+/// Appends `o`'s fields to `text` in the WIT's order, each run of fields
+/// that lie back to back in its buffer (those set one after the other) in
+/// one copy.
+fn copy_fields(o: &Observation, text: &mut Vec<u8>) {
+    let buf = o.buf.as_bytes();
+    let mut f = 0;
+    while f < FIELDS {
+        let (start, mut end) = o.spans[f];
+        f += 1;
+        while f < FIELDS && o.spans[f].0 == end {
+            end = o.spans[f].1;
+            f += 1;
+        }
+        text.extend_from_slice(&buf[start as usize..end as usize]);
+    }
+}
+
 /// Packs a call's observations into the WIT's `observations` record.
 pub(crate) fn pack(obs: &[Observation]) -> types::Observations {
     let n = obs.len();
@@ -221,11 +238,12 @@ pub(crate) fn pack(obs: &[Observation]) -> types::Observations {
         wasted_turns: Vec::with_capacity(n),
     };
     for o in obs {
-        let buf = o.buf.as_bytes();
-        for &(start, end) in &o.spans {
-            p.text.extend_from_slice(&buf[start as usize..end as usize]);
-            p.text_ends.push(p.text.len() as u32);
-        }
+        let mut end = p.text.len() as u32;
+        p.text_ends.extend(o.spans.iter().map(|&(s, e)| {
+            end += e - s;
+            end
+        }));
+        copy_fields(o, &mut p.text);
         p.present.push(o.present);
         p.origins.push(o.origin);
         p.severities.push(o.severity);
@@ -255,6 +273,23 @@ mod tests {
             (Some("bot-1"), Some("th"), Some("t1"), None)
         );
         assert_eq!((o.occurrence(), o.evidence(), o.at(), o.get_grouping_version()), ("e1", ("events", "e1"), 7, 3));
+    }
+
+    #[test]
+    fn fields_are_copied_as_one_copy_each_would_copy_them() {
+        let observations = [
+            Observation::new("k", "s", "t", 1, "o", ("src", "id")),
+            Observation::new("", "", "", 1, "", ("", "")).turn(Some("t")).tool(Some("x")).tool(None),
+            Observation::new("k", "sig", "t", 1, "o", ("m", "1")).tool(Some("a")).tool(Some("bash")).thread(Some("")),
+            Observation::new("k", "s", "é", 1, "o", ("m", "1")).turn(Some("t")).thread(Some("th")).bot(Some("b")),
+        ];
+        for o in &observations {
+            let mut text = Vec::new();
+            copy_fields(o, &mut text);
+            let each: Vec<u8> =
+                o.spans.iter().flat_map(|&(s, e)| o.buf.as_bytes()[s as usize..e as usize].to_vec()).collect();
+            assert_eq!(text, each, "{o:?}");
+        }
     }
 
     #[test]

@@ -131,7 +131,12 @@ pub fn group(output: &str, exit_code: Option<i64>) -> (String, String) {
     match (class, exit_code) {
         (ErrorClass::TimedOut, _) => ("timed out".into(), "timed out".into()),
         (c, Some(code)) => {
-            let key = format!("exit {code}: {}", c.as_str());
+            // Written piece by piece: one formatted integer, no format string.
+            let mut key = String::with_capacity(32);
+            key.push_str("exit ");
+            key.push_str(&code.to_string());
+            key.push_str(": ");
+            key.push_str(c.as_str());
             (key.clone(), key)
         }
         (c, None) => (c.as_str().into(), format!("command failed: {}", c.as_str())),

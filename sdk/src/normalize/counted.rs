@@ -7,13 +7,36 @@
 //! overlap make a DFA too large to build (`patterns::SCANNED`), and each
 //! has one way to match from a given start, so a scan is exact (the tests
 //! compare it with the patterns). Each pushes its matches onto the
-//! caller's list. Never decides what a match becomes.
+//! caller's list. Also owns the test whether a run of some count occurs
+//! at all, which the gates of such rules read. Never decides what a match
+//! becomes.
 
 use std::ops::Range;
 
 use super::patterns::TLDS;
 
 use super::ascii::{boundary, word};
+
+/// Whether `t` holds a run of `n` bytes or more that pass `in_class`
+/// (`n` at least 1). Such a run covers one of every `n` bytes in a row, so
+/// only the runs through the bytes at `n - 1`, `2n - 1`, … (and, past a
+/// run too short, at its end plus `n`, `2n`, …) are measured.
+pub(super) fn has_run(t: &[u8], n: usize, in_class: impl Fn(u8) -> bool) -> bool {
+    let mut p = n - 1;
+    while p < t.len() {
+        if !in_class(t[p]) {
+            p += n;
+            continue;
+        }
+        let start = p - t[..p].iter().rev().take_while(|&&b| in_class(b)).count();
+        let end = p + t[p..].iter().take_while(|&&b| in_class(b)).count();
+        if end - start >= n {
+            return true;
+        }
+        p = end + n;
+    }
+    false
+}
 
 /// Every long token: 32 or more of `[A-Za-z0-9_+-]` from a word boundary,
 /// to the end of the run.

@@ -73,10 +73,11 @@ const FIRSTS: [u32; 256] = {
 /// one pass: the flags above. A rule whose words are absent cannot match.
 pub(super) fn key_words(t: &[u8]) -> u8 {
     let mut found = 0;
-    for (i, &b) in t.iter().enumerate() {
-        let seconds = FIRSTS[usize::from(b)];
+    // Every word is two bytes or more: the last byte starts none.
+    for i in 0..t.len().saturating_sub(1) {
+        let (b, seconds) = (t[i], FIRSTS[usize::from(t[i])]);
         // Folding with `| 0x20` maps no byte but a letter's two cases onto it.
-        if seconds == 0 || seconds & (1 << (t.get(i + 1).map_or(0, |b| b | 0x20) & 31)) == 0 {
+        if seconds == 0 || seconds & (1 << ((t[i + 1] | 0x20) & 31)) == 0 {
             continue;
         }
         for &(w, flags) in words_from(b | 0x20) {
@@ -90,8 +91,11 @@ pub(super) fn key_words(t: &[u8]) -> u8 {
 
 /// Whether `t` holds a phrase the operand rule starts with (`no such`,
 /// `unknown`, `unrecognized`, `undefined`, `could not resolve`), in any
-/// ASCII case: without one it cannot match.
+/// ASCII case, before a colon (the rule's colon follows the phrase):
+/// without one it cannot match.
 pub(super) fn operand_words(t: &[u8]) -> bool {
+    let Some(colon) = t.iter().rposition(|&b| b == b':') else { return false };
+    let t = &t[..colon];
     // Each phrase's first two letters, folded with `| 0x20` (which maps no
     // byte but a letter's two cases onto a letter), pick the phrases to try.
     t.windows(2).enumerate().any(|(i, w)| match [w[0] | 0x20, w[1] | 0x20] {
@@ -207,6 +211,7 @@ mod tests {
         assert_eq!(key_words(b"api key 1"), VALUE);
         assert_eq!(key_words(b"api.example.com"), 0);
         assert!(operand_words(b"x: No Such table: y") && !operand_words(b"no_such: y"));
+        assert!(!operand_words(b"cat: x: No such file or directory"));
         // `| 0x20` folds only letters onto a letter: `@` is not `` ` ``.
         assert_eq!(key_words(b"@uth"), 0);
     }

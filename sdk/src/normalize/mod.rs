@@ -213,12 +213,7 @@ fn digit_by_hex(l: &str) -> bool {
 
 /// Whether a run of `n` hex digits occurs.
 fn hex_run(l: &str, n: usize) -> bool {
-    let mut run = 0;
-    l.len() >= n
-        && l.bytes().any(|b| {
-            run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };
-            run >= n
-        })
+    counted::has_run(l.as_bytes(), n, |b| b.is_ascii_hexdigit())
 }
 
 /// Whether `l` holds at least three dots.

@@ -126,9 +126,11 @@ fn prefixed(t: &str, out: &mut String) {
     out.push_str(if long_enough(t) { SECRET } else { t });
 }
 
-/// What a text holds that the secret rules' tests read, found in one pass
-/// (plus [`literal::key_words`]): each test is a necessary condition of its
-/// rule, so skipping a rule whose test fails never changes an output.
+/// What a text holds that the secret rules' tests read: its classes of
+/// byte in one pass, its long runs by [`has_run`], its words by
+/// [`literal::key_words`]. Each test is a necessary condition of its rule
+/// (or of a private key block), so skipping a rule whose test fails never
+/// changes an output.
 #[derive(Default)]
 struct Gates {
     /// [`literal::key_words`]'s flags.
@@ -146,22 +148,26 @@ struct Gates {
     /// is 15 of them (`xoxb-` and ten), and a shorter match is written
     /// back unchanged.
     prefixed: bool,
-    /// The longest run of `[A-Za-z0-9_+-]` (a long token is 32).
-    long_run: usize,
+    /// A run of 32 `[A-Za-z0-9_+-]` (a long token is 32).
+    long_run: bool,
+    /// A run of five `-` (every `-----BEGIN` is one).
+    dashes: bool,
 }
 
 /// Byte classes [`Gates::of`] reads, as bits of [`GATE`].
-const TOKEN: u8 = 1;
-const LONG: u8 = 1 << 1;
-const SEPARATOR: u8 = 1 << 2;
-const BLANK: u8 = 1 << 3;
-const AT: u8 = 1 << 4;
-const COLON: u8 = 1 << 5;
-const LOWER_E: u8 = 1 << 6;
+const TOKEN: u16 = 1;
+const LONG: u16 = 1 << 1;
+const SEPARATOR: u16 = 1 << 2;
+const BLANK: u16 = 1 << 3;
+const AT: u16 = 1 << 4;
+const COLON: u16 = 1 << 5;
+const LOWER_E: u16 = 1 << 6;
+const UPPER_J: u16 = 1 << 7;
+const DASH: u16 = 1 << 8;
 
 /// Each byte's classes: `TOKEN` is `[A-Za-z0-9_.-]`, `LONG` `[A-Za-z0-9_+-]`.
-const GATE: [u8; 256] = {
-    let mut g = [0u8; 256];
+const GATE: [u16; 256] = {
+    let mut g = [0u16; 256];
     let mut b = 0;
     while b < 256 {
         let u = b as u8;
@@ -179,6 +185,8 @@ const GATE: [u8; 256] = {
             b' ' | b'\t' => BLANK,
             b'@' => AT,
             b'e' => LOWER_E,
+            b'J' => UPPER_J,
+            b'-' => DASH,
             _ => 0,
         };
         g[b] = k;
@@ -187,9 +195,9 @@ const GATE: [u8; 256] = {
     g
 };
 
-/// The longest run of bytes of `class` in `t`.
-fn longest_run(t: &[u8], class: u8) -> usize {
-    t.split(|&c| GATE[usize::from(c)] & class == 0).map(<[u8]>::len).max().unwrap_or(0)
+/// Whether `t` holds a run of `n` bytes or more of `class`.
+fn has_run(t: &[u8], class: u16, n: usize) -> bool {
+    counted::has_run(t, n, |b| GATE[usize::from(b)] & class != 0)
 }
 
 impl Gates {
@@ -200,11 +208,12 @@ impl Gates {
             words: literal::key_words(b),
             scheme: seen & (COLON | AT) == COLON | AT && t.contains("://"),
             at: seen & AT != 0,
-            jwt: seen & LOWER_E != 0 && t.contains("eyJ"),
+            jwt: seen & (LOWER_E | UPPER_J) == LOWER_E | UPPER_J && t.contains("eyJ"),
             separator: seen & SEPARATOR != 0,
             blank: seen & BLANK != 0,
-            prefixed: b.len() >= 15 && longest_run(b, TOKEN) >= 15,
-            long_run: if b.len() >= 32 { longest_run(b, LONG) } else { 0 },
+            prefixed: has_run(b, TOKEN, 15),
+            long_run: has_run(b, LONG, 32),
+            dashes: seen & DASH != 0 && has_run(b, DASH, 5),
         }
     }
 
@@ -234,18 +243,19 @@ const RULES: &[SecretRule] = &[
     (Finder::Dfa(id::PREFIXED), |g| g.prefixed, prefixed),
     (Finder::Dfa(id::KEY_VALUE), |g| g.words & literal::KEY != 0 && g.separator, key_value),
     (Finder::Dfa(id::KEY_WORD), |g| g.words & literal::VALUE != 0 && g.blank, key_word),
-    (Finder::Scan(counted::long_tokens), |g| g.long_run >= 32, long_token),
+    (Finder::Scan(counted::long_tokens), |g| g.long_run, long_token),
 ];
 
 /// The rules (not the private key blocks) applied to `s`.
 #[cfg(test)]
 pub(super) fn redact_rules(s: String) -> String {
-    redacted_rules(std::borrow::Cow::Owned(s)).into_owned()
+    let gates = Gates::of(&s);
+    redacted_rules(std::borrow::Cow::Owned(s), gates).into_owned()
 }
 
-/// The rules applied to `s`, which is copied only when one matches.
-fn redacted_rules(mut s: std::borrow::Cow<'_, str>) -> std::borrow::Cow<'_, str> {
-    let mut gates = Gates::of(&s);
+/// The rules applied to `s` (whose gates are `gates`), which is copied
+/// only when one matches.
+fn redacted_rules(mut s: std::borrow::Cow<'_, str>, mut gates: Gates) -> std::borrow::Cow<'_, str> {
     let mut spare = String::new();
     for &(finder, may_match, with) in RULES {
         if may_match(&gates) && finder.replace_into(&s, &mut spare, |t, m, out| with(&t[m], out)) {
@@ -266,8 +276,14 @@ pub fn redact(text: &str) -> String {
 
 /// [`redact`], borrowing `text` when it holds no credential.
 pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
-    let s = if text.contains("-----BEGIN") { redact_private_keys(text).into() } else { text.into() };
-    let mut s = redacted_rules(s);
+    let gates = Gates::of(text);
+    let mut s = if gates.dashes && text.contains("-----BEGIN") {
+        let s = redact_private_keys(text);
+        let gates = Gates::of(&s);
+        redacted_rules(s.into(), gates)
+    } else {
+        redacted_rules(text.into(), gates)
+    };
     // A quoted secret is a secret, not a quoted value: whichever rule found
     // it, it reads `<secret>`, so errors that differ only by secret group.
     if s.contains('<') && s.contains(SECRET) {
@@ -325,6 +341,23 @@ pub(super) mod tests {
         for (input, want) in CASES {
             assert_eq!(redact(input), *want, "bare {input:?}");
             assert_eq!(redact(&format!("login failed: {input} (retry)")), format!("login failed: {want} (retry)"));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_are_found_as_the_longest_run_finds_them(
+            v in proptest::collection::vec(proptest::sample::select(&[
+                "a", "Z", "9", "_", "-", "--", ".", "+", " ", ":", "é", "abcdefgh", "-----",
+            ][..]), 0..40),
+            n in 1usize..34,
+        ) {
+            let t = v.concat();
+            let t = t.as_bytes();
+            for class in [TOKEN, LONG, DASH] {
+                let longest = t.split(|&c| GATE[usize::from(c)] & class == 0).map(<[u8]>::len).max().unwrap_or(0);
+                proptest::prop_assert_eq!(has_run(t, class, n), longest >= n, "{:?} {}", t, n);
+            }
         }
     }
 
