@@ -12,6 +12,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::ahead::AheadWriter;
 use super::checkpoint::Checkpoint;
 use super::fires::Appender;
 use super::staging::Incoming;
@@ -344,7 +345,9 @@ impl Ledger {
         // to the counts.
         self.stage(scan.observations.iter().map(Observation::view))?;
         tracing::debug!("ledger commit begin");
-        let tally = self.tally.take().filter(|t| t.matches(scan.scan_time, &scan.versions));
+        let mut tally = self.tally.take().filter(|t| t.matches(scan.scan_time, &scan.versions));
+        // Dropped unfinished should the commit fail: nothing written ahead is kept.
+        let ahead = tally.as_mut().and_then(Tally::take_ahead);
         let tx = ScanTx::begin(&mut self.conn, &self.db_path)?;
         let counted = match tally {
             // Counted while records flowed: moved into the store as it is.
@@ -365,18 +368,20 @@ impl Ledger {
         tracing::debug!(counted = report.counted, "ledger commit done");
         crate::test_hook::pause("commit-export");
         report.total_issues = self.total_issues()?;
-        self.export_committed(scan.scan_time)?;
+        self.export_committed(scan.scan_time, ahead)?;
         Ok(report)
     }
 
     /// The exports after a commit (`issues.jsonl`, the fire log's segments
-    /// and head), with the store's checkpoint beside them.
-    fn export_committed(&mut self, scan_time: i64) -> Result<(), LedgerError> {
+    /// and head), with the store's checkpoint beside them. The segments the
+    /// scan wrote ahead (`ahead`) are put in place, not written again.
+    fn export_committed(&mut self, scan_time: i64, ahead: Option<AheadWriter>) -> Result<(), LedgerError> {
         let exporting = std::time::Instant::now();
         let checkpoint = Checkpoint::start(&self.db_path);
         self.export()?;
         tracing::debug!("issues exported");
-        self.export_fires(scan_time)?;
+        let ready = ahead.map(AheadWriter::finish).unwrap_or_default();
+        self.export_fires_with(scan_time, ready)?;
         tracing::debug!("fire log exported");
         checkpoint.finish();
         self.export_time = exporting.elapsed();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::ahead::{AheadWriter, Ready};
 use super::{Ledger, LedgerError};
 use crate::firelog::{self, FireEntryRef, Head, PublicKeyFile, SEGMENT_ENTRIES};
 
@@ -34,6 +35,9 @@ pub(super) struct Appender {
     pending: Vec<(i64, String, String)>,
     /// Time spent appending, for the summary.
     pub spent: Duration,
+    /// Where each sealed line is also handed, so that the segments it
+    /// closes are written while the scan goes on (the tally's appender).
+    ahead: Option<AheadWriter>,
 }
 
 impl Appender {
@@ -52,7 +56,18 @@ impl Appender {
             Some((seq, hash)) => (seq as u64, firelog::unhex32(&hash).unwrap_or([0; 32])),
             None => (0, [0; 32]),
         };
-        Ok(Appender { table, seq, prev, pending: Vec::with_capacity(INSERT_ROWS), spent: Duration::ZERO })
+        Ok(Appender { table, seq, prev, pending: Vec::with_capacity(INSERT_ROWS), spent: Duration::ZERO, ahead: None })
+    }
+
+    /// Hands every line sealed from now on to `ahead` as well.
+    pub fn writing_ahead(mut self, ahead: AheadWriter) -> Self {
+        self.ahead = Some(ahead);
+        self
+    }
+
+    /// Stops handing lines ahead; returns the writer they went to.
+    pub fn take_ahead(&mut self) -> Option<AheadWriter> {
+        self.ahead.take()
     }
 
     /// Seals `entry` as the next one and stores it.
@@ -61,6 +76,9 @@ impl Appender {
         self.seq += 1;
         let (hash, line) = entry.seal(self.seq, &self.prev);
         self.prev = hash;
+        if let Some(ahead) = &mut self.ahead {
+            ahead.push(self.seq, &line);
+        }
         self.pending.push((self.seq as i64, crate::hex(&hash), line));
         if self.pending.len() == INSERT_ROWS {
             self.insert(conn)?;
@@ -108,12 +126,27 @@ impl Ledger {
     /// Writes the fire log's segments that changed since the last export,
     /// then the signed head and the public key. `signed_at` is the scan time.
     pub fn export_fires(&mut self, signed_at: i64) -> Result<(), LedgerError> {
+        self.export_fires_with(signed_at, Ready::default())
+    }
+
+    /// [`Ledger::export_fires`], putting in place the segments a scan wrote
+    /// ahead (`ready`) instead of writing them from the store.
+    pub(super) fn export_fires_with(&mut self, signed_at: i64, mut ready: Ready) -> Result<(), LedgerError> {
         let t = Instant::now();
         let count = self.fire_count()?;
         let closed_before: u64 = self.meta("fires_closed")?.and_then(|v| v.parse().ok()).unwrap_or(0);
         let last_segment = count.div_ceil(SEGMENT_ENTRIES);
+        let mut moved = false;
         for index in (closed_before + 1)..=last_segment {
-            self.write_segment(index)?;
+            if ready.put(index, &self.dir.join(firelog::segment_name(index))) {
+                moved = true;
+            } else {
+                self.write_segment(index)?;
+            }
+        }
+        if moved {
+            // The renames survive a crash once their folder is synced.
+            crate::private_fs::sync_parent(&self.dir.join(firelog::HEAD_FILE));
         }
         let closed = count / SEGMENT_ENTRIES;
         let key = firelog::signing_key(&self.dir).map_err(|e| LedgerError::Key(Box::new(e)))?;

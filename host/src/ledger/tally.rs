@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, params};
 
+use super::ahead::AheadWriter;
 use super::counting::{Counts, Sums, count_one, occurrence_fire, read_floors, sha, stored_issue};
 use super::fires::Appender;
 use super::staging::Incoming;
@@ -72,6 +73,11 @@ impl Tally {
 
     pub(super) fn fires_before(&self) -> u64 {
         self.fires_before
+    }
+
+    /// The segments this tally's fires close, being written ahead.
+    pub(super) fn take_ahead(&mut self) -> Option<AheadWriter> {
+        self.fires.take_ahead()
     }
 
     /// Time spent sealing fires.
@@ -220,6 +226,7 @@ impl Ledger {
         };
         let fires = Appender::open_into(&self.conn, "temp.tally_fires").map_err(&e)?;
         let seq = fires.count();
+        let fires = fires.writing_ahead(AheadWriter::new(&self.dir, seq));
         self.tally = Some(Tally {
             scan_time,
             versions,
@@ -309,8 +316,24 @@ mod tests {
             assert_eq!(contents(&tallied), contents(&counted), "scan {i}");
         }
         assert_eq!(std::fs::read(tallied.issues_path()).unwrap(), std::fs::read(counted.issues_path()).unwrap());
+        // The fire log's segments: those the tally wrote ahead are the bytes
+        // the export writes from the store, and nothing else is left.
+        assert_eq!(segments(d1.path()), segments(d2.path()));
         assert!(crate::firelog::verify_out_dir(d1.path(), None).ok);
         survived
+    }
+
+    /// Every file of the fire log's segments, and any other file whose name
+    /// is not one of the output folder's own, with its bytes.
+    fn segments(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_str().is_none_or(|n| n.starts_with("fires-") || n.starts_with('.')))
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+            .collect();
+        files.sort();
+        files
     }
 
     fn scans() -> Vec<Vec<Vec<Observation>>> {
@@ -368,6 +391,19 @@ mod tests {
         assert!(!alike(&scans(), |l| l.unstage("b").unwrap()), "b staged in every scan");
         // A detector that had staged nothing leaves nothing to undo.
         assert!(alike(&scans(), |l| l.unstage("never-staged").unwrap()));
+    }
+
+    #[test]
+    fn segments_written_ahead_are_the_bytes_the_export_writes_from_the_store() {
+        // Four entries a segment in tests: 3 fires, then 10 (the scan starts
+        // in the middle of segment 1, closes 2 and 3, leaves 4 open), then 1.
+        let call = |from: i64, n: i64| -> Vec<Observation> {
+            (from..from + n).map(|i| obs("a", &format!("w{i}"), &format!("s{}", i % 3), &format!("t{i}"), i)).collect()
+        };
+        let scans = vec![vec![call(0, 3)], vec![call(3, 4), call(7, 6)], vec![call(13, 1)]];
+        assert!(alike(&scans, |_| {}));
+        // Abandoned: nothing written ahead is kept, the export writes it all.
+        assert!(!alike(&scans, |l| l.unstage("a").unwrap()));
     }
 
     #[test]
