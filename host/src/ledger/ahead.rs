@@ -41,6 +41,8 @@ pub(super) struct AheadWriter {
     /// The segment being gathered, when it started within this scan:
     /// `(index, lines so far)`.
     gathering: Option<(u64, Vec<u8>)>,
+    /// The last segment's size: the next one's buffer starts with room for it.
+    last_len: usize,
     writer: Option<Writer>,
 }
 
@@ -61,7 +63,7 @@ impl AheadWriter {
     /// Gathers the segments that start after entry `before` (the fire log's
     /// length when the scan began), into files in `dir`.
     pub(super) fn new(dir: &Path, before: u64) -> Self {
-        AheadWriter { dir: dir.to_owned(), next: before + 1, gathering: None, writer: None }
+        AheadWriter { dir: dir.to_owned(), next: before + 1, gathering: None, last_len: 0, writer: None }
     }
 
     /// Takes the line sealed as entry `seq`.
@@ -74,8 +76,7 @@ impl AheadWriter {
         }
         self.next += 1;
         if (seq - 1).is_multiple_of(SEGMENT_ENTRIES) {
-            let capacity = self.gathering.take().map_or(0, |(_, lines)| lines.capacity());
-            self.gathering = Some((seq.div_ceil(SEGMENT_ENTRIES), Vec::with_capacity(capacity)));
+            self.gathering = Some((seq.div_ceil(SEGMENT_ENTRIES), Vec::with_capacity(self.last_len)));
         }
         let Some((index, lines)) = &mut self.gathering else { return };
         lines.extend_from_slice(line.as_bytes());
@@ -83,6 +84,7 @@ impl AheadWriter {
         if seq.is_multiple_of(SEGMENT_ENTRIES) {
             let index = *index;
             let lines = self.gathering.take().map(|(_, lines)| lines).unwrap_or_default();
+            self.last_len = lines.len();
             self.send(index, lines);
         }
     }

@@ -110,10 +110,7 @@ impl Tally {
         // In key order, as the store's index keeps them.
         let mut keys: Vec<u128> = self.occurrences.drain().collect();
         keys.sort_unstable();
-        let mut insert = tx.prepare_cached("INSERT INTO main.occurrences(key) VALUES(?1)")?;
-        for key in keys {
-            insert.execute([format!("{key:032x}")])?;
-        }
+        insert_keys(tx, &keys)?;
         tx.execute_batch(
             "INSERT INTO main.issue_turns(sig, turn_id) SELECT sig, turn_id FROM temp.tally_new_turns
                  ORDER BY sig, turn_id;
@@ -123,6 +120,28 @@ impl Tally {
         tx.execute_batch("DELETE FROM temp.tally_fires")?;
         Ok(self.sums)
     }
+}
+
+/// Keys inserted by one statement when the tally moves its occurrence keys
+/// into the store: one multi-row `INSERT` per group, not one statement a key.
+const KEY_ROWS: usize = 128;
+
+/// Inserts occurrence keys into the store, as the 32 hex digits they were
+/// counted under ([`key_bits`] read them), in the order given.
+fn insert_keys(tx: &rusqlite::Transaction<'_>, keys: &[u128]) -> rusqlite::Result<()> {
+    let statement = |rows: usize| format!("INSERT INTO main.occurrences(key) VALUES {}", vec!["(?)"; rows].join(", "));
+    let mut full = tx.prepare_cached(&statement(KEY_ROWS))?;
+    let mut hexed: Vec<String> = Vec::with_capacity(KEY_ROWS);
+    for group in keys.chunks(KEY_ROWS) {
+        hexed.clear();
+        hexed.extend(group.iter().map(|key| crate::hex(&key.to_be_bytes())));
+        if group.len() == KEY_ROWS {
+            full.execute(rusqlite::params_from_iter(&hexed))?;
+        } else {
+            tx.prepare(&statement(group.len()))?.execute(rusqlite::params_from_iter(&hexed))?;
+        }
+    }
+    Ok(())
 }
 
 /// The tally's fires into the store, in rowid order (the chain's): `SELECT *`
@@ -404,6 +423,15 @@ mod tests {
         assert!(alike(&scans, |_| {}));
         // Abandoned: nothing written ahead is kept, the export writes it all.
         assert!(!alike(&scans, |l| l.unstage("a").unwrap()));
+    }
+
+    #[test]
+    fn occurrence_keys_moved_in_groups_are_the_keys_counting_at_the_commit_stores() {
+        // More than two full groups of keys and a remainder, some repeated.
+        let call: Vec<Observation> = (0..(2 * KEY_ROWS as i64 + 45))
+            .map(|i| obs("a", &format!("k{}", i % 290), "s", &format!("t{i}"), i))
+            .collect();
+        assert!(alike(&[vec![call]], |_| {}));
     }
 
     #[test]
