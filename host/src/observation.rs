@@ -222,6 +222,14 @@ impl Observations {
         self.probation = probation;
     }
 
+    /// Makes room for `count` more observations holding `text` bytes of
+    /// text, so that pushing them copies each field once and grows nothing.
+    pub fn reserve(&mut self, count: usize, text: usize) {
+        self.text.reserve(text);
+        self.ends.reserve(count * TEXT_FIELDS);
+        self.fixed.reserve(count);
+    }
+
     /// Adds `o` (its `detector` and `probation` are the list's, whatever
     /// `o` says).
     pub fn push(&mut self, o: ObservationRef<'_>) {
@@ -365,6 +373,28 @@ mod tests {
             wasted_turns: i,
             probation: false,
         }
+    }
+
+    #[test]
+    fn pushing_what_was_reserved_grows_nothing() {
+        let given: Vec<Observation> = (0..40).map(|i| obs(i, Some("bash"), Some("t"))).collect();
+        let fields = |o: &Observation| {
+            let optional = [&o.tool, &o.bot_id, &o.thread_id, &o.turn_id].map(|f| f.as_deref().map_or(0, str::len));
+            [&o.kind, &o.signature, &o.title, &o.occurrence, &o.evidence_source, &o.evidence_id]
+                .map(|f| f.len())
+                .iter()
+                .chain(&optional)
+                .sum::<usize>()
+        };
+        let text: usize = given.iter().map(fields).sum();
+        let mut list = Observations::new("tool_error");
+        list.reserve(given.len(), text);
+        let room = (list.text.capacity(), list.ends.capacity(), list.fixed.capacity());
+        for o in &given {
+            list.push(o.view());
+        }
+        assert_eq!((list.text.capacity(), list.ends.capacity(), list.fixed.capacity()), room);
+        assert_eq!(list.text.len(), text);
     }
 
     #[test]

@@ -6,49 +6,62 @@
 //! their segments after the commit (reading the lines back from the store,
 //! writing and syncing 43 files) took about 0.7 s of the scan's tail. The
 //! tally's appender hands every line it seals to an [`AheadWriter`], which
-//! gathers each segment that starts and closes within the scan (4096
-//! entries) and passes it to a thread of its own that writes and syncs it
-//! as a temporary file beside the exports. After the commit the export
-//! ([`super::Ledger::export_fires`]) renames the ready ones into place and
-//! writes the rest (the segment the scan started in the middle of, and the
-//! open one, which the commit's own fires may extend) from the store, as it
-//! always did.
+//! writes each segment that starts within the scan to a temporary file
+//! beside the exports as its lines come (through a small buffer: nothing
+//! of a segment is held in memory) and, once the segment's 4096th entry is
+//! in, hands the file to a thread of its own that syncs it. After the
+//! commit the export ([`super::Ledger::export_fires`]) renames the synced
+//! ones into place and writes the rest (the segment the scan started in the
+//! middle of, and the open one, which the commit's own fires may extend)
+//! from the store, as it always did.
 //!
 //! It owns those temporary files: none is put in place before the commit
 //! that stores its entries, and every one not put in place is removed (a
-//! tally abandoned, a commit that failed). It never decides a line (the
-//! appender seals it, in the order the commit moves it into the store) and
-//! never fails a scan: a segment it could not write is left to the export.
+//! segment left open, a tally abandoned, a commit that failed). It never
+//! decides a line (the appender seals it, in the order the commit moves it
+//! into the store) and never fails a scan: a segment it could not write is
+//! left to the export.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use crate::firelog::{SEGMENT_ENTRIES, segment_name};
 
-/// Closed segments waiting for the writing thread, at most (2.2 MB each at
-/// 1 M records).
-const QUEUED: usize = 2;
+/// Closed segments waiting for the syncing thread, at most.
+const QUEUED: usize = 4;
 
-/// Gathers a scan's closed segments from the lines its tally seals.
+/// Writes a scan's segments from the lines its tally seals.
 pub(super) struct AheadWriter {
     dir: PathBuf,
     /// The sequence number the next line must have; when a line does not,
-    /// gathering stops and the export writes everything from the store.
+    /// writing ahead stops and the export writes everything from the store.
     next: u64,
-    /// The segment being gathered, when it started within this scan:
-    /// `(index, lines so far)`.
-    gathering: Option<(u64, Vec<u8>)>,
-    /// The last segment's size: the next one's buffer starts with room for it.
-    last_len: usize,
-    writer: Option<Writer>,
+    /// The segment being written, when it started within this scan.
+    open: Option<Segment>,
+    syncer: Option<Syncer>,
 }
 
-/// The thread that writes closed segments.
-struct Writer {
-    tx: SyncSender<(u64, Vec<u8>)>,
+/// A segment being written ahead.
+struct Segment {
+    index: u64,
+    path: PathBuf,
+    file: BufWriter<File>,
+}
+
+/// A closed segment's file, written and not yet synced.
+struct Closed {
+    index: u64,
+    path: PathBuf,
+    file: File,
+}
+
+/// The thread that syncs closed segments.
+struct Syncer {
+    tx: SyncSender<Closed>,
     thread: JoinHandle<BTreeMap<u64, PathBuf>>,
 }
 
@@ -60,10 +73,10 @@ pub(super) struct Ready {
 }
 
 impl AheadWriter {
-    /// Gathers the segments that start after entry `before` (the fire log's
+    /// Writes the segments that start after entry `before` (the fire log's
     /// length when the scan began), into files in `dir`.
     pub(super) fn new(dir: &Path, before: u64) -> Self {
-        AheadWriter { dir: dir.to_owned(), next: before + 1, gathering: None, last_len: 0, writer: None }
+        AheadWriter { dir: dir.to_owned(), next: before + 1, open: None, syncer: None }
     }
 
     /// Takes the line sealed as entry `seq`.
@@ -71,38 +84,67 @@ impl AheadWriter {
         if seq != self.next {
             // Not the chain this writer was started on: leave it all to the export.
             self.next = 0;
-            self.gathering = None;
+            self.abandon();
             return;
         }
         self.next += 1;
         if (seq - 1).is_multiple_of(SEGMENT_ENTRIES) {
-            self.gathering = Some((seq.div_ceil(SEGMENT_ENTRIES), Vec::with_capacity(self.last_len)));
+            self.abandon();
+            self.open = Segment::create(&self.dir, seq.div_ceil(SEGMENT_ENTRIES));
         }
-        let Some((index, lines)) = &mut self.gathering else { return };
-        lines.extend_from_slice(line.as_bytes());
-        lines.push(b'\n');
-        if seq.is_multiple_of(SEGMENT_ENTRIES) {
-            let index = *index;
-            let lines = self.gathering.take().map(|(_, lines)| lines).unwrap_or_default();
-            self.last_len = lines.len();
-            self.send(index, lines);
+        let Some(segment) = &mut self.open else { return };
+        if let Err(error) = segment.file.write_all(line.as_bytes()).and_then(|()| segment.file.write_all(b"\n")) {
+            tracing::debug!(path = %segment.path.display(), %error, "fire log segment left to the export");
+            self.abandon();
+            return;
         }
-    }
-
-    fn send(&mut self, index: u64, lines: Vec<u8>) {
-        if self.writer.is_none() {
-            self.writer = Writer::spawn(&self.dir);
-        }
-        let sent = self.writer.as_ref().is_some_and(|w| w.tx.send((index, lines)).is_ok());
-        if !sent {
-            tracing::debug!(index, "fire log segment left to the export");
+        if seq.is_multiple_of(SEGMENT_ENTRIES)
+            && let Some(segment) = self.open.take()
+        {
+            self.close(segment);
         }
     }
 
-    /// Waits for the segments still being written; called once the commit
-    /// that stores their entries is durable.
+    /// Removes the segment being written, if any.
+    fn abandon(&mut self) {
+        if let Some(segment) = self.open.take() {
+            drop(segment.file);
+            let _ = std::fs::remove_file(&segment.path);
+        }
+    }
+
+    /// Hands a segment whose last entry is in to the syncing thread.
+    fn close(&mut self, segment: Segment) {
+        let Segment { index, path, file } = segment;
+        let file = match file.into_inner() {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::debug!(path = %path.display(), error = %error.error(), "fire log segment left to the export");
+                let _ = std::fs::remove_file(&path);
+                return;
+            }
+        };
+        if self.syncer.is_none() {
+            self.syncer = Syncer::spawn();
+        }
+        let closed = Closed { index, path, file };
+        match &self.syncer {
+            Some(syncer) => {
+                if let Err(std::sync::mpsc::SendError(closed)) = syncer.tx.send(closed) {
+                    let _ = std::fs::remove_file(&closed.path);
+                }
+            }
+            None => {
+                let _ = std::fs::remove_file(&closed.path);
+            }
+        }
+    }
+
+    /// Waits for the segments still being synced; called once the commit
+    /// that stores their entries is durable. A segment left open is removed.
     pub(super) fn finish(mut self) -> Ready {
-        Ready { files: self.writer.take().map(Writer::join).unwrap_or_default() }
+        self.abandon();
+        Ready { files: self.syncer.take().map(Syncer::join).unwrap_or_default() }
     }
 }
 
@@ -110,23 +152,37 @@ impl Drop for AheadWriter {
     /// Not finished: the scan was not committed, so nothing it wrote ahead
     /// may be put in place.
     fn drop(&mut self) {
-        drop(Ready { files: self.writer.take().map(Writer::join).unwrap_or_default() });
+        self.abandon();
+        drop(Ready { files: self.syncer.take().map(Syncer::join).unwrap_or_default() });
     }
 }
 
-impl Writer {
-    fn spawn(dir: &Path) -> Option<Writer> {
-        let (tx, rx) = sync_channel::<(u64, Vec<u8>)>(QUEUED);
-        let dir = dir.to_owned();
+impl Segment {
+    /// A new `0600` file for segment `index`; `None` (the export writes it)
+    /// when it cannot be created.
+    fn create(dir: &Path, index: u64) -> Option<Segment> {
+        let path = dir.join(format!(".{}.ahead{}", segment_name(index), std::process::id()));
+        match crate::private_fs::create_file(&path) {
+            Ok(file) => Some(Segment { index, path, file: BufWriter::with_capacity(1 << 16, file) }),
+            Err(error) => {
+                tracing::debug!(path = %path.display(), %error, "fire log segment left to the export");
+                None
+            }
+        }
+    }
+}
+
+impl Syncer {
+    fn spawn() -> Option<Syncer> {
+        let (tx, rx) = sync_channel::<Closed>(QUEUED);
         let thread = std::thread::Builder::new()
             .name("fire-segments".into())
             .spawn(move || {
-                let mut written = BTreeMap::new();
-                for (index, lines) in rx {
-                    let path = dir.join(format!(".{}.ahead{}", segment_name(index), std::process::id()));
-                    match write_synced(&path, &lines) {
+                let mut synced = BTreeMap::new();
+                for Closed { index, path, file } in rx {
+                    match file.sync_all() {
                         Ok(()) => {
-                            written.insert(index, path);
+                            synced.insert(index, path);
                         }
                         Err(error) => {
                             let _ = std::fs::remove_file(&path);
@@ -134,23 +190,16 @@ impl Writer {
                         }
                     }
                 }
-                written
+                synced
             })
             .ok()?;
-        Some(Writer { tx, thread })
+        Some(Syncer { tx, thread })
     }
 
     fn join(self) -> BTreeMap<u64, PathBuf> {
         drop(self.tx);
         self.thread.join().unwrap_or_default()
     }
-}
-
-/// A new `0600` file holding `bytes`, synced.
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut f = crate::private_fs::create_file(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 impl Ready {

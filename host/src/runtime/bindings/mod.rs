@@ -138,6 +138,15 @@ impl Returned {
             Returned::Records(r) => r.len(),
         }
     }
+
+    /// Bytes of text the observations hold, as far as the result says
+    /// without looking at each (0 for records): room to make before copying.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Returned::Packed(p) => p.text.len(),
+            Returned::Records(_) => 0,
+        }
+    }
 }
 
 type Call<T> = wasmtime::Result<Result<T, types::DetectorError>>;
