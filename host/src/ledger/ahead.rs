@@ -234,6 +234,15 @@ mod tests {
         (from..=to).map(|seq| (seq, format!("{{\"seq\":{seq}}}"))).collect()
     }
 
+    /// A writer started after entry `before`, fed `lines`.
+    fn fed(dir: &Path, before: u64, lines: impl IntoIterator<Item = (u64, String)>) -> AheadWriter {
+        let mut ahead = AheadWriter::new(dir, before);
+        for (seq, line) in lines {
+            ahead.push(seq, &line);
+        }
+        ahead
+    }
+
     fn leftovers(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
     }
@@ -243,11 +252,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Entries 3..=13 with four a segment: segment 1 started before the
         // scan, 2 and 3 close within it, 4 is left open.
-        let mut ahead = AheadWriter::new(dir.path(), 2);
-        for (seq, line) in lines(3, 13) {
-            ahead.push(seq, &line);
-        }
-        let mut ready = ahead.finish();
+        let mut ready = fed(dir.path(), 2, lines(3, 13)).finish();
         assert_eq!(ready.files.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
         let target = dir.path().join(segment_name(2));
         assert!(ready.put(2, &target));
@@ -260,21 +265,14 @@ mod tests {
     #[test]
     fn a_scan_not_committed_leaves_no_segment_written_ahead() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ahead = AheadWriter::new(dir.path(), 0);
-        for (seq, line) in lines(1, 12) {
-            ahead.push(seq, &line);
-        }
-        drop(ahead);
+        drop(fed(dir.path(), 0, lines(1, 12)));
         assert_eq!(leftovers(dir.path()), Vec::<String>::new());
     }
 
     #[test]
     fn a_break_in_the_chain_leaves_every_later_segment_to_the_export() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ahead = AheadWriter::new(dir.path(), 0);
-        for (seq, line) in lines(1, 4).into_iter().chain(lines(6, 12)) {
-            ahead.push(seq, &line);
-        }
+        let ahead = fed(dir.path(), 0, lines(1, 4).into_iter().chain(lines(6, 12)));
         assert_eq!(ahead.finish().files.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
 
@@ -283,10 +281,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Something already stands where segment 1's file would go.
         std::fs::create_dir(dir.path().join(format!(".{}.ahead{}", segment_name(1), std::process::id()))).unwrap();
-        let mut ahead = AheadWriter::new(dir.path(), 0);
-        for (seq, line) in lines(1, 8) {
-            ahead.push(seq, &line);
-        }
+        let ahead = fed(dir.path(), 0, lines(1, 8));
         assert_eq!(ahead.finish().files.keys().copied().collect::<Vec<_>>(), vec![2]);
     }
 }
