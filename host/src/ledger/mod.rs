@@ -176,6 +176,26 @@ mod tests {
     }
 
     #[test]
+    fn a_new_store_has_large_pages_and_an_older_store_keeps_its_own() {
+        let page_size = |l: &Ledger| -> i64 { l.conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap() };
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        assert_eq!(page_size(&l), 65536);
+        l.commit(ScanCommit { observations: &[obs("o1", "k", "t1", 1)], ..Default::default() }).unwrap();
+        // A store created with SQLite's default pages, as every store was.
+        let older = tempfile::tempdir().unwrap();
+        Connection::open(older.path().join(STORE_FILE))
+            .unwrap()
+            .execute_batch(&format!("PRAGMA page_size = 4096; PRAGMA application_id = {APPLICATION_ID};"))
+            .unwrap();
+        let mut l = Ledger::open(older.path()).unwrap();
+        assert_eq!(page_size(&l), 4096);
+        let r = l.commit(ScanCommit { observations: &[obs("o1", "k", "t1", 1)], ..Default::default() }).unwrap();
+        assert_eq!((r.counted, r.total_issues), (1, 1));
+        assert!(crate::firelog::verify_out_dir(older.path(), None).ok);
+    }
+
+    #[test]
     fn new_grouping_rules_never_count_an_old_occurrence_again() {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
