@@ -181,6 +181,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(dir.path()).unwrap();
         assert_eq!(page_size(&l), 65536);
+        l.begin_scan(1, BTreeMap::new()).unwrap();
+        let temp: i64 = l.conn.query_row("PRAGMA temp.page_size", [], |r| r.get(0)).unwrap();
+        assert_eq!(temp, 4096, "the temporary tables keep small pages (their journal is in memory)");
         l.commit(ScanCommit { observations: &[obs("o1", "k", "t1", 1)], ..Default::default() }).unwrap();
         // A store created with SQLite's default pages, as every store was.
         let older = tempfile::tempdir().unwrap();

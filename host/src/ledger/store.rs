@@ -55,6 +55,8 @@ CREATE TABLE IF NOT EXISTS detector_health(
 /// store created with another page size keeps it (changing it would mean
 /// rewriting the whole file).
 const PAGE_SIZE: i64 = 65536;
+/// The temporary tables' page size: SQLite's default.
+const TEMP_PAGE_SIZE: i64 = 4096;
 
 pub(super) fn check_header(path: &Path) -> Result<(), LedgerError> {
     use std::io::Read;
@@ -105,6 +107,11 @@ impl Ledger {
             conn.pragma_update(None, "page_size", PAGE_SIZE).map_err(err("cannot initialise"))?;
             conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(err("cannot initialise"))?;
         }
+        // The temporary tables (staging, the tally) keep SQLite's default pages:
+        // a page size set for the store would carry over to them, and with
+        // 64 KiB pages their in-memory journal made a big scan's peak memory
+        // grow by about 32 MiB at 1 M records.
+        conn.pragma_update(Some("temp"), "page_size", TEMP_PAGE_SIZE).map_err(err("cannot initialise"))?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
         // Occurrence keys are hashes, inserted in random order, so a big scan
