@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS detector_health(
 /// through the write-ahead log, one frame a page: with 4 KiB pages that was
 /// about 31 k frames, each its own write and checksum, and the commit and
 /// the checkpoint beside the exports took 1.25 s and 0.24 s at 1 M records;
-/// with 64 KiB pages, about 0.65–0.85 s and 0.08 s (docs/benchmarks.md). A
+/// with 64 KiB pages, 0.74 s and 0.07 s (docs/benchmarks.md). A
 /// store created with another page size keeps it (changing it would mean
 /// rewriting the whole file).
 const PAGE_SIZE: i64 = 65536;
