@@ -128,21 +128,23 @@ impl AheadWriter {
             self.syncer = Syncer::spawn();
         }
         let closed = Closed { index, path, file };
-        match &self.syncer {
-            Some(syncer) => {
-                if let Err(std::sync::mpsc::SendError(closed)) = syncer.tx.send(closed) {
-                    let _ = std::fs::remove_file(&closed.path);
-                }
-            }
-            None => {
-                let _ = std::fs::remove_file(&closed.path);
-            }
+        let sent = match &self.syncer {
+            Some(syncer) => syncer.tx.send(closed).map_err(|unsent| unsent.0),
+            None => Err(closed),
+        };
+        if let Err(closed) = sent {
+            let _ = std::fs::remove_file(&closed.path);
         }
     }
 
     /// Waits for the segments still being synced; called once the commit
     /// that stores their entries is durable. A segment left open is removed.
     pub(super) fn finish(mut self) -> Ready {
+        self.stop()
+    }
+
+    /// Removes the segment left open and waits for the syncing thread.
+    fn stop(&mut self) -> Ready {
         self.abandon();
         Ready { files: self.syncer.take().map(Syncer::join).unwrap_or_default() }
     }
@@ -150,10 +152,9 @@ impl AheadWriter {
 
 impl Drop for AheadWriter {
     /// Not finished: the scan was not committed, so nothing it wrote ahead
-    /// may be put in place.
+    /// may be put in place (dropping the [`Ready`] removes it).
     fn drop(&mut self) {
-        self.abandon();
-        drop(Ready { files: self.syncer.take().map(Syncer::join).unwrap_or_default() });
+        drop(self.stop());
     }
 }
 

@@ -136,17 +136,18 @@ impl Ledger {
         let count = self.fire_count()?;
         let closed_before: u64 = self.meta("fires_closed")?.and_then(|v| v.parse().ok()).unwrap_or(0);
         let last_segment = count.div_ceil(SEGMENT_ENTRIES);
-        let mut moved = false;
+        let mut moved = None;
         for index in (closed_before + 1)..=last_segment {
-            if ready.put(index, &self.dir.join(firelog::segment_name(index))) {
-                moved = true;
+            let path = self.dir.join(firelog::segment_name(index));
+            if ready.put(index, &path) {
+                moved = Some(path);
             } else {
                 self.write_segment(index)?;
             }
         }
-        if moved {
+        if let Some(path) = moved {
             // The renames survive a crash once their folder is synced.
-            crate::private_fs::sync_parent(&self.dir.join(firelog::HEAD_FILE));
+            crate::private_fs::sync_parent(&path);
         }
         let closed = count / SEGMENT_ENTRIES;
         let key = firelog::signing_key(&self.dir).map_err(|e| LedgerError::Key(Box::new(e)))?;

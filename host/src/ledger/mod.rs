@@ -12,9 +12,9 @@
 //! It is split by job: [`store`] opens, migrates and reads the store and
 //! applies the operator's commands; [`staging`] holds a scan's observations
 //! until its commit, and `tally` counts them as they come; [`counting`] is
-//! the commit; `ahead` writes the fire log segments a scan closes while
-//! it runs, put in place after the commit; `checkpoint` moves its log into the store file beside the
-//! exports; [`export`] writes `issues.jsonl`; [`view`] is the read-only view readers use; [`lock`] makes
+//! the commit; `ahead` writes the fire log segments a scan closes while it
+//! runs, put in place after the commit; `checkpoint` moves its log into the
+//! store file beside the exports; [`export`] writes `issues.jsonl`; [`view`] is the read-only view readers use; [`lock`] makes
 //! sure one process writes an output folder. Only a [`Ledger`] writes, and
 //! only one exists per output folder at a time (it holds the [`WriterLock`]).
 

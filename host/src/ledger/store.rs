@@ -45,7 +45,6 @@ CREATE TABLE IF NOT EXISTS detector_health(
     last_scan_at INTEGER NOT NULL);
 ";
 
-/// Refuses a file that is not SQLite at all, before SQLite touches it.
 /// The page size of a new store: SQLite's largest. A big scan's commit
 /// writes every new fire line (about 530 bytes each, 92 MB at 1 M records)
 /// through the write-ahead log, one frame a page: with 4 KiB pages that was
@@ -58,6 +57,7 @@ const PAGE_SIZE: i64 = 65536;
 /// The temporary tables' page size: SQLite's default.
 const TEMP_PAGE_SIZE: i64 = 4096;
 
+/// Refuses a file that is not SQLite at all, before SQLite touches it.
 pub(super) fn check_header(path: &Path) -> Result<(), LedgerError> {
     use std::io::Read;
     let mut header = [0u8; 16];

@@ -342,8 +342,8 @@ mod tests {
         survived
     }
 
-    /// Every file of the fire log's segments, and any other file whose name
-    /// is not one of the output folder's own, with its bytes.
+    /// The fire log's segment files and every hidden (temporary) file, with
+    /// their bytes.
     fn segments(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
         let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
             .unwrap()

@@ -449,8 +449,8 @@ impl DetectorScan<'_> {
         self.accepted += obs.len();
         let (emits, name, scan_time_ms) = (&self.emits, &self.name, self.scan_time_ms);
         let (out, clamps) = (&mut self.observations, &mut self.clamps);
-        // Within the caps just checked; the text at most what the call returned,
-        // which the engine already holds.
+        // Within the caps just checked; the text about what the call returned
+        // (a sanitized title may be longer: the buffer then grows as it did).
         out.reserve(obs.len(), obs.text_len());
         let checked = observations::each(&obs, |v| checked(v, emits, name, scan_time_ms, clamps, out));
         checked.map_err(|message| self.invalid(phase, message))
