@@ -26,9 +26,16 @@
 //!   origin and title are functions of the signature, so they are taken from
 //!   the failure that crosses the threshold. Groups whose last failure is
 //!   more than [`HORIZON_MS`] before the scan are dropped from the state.
+//! - **The fire decision:** the groups the state keeps (those within
+//!   [`HORIZON_MS`] of the scan) live in a map of their own, and a group
+//!   moves there from the other one when its last `at` enters that window
+//!   (it only grows, so a group moves once). `finish` reads only that small
+//!   map: a scan over months of history never walks, inside the fire
+//!   decision's time, the tens of thousands of groups it counted, spread
+//!   over a table of megabytes.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use sentinel_sdk::failure::{self, Classified, HarnessTools};
 use sentinel_sdk::prelude::*;
@@ -68,10 +75,43 @@ pub struct RetryLoop {
     harness_tools: HarnessTools,
     bot_names: Vec<String>,
     scan_time: i64,
-    /// Hash of (thread, turn, signature) → what is kept of the group,
-    /// carried from scan to scan in the detector's state. The map hashes
-    /// with fixed keys: no random state.
-    groups: HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>,
+    /// The groups whose last `at` is within [`HORIZON_MS`] of the scan:
+    /// what the state keeps, carried from scan to scan.
+    kept: Groups,
+    /// Every other group this scan counted: older than the horizon, needed
+    /// only while its turn's failures still come, never written.
+    past: Groups,
+}
+
+/// Hash of (thread, turn, signature) → what is kept of the group.
+type Groups = HashMap<u128, Pending, BuildHasherDefault<KeyHasher>>;
+
+/// Hashes a group's key, which is already the first 128 bits of a SHA-256
+/// digest ([`group_key`]): evenly spread, and choosing inputs whose keys
+/// collide would take breaking SHA-256, so folding its halves is the hash.
+/// No random state either: a map's order is the same on every run.
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write_u128(&mut self, key: u128) {
+        self.0 ^= (key as u64) ^ ((key >> 64) as u64);
+    }
+    /// Only a `u128` is ever hashed; any other bytes are folded in, so the
+    /// hasher stays correct if that changes.
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+}
+
+/// The earliest last `at` a group kept in the state can have.
+fn horizon(scan_time: i64) -> i64 {
+    scan_time.saturating_sub(HORIZON_MS)
 }
 
 /// SHA-256 over NUL-separated parts: stable across builds and Rust
@@ -99,13 +139,13 @@ fn id_hash(id: &str) -> u64 {
 
 /// Reads a state written by [`encode`]; anything else reads as no state
 /// (the next scans rebuild it).
-fn decode(bytes: &[u8]) -> HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>> {
+fn decode(bytes: &[u8]) -> Groups {
     fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
         let (head, tail) = (b.get(..n)?, b.get(n..)?);
         *b = tail;
         Some(head)
     }
-    let parse = |mut b: &[u8]| -> Option<HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>> {
+    let parse = |mut b: &[u8]| -> Option<Groups> {
         let b = &mut b;
         if take(b, 1)? != [STATE_VERSION] {
             return None;
@@ -132,18 +172,18 @@ fn decode(bytes: &[u8]) -> HashMap<u128, Pending, BuildHasherDefault<DefaultHash
 /// reported flag, the count of `seen`, then `seen` itself.
 const GROUP_HEAD_BYTES: usize = 16 + 8 + 8 + 1 + 2;
 
-/// Writes the groups still within [`HORIZON_MS`] of `scan_time`, newest
+/// Writes the `kept` groups (all within [`HORIZON_MS`] of the scan), newest
 /// first, up to [`STATE_BUDGET`] bytes.
 ///
-/// This runs in `finish`, the fire decision's call, so it only orders what
+/// This runs in `finish`, the fire decision's call, so it reads only the
+/// kept groups, never every group the scan counted, and it only orders what
 /// can fit: no more than `STATE_BUDGET / GROUP_HEAD_BYTES` groups ever do,
 /// and those newest ones are picked in linear time before they are sorted.
 /// That bounds the sort for a data dir with many live groups; the bench's
-/// data dirs never reach it (their run's fuel moved by 0.001%), so it is a
-/// bound, not a speed-up anyone measured.
-fn encode(groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>, scan_time: i64) -> Vec<u8> {
-    let mut live: Vec<(&u128, &Pending)> =
-        groups.iter().filter(|(_, g)| g.last_at >= scan_time.saturating_sub(HORIZON_MS)).collect();
+/// data dirs never reach it, so it is a bound, not a speed-up anyone
+/// measured.
+fn encode(kept: &Groups) -> Vec<u8> {
+    let mut live: Vec<(&u128, &Pending)> = kept.iter().collect();
     let newest_first = |(k, g): &(&u128, &Pending)| (std::cmp::Reverse(g.last_at), **k);
     let can_fit = STATE_BUDGET / GROUP_HEAD_BYTES;
     if live.len() > can_fit {
@@ -203,11 +243,14 @@ impl RetryLoop {
         exit_code: Option<i64>,
     ) -> Option<Observation> {
         let c = failure::classify(&self.harness_tools, &self.bot_names, tool_name, output, exit_code);
-        let g = self.groups.entry(group_key(thread_id, turn, &c)).or_insert(Pending {
-            first_at: at,
-            last_at: at,
-            ..Pending::default()
-        });
+        let horizon = horizon(self.scan_time);
+        let key = group_key(thread_id, turn, &c);
+        // Which map the group is in: a new one goes straight to `kept` when
+        // this failure is within the horizon.
+        let was_kept = self.kept.contains_key(&key);
+        let new_and_kept = !was_kept && at >= horizon && !self.past.contains_key(&key);
+        let groups = if was_kept || new_and_kept { &mut self.kept } else { &mut self.past };
+        let g = groups.entry(key).or_insert(Pending { first_at: at, last_at: at, ..Pending::default() });
         let hash = id_hash(id);
         if g.reported || g.seen.contains(&hash) {
             return None;
@@ -215,12 +258,19 @@ impl RetryLoop {
         g.seen.push(hash);
         g.first_at = g.first_at.min(at);
         g.last_at = g.last_at.max(at);
-        if g.seen.len() < self.repeats as usize {
+        let looped = g.seen.len() >= self.repeats as usize;
+        if looped {
+            g.reported = true;
+            g.seen = Vec::new();
+        }
+        let (first_at, last_at) = (g.first_at, g.last_at);
+        if !(was_kept || new_and_kept) && last_at >= horizon {
+            let g = self.past.remove(&key).expect("the group was just counted in `past`");
+            self.kept.insert(key, g);
+        }
+        if !looped {
             return None;
         }
-        g.reported = true;
-        g.seen = Vec::new();
-        let first_at = g.first_at;
         let signature = c.signature();
         let title = sentinel_sdk::normalize::cap(&format!("{} retried {}+ times: {}", c.tool, self.repeats, c.title));
         let occurrence = format!("{}\u{0}{turn}\u{0}{signature}", thread_id.unwrap_or(""));
@@ -258,14 +308,15 @@ impl Detector for RetryLoop {
             .ok()
             .filter(|r| *r >= 2)
             .ok_or_else(|| DetectorError::BadConfig(format!("`repeats` must be 2 or more, got {repeats}")))?;
-        let mut groups = ctx.state().map(decode).unwrap_or_default();
-        groups.retain(|_, g| g.last_at >= ctx.scan_time.saturating_sub(HORIZON_MS));
+        let mut kept = ctx.state().map(decode).unwrap_or_default();
+        kept.retain(|_, g| g.last_at >= horizon(ctx.scan_time));
         Ok(RetryLoop {
             repeats,
             harness_tools: HarnessTools::parse(ctx.text("harness_tools")?),
             bot_names: Vec::new(),
             scan_time: ctx.scan_time,
-            groups,
+            kept,
+            past: Groups::default(),
         })
     }
 
@@ -303,7 +354,7 @@ impl Detector for RetryLoop {
     /// groups are kept for the next scan, so a loop whose failures straddle
     /// two scans is still found, once.
     fn finish(&mut self, _out: &mut Vec<Observation>) -> Result<Option<Vec<u8>>, DetectorError> {
-        Ok(Some(encode(&self.groups, self.scan_time)))
+        Ok(Some(encode(&self.kept)))
     }
 }
 
@@ -311,6 +362,8 @@ sentinel_sdk::export_detector!(RetryLoop);
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn detector() -> RetryLoop {
@@ -384,20 +437,102 @@ mod tests {
         let mut out = Vec::new();
         let state = d.finish(&mut out).unwrap().expect("the groups are kept");
         assert!(out.is_empty(), "the loop was reported in push, the one below the threshold never is");
-        assert_eq!(decode(&state), d.groups, "the state reads back as it was written");
+        assert_eq!(decode(&state), d.kept, "the state reads back as it was written");
     }
 
     /// The state as written before `encode` picked the newest groups first:
     /// every live group sorted, then written while it fits (the same
     /// [`write_state`]: what is compared is which groups, in which order).
-    fn encode_by_full_sort(
-        groups: &HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>>,
-        scan_time: i64,
-    ) -> Vec<u8> {
+    fn encode_by_full_sort(groups: &Groups, scan_time: i64) -> Vec<u8> {
         let mut live: Vec<(&u128, &Pending)> =
             groups.iter().filter(|(_, g)| g.last_at >= scan_time.saturating_sub(HORIZON_MS)).collect();
         live.sort_by_key(|(k, g)| (std::cmp::Reverse(g.last_at), **k));
         write_state(live)
+    }
+
+    /// The groups within the horizon, found by walking them all.
+    fn within_horizon(groups: &Groups, scan_time: i64) -> Groups {
+        groups.iter().filter(|(_, g)| g.last_at >= horizon(scan_time)).map(|(k, g)| (*k, g.clone())).collect()
+    }
+
+    /// Every group the detector counted, in either map; none is in both.
+    fn every_group(d: &RetryLoop) -> Groups {
+        let mut all = d.past.clone();
+        for (k, g) in &d.kept {
+            assert!(all.insert(*k, g.clone()).is_none(), "a group in both maps");
+        }
+        all
+    }
+
+    /// One failure of a property run: which turn, which of three errors,
+    /// which row, and when (near the horizon, on both sides of it).
+    fn failure() -> impl Strategy<Value = (u8, u8, u8, i64)> {
+        let scan_time = 3 * HORIZON_MS;
+        let at = prop_oneof![
+            Just(0),
+            (-3i64..=3).prop_map(move |d| horizon(scan_time) + d),
+            Just(scan_time - 1),
+            Just(scan_time + 5),
+        ];
+        (0u8..6, 0u8..3, 0u8..40, at)
+    }
+
+    /// Adds the failures; returns the evidence of each loop reported.
+    fn feed(d: &mut RetryLoop, failures: &[(u8, u8, u8, i64)]) -> Vec<String> {
+        let mut loops = Vec::new();
+        for (turn, error, id, at) in failures {
+            let out = format!("error {error}: exit status 9");
+            let tool = if *error == 2 { "WebFetch" } else { "Bash" };
+            let o = d.add(&format!("m{id}"), *at, &format!("t{turn}"), Some("th"), None, Some(tool), Some(&out), None);
+            loops.extend(o.map(|o| o.evidence().1.to_owned()));
+        }
+        loops
+    }
+
+    proptest! {
+        /// `finish` reads only the groups moved to `kept` as they entered
+        /// the horizon; the state must be the one walking every group
+        /// gives, over two scans (the second starting from the first's
+        /// state).
+        #[test]
+        fn the_state_from_the_kept_groups_is_the_state_from_every_group(
+            first in proptest::collection::vec(failure(), 0..60),
+            second in proptest::collection::vec(failure(), 0..60),
+        ) {
+            let scan_time = 3 * HORIZON_MS;
+            let ctx = |state| ScanContext::new(scan_time, RetryLoop::describe().defaults(), state);
+            let mut d = RetryLoop::start(&ctx(None)).unwrap();
+            let loops = feed(&mut d, &first);
+            // Which map a group is in never changes which loops are found:
+            // at scan time 0 every group is within the horizon from the start.
+            let mut all_kept = RetryLoop::start(&ScanContext::new(0, RetryLoop::describe().defaults(), None)).unwrap();
+            prop_assert_eq!(&loops, &feed(&mut all_kept, &first));
+            let state = d.finish(&mut Vec::new()).unwrap().unwrap();
+            prop_assert_eq!(&state, &encode_by_full_sort(&every_group(&d), scan_time));
+            prop_assert_eq!(&d.kept, &within_horizon(&every_group(&d), scan_time), "kept: exactly those within");
+            let mut d = RetryLoop::start(&ctx(Some(state))).unwrap();
+            let _ = feed(&mut d, &second);
+            let state = d.finish(&mut Vec::new()).unwrap().unwrap();
+            prop_assert_eq!(&state, &encode_by_full_sort(&every_group(&d), scan_time));
+            prop_assert_eq!(&d.kept, &within_horizon(&every_group(&d), scan_time), "kept: exactly those within");
+        }
+    }
+
+    #[test]
+    fn a_group_that_enters_the_horizon_keeps_its_count_and_is_kept() {
+        let scan_time = 3 * HORIZON_MS;
+        let mut d = RetryLoop::start(&ScanContext::new(scan_time, RetryLoop::describe().defaults(), None)).unwrap();
+        let before = horizon(scan_time) - 1;
+        assert!(load(&mut d, "m1", before - 1, "t", 1).is_none());
+        assert!(load(&mut d, "m2", before, "t", 2).is_none());
+        assert_eq!((d.past.len(), d.kept.len()), (1, 0), "older than the horizon: not kept");
+        let o = load(&mut d, "m3", before + 2, "t", 3).expect("the third failure, within the horizon");
+        assert_eq!((o.at(), o.evidence()), (before - 1, ("messages", "m3")));
+        assert_eq!((d.past.len(), d.kept.len()), (0, 1), "moved, with its count");
+        let state = d.finish(&mut Vec::new()).unwrap().unwrap();
+        let next =
+            RetryLoop::start(&ScanContext::new(scan_time, RetryLoop::describe().defaults(), Some(state))).unwrap();
+        assert!(next.kept.values().next().is_some_and(|g| g.reported), "the reported loop is in the state");
     }
 
     #[test]
@@ -405,13 +540,13 @@ mod tests {
         // More groups than can fit, reported (no `seen`: the smallest
         // groups) and not, with ties on `last_at` and some past the horizon.
         let scan_time = 10 * HORIZON_MS;
-        let mut groups: HashMap<u128, Pending, BuildHasherDefault<DefaultHasher>> = HashMap::default();
+        let mut groups = Groups::default();
         for i in 0..(STATE_BUDGET / GROUP_HEAD_BYTES + 5_000) as u128 {
             let last_at = scan_time - (i as i64 * 7919) % (HORIZON_MS + HORIZON_MS / 4);
             let seen = if i % 3 == 0 { Vec::new() } else { vec![i as u64; (i % 3) as usize] };
             groups.insert(i * 2_654_435_761, Pending { first_at: last_at - 5, last_at, reported: i % 3 == 0, seen });
         }
-        let state = encode(&groups, scan_time);
+        let state = encode(&within_horizon(&groups, scan_time));
         assert_eq!(state, encode_by_full_sort(&groups, scan_time));
         assert!(state.len() > STATE_BUDGET / 2 && state.len() <= STATE_BUDGET + 5, "the budget is what limits it");
         // Every group reported, so all are of the smallest size: exactly as
@@ -419,7 +554,7 @@ mod tests {
         for g in groups.values_mut() {
             g.seen.clear();
         }
-        assert_eq!(encode(&groups, scan_time), encode_by_full_sort(&groups, scan_time));
+        assert_eq!(encode(&within_horizon(&groups, scan_time)), encode_by_full_sort(&groups, scan_time));
     }
 
     fn next_scan(d: &mut RetryLoop, scan_time: i64) -> RetryLoop {
@@ -461,7 +596,7 @@ mod tests {
         let mut d = detector();
         let _ = load(&mut d, "m1", 0, "t", 1);
         let later = next_scan(&mut d, HORIZON_MS + 1);
-        assert!(later.groups.is_empty(), "a group older than the horizon is dropped");
+        assert!(later.kept.is_empty(), "a group older than the horizon is dropped");
         assert!(decode(b"not a state").is_empty());
         assert!(decode(&[]).is_empty());
     }
@@ -483,8 +618,8 @@ mod tests {
         for i in 0..5 {
             let _ = d.add(&format!("m{i}"), i, &long, None, None, Some("WebFetch"), Some(&long), None);
         }
-        assert_eq!(d.groups.len(), 1, "one record per (thread, turn, signature), before and after the report");
-        let g = d.groups.values().next().unwrap();
+        assert_eq!(d.kept.len(), 1, "one record per (thread, turn, signature), before and after the report");
+        let g = d.kept.values().next().unwrap();
         assert!(g.reported && g.seen.is_empty(), "a reported group keeps no hashes");
         let state = d.finish(&mut Vec::new()).unwrap().unwrap();
         assert!(state.len() < 64, "{} bytes for one group", state.len());
