@@ -14,8 +14,10 @@
 //! until its commit, and `tally` counts them as they come; [`counting`] is
 //! the commit; `ahead` writes the fire log segments a scan closes while it
 //! runs, put in place after the commit; `checkpoint` moves its log into the
-//! store file beside the exports; [`export`] writes `issues.jsonl`; [`view`] is the read-only view readers use; [`lock`] makes
-//! sure one process writes an output folder. Only a [`Ledger`] writes, and
+//! store file beside the exports; [`export`] writes `issues.jsonl`; [`view`]
+//! is the read-only view readers use; [`lock`] makes sure one process writes
+//! an output folder, and `leftovers` removes, once it holds the lock, the
+//! temporary files a writer that died left. Only a [`Ledger`] writes, and
 //! only one exists per output folder at a time (it holds the [`WriterLock`]).
 
 mod ahead;
@@ -23,6 +25,7 @@ mod checkpoint;
 pub mod counting;
 pub mod export;
 pub mod fires;
+mod leftovers;
 pub mod lock;
 pub mod out_dir;
 pub mod staging;
@@ -157,6 +160,21 @@ mod tests {
             wasted_turns: 1,
             probation: false,
         }
+    }
+
+    #[test]
+    fn leftovers_are_swept_only_by_the_writer_that_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Ledger::open(dir.path()).unwrap();
+        // What a writer that is still running has in flight is not touched.
+        let in_flight = dir.path().join(".fires-000001.ndjson.ahead4242");
+        std::fs::write(&in_flight, b"{}").unwrap();
+        assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Lock(_))));
+        assert!(in_flight.exists(), "a refused writer sweeps nothing");
+        // Once that writer is gone (a crash, here a drop), the next one removes it.
+        drop(first);
+        let _second = Ledger::open(dir.path()).unwrap();
+        assert!(!in_flight.exists(), "a dead writer's segment written ahead is removed");
     }
 
     #[test]

@@ -86,6 +86,9 @@ impl Ledger {
     pub fn open(dir: &Path) -> Result<Self, LedgerError> {
         // The lock first: a second writer is refused before it reads anything.
         let lock = WriterLock::acquire(dir)?;
+        // With the lock held nobody else writes here: a temporary file is a
+        // dead writer's, and the store holds what it was for.
+        super::leftovers::sweep(dir);
         let db_path = dir.join(STORE_FILE);
         let err = |action| {
             let path = db_path.clone();
