@@ -31,6 +31,13 @@ pub fn segment_name(index: u64) -> String {
     format!("fires-{index:06}.ndjson")
 }
 
+/// The index of the segment named `name`, when `name` is exactly what
+/// [`segment_name`] writes for it.
+pub fn segment_index(name: &str) -> Option<u64> {
+    let index = name.strip_prefix("fires-")?.strip_suffix(".ndjson")?.parse().ok()?;
+    (segment_name(index) == name).then_some(index)
+}
+
 /// What kind of fact an entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -474,10 +481,10 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Finding> {
     let mut found = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(index) = name.strip_prefix("fires-").and_then(|n| n.strip_suffix(".ndjson")) {
-            match index.parse::<u64>() {
-                Ok(i) if segment_name(i) == name => found.push((i, e.path())),
-                _ => return Err(finding(Some(&name), None, None, "a file named like a segment that is not one")),
+        if name.starts_with("fires-") && name.ends_with(".ndjson") {
+            match segment_index(&name) {
+                Some(i) => found.push((i, e.path())),
+                None => return Err(finding(Some(&name), None, None, "a file named like a segment that is not one")),
             }
         }
     }
@@ -640,6 +647,18 @@ mod tests {
     use super::*;
     use crate::ledger::{Ledger, ScanCommit};
     use crate::observation::{Observation, Origin, Severity};
+
+    #[test]
+    fn a_segment_index_is_read_only_from_the_name_segment_name_writes() {
+        for i in [1, 43, 999_999, 1_234_567] {
+            assert_eq!(segment_index(&segment_name(i)), Some(i));
+        }
+        for name in
+            ["fires-1.ndjson", "fires-0000001.ndjson", "fires-x.ndjson", "fires-000001.json", ".fires-000001.ndjson"]
+        {
+            assert_eq!(segment_index(name), None, "{name}");
+        }
+    }
 
     fn obs(i: usize) -> Observation {
         Observation {

@@ -10,12 +10,16 @@
 use std::io::Write;
 use std::path::Path;
 
+/// What [`write_atomic`]'s temporary file is named: `.<name>` + this +
+/// the writer's process id.
+pub const TEMP_MARK: &str = ".tmp";
+
 /// Replaces `path` with `bytes`, atomically and `0600`: a temporary file
 /// beside it (named for this process), fsync, rename, fsync of the folder. A
 /// reader sees the old file or the new one, never a part.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    let tmp = path.with_file_name(format!(".{name}{TEMP_MARK}{}", std::process::id()));
     {
         let mut f = create_file(&tmp)?;
         f.write_all(bytes)?;

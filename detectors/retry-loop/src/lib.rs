@@ -74,7 +74,8 @@ pub struct RetryLoop {
     repeats: u32,
     harness_tools: HarnessTools,
     bot_names: Vec<String>,
-    scan_time: i64,
+    /// The earliest last `at` a group the state keeps can have ([`horizon`]).
+    horizon: i64,
     /// The groups whose last `at` is within [`HORIZON_MS`] of the scan:
     /// what the state keeps, carried from scan to scan.
     kept: Groups,
@@ -243,7 +244,7 @@ impl RetryLoop {
         exit_code: Option<i64>,
     ) -> Option<Observation> {
         let c = failure::classify(&self.harness_tools, &self.bot_names, tool_name, output, exit_code);
-        let horizon = horizon(self.scan_time);
+        let horizon = self.horizon;
         let key = group_key(thread_id, turn, &c);
         // Which map the group is in: a new one goes straight to `kept` when
         // this failure is within the horizon.
@@ -308,13 +309,14 @@ impl Detector for RetryLoop {
             .ok()
             .filter(|r| *r >= 2)
             .ok_or_else(|| DetectorError::BadConfig(format!("`repeats` must be 2 or more, got {repeats}")))?;
+        let horizon = horizon(ctx.scan_time);
         let mut kept = ctx.state().map(decode).unwrap_or_default();
-        kept.retain(|_, g| g.last_at >= horizon(ctx.scan_time));
+        kept.retain(|_, g| g.last_at >= horizon);
         Ok(RetryLoop {
             repeats,
             harness_tools: HarnessTools::parse(ctx.text("harness_tools")?),
             bot_names: Vec::new(),
-            scan_time: ctx.scan_time,
+            horizon,
             kept,
             past: Groups::default(),
         })

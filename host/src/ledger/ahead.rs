@@ -34,6 +34,10 @@ use crate::firelog::{SEGMENT_ENTRIES, segment_name};
 /// Closed segments waiting for the syncing thread, at most.
 const QUEUED: usize = 4;
 
+/// What a segment written ahead is named until the commit puts it in
+/// place: `.<segment>` + this + the writer's process id.
+pub(super) const AHEAD_MARK: &str = ".ahead";
+
 /// Writes a scan's segments from the lines its tally seals.
 pub(super) struct AheadWriter {
     dir: PathBuf,
@@ -162,7 +166,7 @@ impl Segment {
     /// A new `0600` file for segment `index`; `None` (the export writes it)
     /// when it cannot be created.
     fn create(dir: &Path, index: u64) -> Option<Segment> {
-        let path = dir.join(format!(".{}.ahead{}", segment_name(index), std::process::id()));
+        let path = dir.join(format!(".{}{AHEAD_MARK}{}", segment_name(index), std::process::id()));
         match crate::private_fs::create_file(&path) {
             Ok(file) => Some(Segment { index, path, file: BufWriter::with_capacity(1 << 16, file) }),
             Err(error) => {
@@ -281,7 +285,8 @@ mod tests {
     fn a_segment_that_cannot_be_written_ahead_is_left_to_the_export() {
         let dir = tempfile::tempdir().unwrap();
         // Something already stands where segment 1's file would go.
-        std::fs::create_dir(dir.path().join(format!(".{}.ahead{}", segment_name(1), std::process::id()))).unwrap();
+        std::fs::create_dir(dir.path().join(format!(".{}{AHEAD_MARK}{}", segment_name(1), std::process::id())))
+            .unwrap();
         let ahead = fed(dir.path(), 0, lines(1, 8));
         assert_eq!(ahead.finish().files.keys().copied().collect::<Vec<_>>(), vec![2]);
     }

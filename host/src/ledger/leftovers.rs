@@ -14,7 +14,9 @@
 use std::path::Path;
 
 use super::ISSUES_FILE;
-use crate::firelog::{HEAD_FILE, KEY_FILE, PUBLIC_KEY_FILE, segment_name};
+use super::ahead::AHEAD_MARK;
+use crate::firelog::{HEAD_FILE, KEY_FILE, PUBLIC_KEY_FILE, segment_index};
+use crate::private_fs::TEMP_MARK;
 
 /// The exports replaced atomically besides the fire log's segments.
 const EXPORTS: &[&str] = &[ISSUES_FILE, HEAD_FILE, PUBLIC_KEY_FILE, KEY_FILE];
@@ -34,24 +36,17 @@ pub(super) fn sweep(dir: &Path) -> usize {
 /// Whether `name` is a temporary file this folder's writer makes.
 fn is_leftover(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('.') else { return false };
-    // What comes before `suffix` followed by a process id, if that is how `rest` ends.
-    let before = |suffix: &str| {
-        rest.rsplit_once(suffix)
+    // What comes before `mark` followed by a process id, if that is how `rest` ends.
+    let before = |mark: &str| {
+        rest.rsplit_once(mark)
             .filter(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
             .map(|(base, _)| base)
     };
-    if let Some(base) = before(".ahead") {
+    let is_segment = |base: &str| segment_index(base).is_some();
+    if let Some(base) = before(AHEAD_MARK) {
         return is_segment(base);
     }
-    before(".tmp").is_some_and(|base| is_segment(base) || EXPORTS.contains(&base))
-}
-
-/// Whether `name` is a fire-log segment's file name, exactly as written.
-fn is_segment(name: &str) -> bool {
-    name.strip_prefix("fires-")
-        .and_then(|n| n.strip_suffix(".ndjson"))
-        .and_then(|n| n.parse::<u64>().ok())
-        .is_some_and(|i| segment_name(i) == name)
+    before(TEMP_MARK).is_some_and(|base| is_segment(base) || EXPORTS.contains(&base))
 }
 
 #[cfg(test)]

@@ -88,7 +88,10 @@ impl Ledger {
         let lock = WriterLock::acquire(dir)?;
         // With the lock held nobody else writes here: a temporary file is a
         // dead writer's, and the store holds what it was for.
-        super::leftovers::sweep(dir);
+        let swept = super::leftovers::sweep(dir);
+        if swept > 0 {
+            tracing::debug!(dir = %dir.display(), swept, "removed temporary files a writer that died left");
+        }
         let db_path = dir.join(STORE_FILE);
         let err = |action| {
             let path = db_path.clone();
