@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use sentinel_host::observation::ConfigValue;
-use sentinel_host::record::{Batch, ColumnType};
+use sentinel_host::model::observation::ConfigValue;
+use sentinel_host::model::record::{Batch, ColumnType};
 use sentinel_sdk::__bindings::sentinel::detector::types as wit;
 use sentinel_sdk::__private::{GuestScan, count, start};
 use sentinel_sdk::Detector;

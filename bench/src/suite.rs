@@ -12,10 +12,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use sentinel_host::observation::{ConfigValue, Descriptor};
-use sentinel_host::record::Batch;
+use sentinel_host::core::sentinel::Sentinel;
+use sentinel_host::model::observation::{ConfigValue, Descriptor};
+use sentinel_host::model::record::Batch;
 use sentinel_host::runtime::{Limits, LoadedDetector, PreparedBatch, Runtime, ScanContext};
-use sentinel_host::sentinel::Sentinel;
 use sentinel_host::sources::ReadContext;
 use sentinel_host::{ScanOptions, run_scan};
 

@@ -11,7 +11,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use sentinel_host::record::Batch;
+use sentinel_host::model::record::Batch;
 use sentinel_host::sources::{EventsSource, ReadContext, Source};
 use xtask::datagen::Rng;
 

@@ -170,7 +170,7 @@ fn the_systemd_units_pass_systemd_analyze_verify_and_nothing_is_written_to_the_d
     assert_eq!(oracle.status.code(), Some(0), "{}", text(&oracle));
     let independent: Vec<String> = serde_json::from_slice(&oracle.stdout).unwrap();
     assert_eq!(independent, expected, "ExecStart={exec}");
-    let args = sentinel_host::service::systemd_split(exec).unwrap();
+    let args = sentinel_host::ops::service::systemd_split(exec).unwrap();
     assert_eq!(args, expected, "our splitter agrees with the independent one");
     let scan = h.command(Path::new(&args[0])).args(&args[1..]).output().unwrap();
     assert_eq!(scan.status.code(), Some(0), "{}", text(&scan));
@@ -379,7 +379,7 @@ fn the_schedule_passes_the_sentinels_file_seen_at_install_and_check_install_find
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("sentinels: {}", yaml.display())), "{}", text(&o));
     let unit = std::fs::read_to_string(out.join("openmausbot-sentinel.service")).unwrap();
     let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
-    let args = sentinel_host::service::systemd_split(exec).unwrap();
+    let args = sentinel_host::ops::service::systemd_split(exec).unwrap();
     let at = args.iter().position(|a| a == "--sentinels").unwrap_or_else(|| panic!("no --sentinels in {exec}"));
     assert_eq!(Path::new(&args[at + 1]), yaml);
 

@@ -6,7 +6,7 @@
 //! progress line, which nothing else does.
 //!
 //! And mid-commit: the debug build's test rendezvous (`SENTINEL_TEST_PAUSE`,
-//! host/src/test_hook.rs) holds the commit inside its transaction, or just
+//! host/src/ledger/count/test_hook.rs) holds the commit inside its transaction, or just
 //! after it, until the test has delivered its signals. One signal lets the
 //! commit finish (exit 0); a second exits 1 at once, and the ledger is as
 //! the last finished scan left it (or, after the transaction, as this one
@@ -272,7 +272,7 @@ fn paused_at(s: &Scratch, point: &str, detectors: &Path, data: &Path, out: &Path
     std::fs::create_dir_all(&rendezvous).unwrap();
     let mut c = run_command(detectors, data, out);
     c.args(["--interval", "3600", "--json"])
-        .env(sentinel_host::test_hook::VAR, format!("{point}:{}", rendezvous.display()))
+        .env(sentinel_host::ledger::count::test_hook::VAR, format!("{point}:{}", rendezvous.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -310,7 +310,7 @@ fn with_no_sentinels_config_the_stock_sentinels_are_inert_and_change_nothing() {
     };
     quiet(&without, "out-without");
     let summary = quiet(&with, "out-with");
-    for stock in sentinel_host::stock::STOCK {
+    for stock in sentinel_host::config::stock::STOCK {
         let d = detector(&summary, stock.name);
         assert_eq!((d["status"].as_str(), d["observations"].as_i64()), (Some("ok"), Some(0)), "{d:#}");
         assert!(d["note"].as_str().unwrap().starts_with("inert"), "{d:#}");

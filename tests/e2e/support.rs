@@ -43,7 +43,7 @@ pub fn fixture(name: &str) -> PathBuf {
 pub fn shared_cache() -> PathBuf {
     // The user cache folder the host uses by default when XDG_CACHE_HOME is
     // `user_cache_home()` (`cargo xtask build-detectors` fills it the same way).
-    user_cache_home().join(sentinel_host::ledger::out_dir::APP_DIR).join("components")
+    user_cache_home().join(sentinel_host::base::out_dir::APP_DIR).join("components")
 }
 
 /// The XDG_CACHE_HOME every test gives the binary when it leaves the cache

@@ -87,7 +87,7 @@ fn each_port_ships_its_originals_replay_cases_unchanged() {
 }
 
 /// Every batch the default sources read from `data`, in the host's order.
-fn batches(data: &std::path::Path, scan_time_ms: i64) -> Vec<sentinel_host::record::Batch> {
+fn batches(data: &std::path::Path, scan_time_ms: i64) -> Vec<sentinel_host::model::record::Batch> {
     let mut out = Vec::new();
     for source in sentinel_host::sources::default_sources() {
         let ctx = sentinel_host::sources::ReadContext { data_dir: data, scan_time_ms, batch_rows: 256, cursor: None };
@@ -106,10 +106,10 @@ fn batches(data: &std::path::Path, scan_time_ms: i64) -> Vec<sentinel_host::reco
 fn observations(
     runtime: &sentinel_host::runtime::Runtime,
     detector: &std::path::Path,
-    batches: &[sentinel_host::record::Batch],
+    batches: &[sentinel_host::model::record::Batch],
     scan_time_ms: i64,
 ) -> Vec<serde_json::Value> {
-    use sentinel_host::observation::ConfigValue;
+    use sentinel_host::model::observation::ConfigValue;
     let d = runtime.load(detector).unwrap();
     let config = d
         .descriptor
@@ -131,7 +131,7 @@ fn observations(
             scan.push(&sentinel_host::runtime::PreparedBatch::new(b.clone())).unwrap();
         }
     }
-    scan.finish().unwrap().observations.iter().map(sentinel_host::replay::observation_json).collect()
+    scan.finish().unwrap().observations.iter().map(sentinel_host::ops::replay::observation_json).collect()
 }
 
 #[test]

@@ -248,7 +248,7 @@ impl BuildOptions {
     pub fn for_repo(root: &Path) -> Self {
         let target_dir = root.join("target");
         let cache =
-            sentinel_host::ledger::out_dir::user_cache_dir().unwrap_or_else(|| target_dir.join("component-cache"));
+            sentinel_host::base::out_dir::user_cache_dir().unwrap_or_else(|| target_dir.join("component-cache"));
         BuildOptions { cache_dir: Some(cache), target_dir }
     }
 }

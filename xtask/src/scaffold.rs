@@ -220,7 +220,7 @@ pub fn new_standalone(root: &Path, name: &str, lang: Lang, dir: &Path) -> Result
     write("cases/example.json", case_text(name)?)?;
     write(".gitignore", STANDALONE_GITIGNORE.to_owned())?;
     write("README.md", readme(&fill(STANDALONE_README), lang))?;
-    sentinel_host::wit_export::write_all(&dir.join("wit"))
+    sentinel_host::ops::wit_export::write_all(&dir.join("wit"))
         .with_context(|| format!("cannot write the WIT package into {}", dir.join("wit").display()))?;
     Ok(dir.to_owned())
 }

@@ -4,20 +4,20 @@
 //! Owns: turning reports into text for a terminal or a pipe. Never: deciding
 //! what a report says. Every string a detector or the data dir supplied (a
 //! name, a version, an error, a stderr line, a file name) goes through
-//! [`sentinel_host::sanitize`] on its way out: one line per field, and the
+//! [`sentinel_host::base::sanitize`] on its way out: one line per field, and the
 //! whole text once more, so no escape sequence or bidi control reaches the
 //! operator's terminal raw; JSON goes out through [`json`].
 
 use std::fmt::Write;
 
 use sentinel_host::ScanReport;
-use sentinel_host::sanitize::{multi_line, one_line};
+use sentinel_host::base::sanitize::{multi_line, one_line};
 use sentinel_host::scan::{DetectorStatus, SourceStatus};
 
 /// A value as one line of JSON whose bytes are safe to print: serde_json
-/// escapes C0 controls, [`sentinel_host::sanitize::json_text`] the rest.
+/// escapes C0 controls, [`sentinel_host::base::sanitize::json_text`] the rest.
 pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    serde_json::to_string(value).map(|s| sentinel_host::sanitize::json_text(&s).into_owned())
+    serde_json::to_string(value).map(|s| sentinel_host::base::sanitize::json_text(&s).into_owned())
 }
 
 pub fn human(r: &ScanReport) -> String {
@@ -124,11 +124,11 @@ fn human_raw(r: &ScanReport) -> String {
 }
 
 /// `detectors list` and `detectors inspect`.
-pub fn detectors(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> String {
+pub fn detectors(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
     multi_line(&detectors_raw(infos, full)).into_owned()
 }
 
-fn detectors_raw(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> String {
+fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
     let mut s = String::new();
     for info in infos {
         let i = &info.inspection;
@@ -139,7 +139,7 @@ fn detectors_raw(infos: &[sentinel_host::scan::DetectorInfo], full: bool) -> Str
         let health = match (&i.error, &info.health) {
             (Some(_), _) => "refused".to_owned(),
             (None, Some(h)) => match h.state {
-                sentinel_host::health::State::Quarantined { until } => format!("quarantined until {until}"),
+                sentinel_host::model::standing::State::Quarantined { until } => format!("quarantined until {until}"),
                 other => other.label().to_owned(),
             },
             (None, None) => "ok (never run here)".to_owned(),

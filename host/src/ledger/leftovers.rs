@@ -6,7 +6,7 @@
 //! writing them: the `.<name>.tmp<pid>` file of an atomic replace
 //! (`private_fs::write_atomic`) of one of the ledger's own exports, and the
 //! `.fires-NNNNNN.ndjson.ahead<pid>` segments written ahead
-//! ([`super::ahead`]). What they held is in the store: an export a crash
+//! ([`super::export::ahead`]). What they held is in the store: an export a crash
 //! interrupted is written again from it (`export_pending`). It never
 //! removes any other file, never follows a symlink, and leaves a file it
 //! cannot remove for the next open.
@@ -14,9 +14,9 @@
 use std::path::Path;
 
 use super::ISSUES_FILE;
-use super::ahead::AHEAD_MARK;
+use super::export::ahead::AHEAD_MARK;
+use crate::base::private_fs::TEMP_MARK;
 use crate::firelog::{HEAD_FILE, KEY_FILE, PUBLIC_KEY_FILE, segment_index};
-use crate::private_fs::TEMP_MARK;
 
 /// The exports replaced atomically besides the fire log's segments.
 const EXPORTS: &[&str] = &[ISSUES_FILE, HEAD_FILE, PUBLIC_KEY_FILE, KEY_FILE];

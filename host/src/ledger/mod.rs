@@ -10,27 +10,23 @@
 //! data dir.
 //!
 //! It is split by job: [`store`] opens, migrates and reads the store and
-//! applies the operator's commands; [`staging`] holds a scan's observations
-//! until its commit, and `tally` counts them as they come; [`counting`] is
-//! the commit; `ahead` writes the fire log segments a scan closes while it
-//! runs, put in place after the commit; `checkpoint` moves its log into the
-//! store file beside the exports; [`export`] writes `issues.jsonl`; [`view`]
-//! is the read-only view readers use; [`lock`] makes sure one process writes
-//! an output folder, and `leftovers` removes, once it holds the lock, the
-//! temporary files a writer that died left. Only a [`Ledger`] writes, and
-//! only one exists per output folder at a time (it holds the [`WriterLock`]).
+//! applies the operator's commands; [`count`] is the scan's count (its rule,
+//! the staging that holds its observations, the tally that counts them as
+//! they come, the commit); [`export`] writes the files beside the store
+//! (`issues.jsonl`, the fire log's segments and head, segments written ahead
+//! while a scan runs, the checkpoint of the store's log); [`view`] is the
+//! read-only view readers use; [`lock`] makes sure one process writes an
+//! output folder, and `leftovers` removes, once it holds the lock, the
+//! temporary files a writer that died left; [`verify_out_dir`] checks the
+//! exported fire log against the store. Only a [`Ledger`] writes, and only
+//! one exists per output folder at a time (it holds the [`WriterLock`]).
 
-mod ahead;
-mod checkpoint;
-pub mod counting;
+pub mod count;
 pub mod export;
-pub mod fires;
 mod leftovers;
 pub mod lock;
-pub mod out_dir;
-pub mod staging;
 pub mod store;
-mod tally;
+mod verify;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -38,11 +34,13 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use serde::Serialize;
 
-pub use crate::health::Health;
-pub use counting::{CommitReport, ScanCommit, issue_sig};
-pub use export::{EvidenceRef, IssueLine};
+pub use crate::model::standing::Health;
+pub use count::commit::ScanCommit;
+pub use count::rule::{CommitReport, issue_sig};
+pub use export::issues::{EvidenceRef, IssueLine};
 pub use lock::{LockError, WriterLock};
 pub use store::Admin;
+pub use verify::verify_out_dir;
 pub use view::{FireFact, FireFilter, FireSample, LedgerView};
 
 /// Bumped whenever the store's shape, or the meaning of what it stores,
@@ -97,7 +95,7 @@ pub struct Ledger {
     /// The staging table exists on this connection.
     staging: bool,
     /// The scan in flight's count, while it can still be trusted.
-    tally: Option<tally::Tally>,
+    tally: Option<count::tally::Tally>,
     /// Held for as long as this ledger lives: no other process writes here.
     _lock: WriterLock,
     /// Time the last commit spent appending to, and exporting, the fire log.
@@ -137,8 +135,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::observation::Origin;
-    use crate::observation::{Observation, Severity};
+    use crate::model::observation::Origin;
+    use crate::model::observation::{Observation, Severity};
 
     fn obs(occurrence: &str, signature: &str, turn: &str, at: i64) -> Observation {
         Observation {
@@ -213,7 +211,7 @@ mod tests {
         assert_eq!(page_size(&l), 4096);
         let r = l.commit(ScanCommit { observations: &[obs("o1", "k", "t1", 1)], ..Default::default() }).unwrap();
         assert_eq!((r.counted, r.total_issues), (1, 1));
-        assert!(crate::firelog::verify_out_dir(older.path(), None).ok);
+        assert!(crate::ledger::verify_out_dir(older.path(), None).ok);
     }
 
     #[test]

@@ -5,18 +5,18 @@
 //! state started again, a newer or foreign one refused, never overwritten),
 //! the reads a scan needs (positions, state, health, bookkeeping) and the
 //! admin writes (quarantine, release, enable, disable, wake), each in a
-//! transaction of its own. It never counts (that is [`super::counting`]).
+//! transaction of its own. It never counts (that is [`super::count`]).
 
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::export::IssueLine;
+use super::export::issues::IssueLine;
 use super::{
     APPLICATION_ID, Health, ISSUES_FILE, Ledger, LedgerError, ResetReport, SCHEMA_VERSION, STORE_FILE, WriterLock,
 };
 use crate::firelog::FireType;
-use crate::health::State;
+use crate::model::standing::State;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -102,7 +102,7 @@ impl Ledger {
             check_header(&db_path)?;
         }
         let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
-        crate::private_fs::restrict(&db_path);
+        crate::base::private_fs::restrict(&db_path);
         if existed {
             let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
             if app != APPLICATION_ID {
@@ -126,11 +126,11 @@ impl Ledger {
         conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
         // A commit never checkpoints inside itself: the scan's commit does it
         // beside its exports (`checkpoint`).
-        super::checkpoint::disable_automatic(&conn).map_err(err("cannot set the checkpoint"))?;
+        super::export::checkpoint::disable_automatic(&conn).map_err(err("cannot set the checkpoint"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
         add_probation_column(&conn).map_err(err("cannot add the probation column"))?;
         for suffix in ["-wal", "-shm"] {
-            crate::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
+            crate::base::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
         }
         let version: Option<i64> = conn
             .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
@@ -398,8 +398,8 @@ impl Ledger {
             _ => None,
         };
         if let Some(t) = fire_type {
-            let entry = super::counting::health_fire(t, &after, at, None, "by the operator".into());
-            let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;
+            let entry = super::count::fires::health_fire(t, &after, at, None, "by the operator".into());
+            let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
             appender.append(&tx, entry.view()).map_err(&e)?;
             appender.flush(&tx).map_err(&e)?;
         }
@@ -428,8 +428,8 @@ impl Ledger {
         let e =
             move |source| LedgerError::Store { path: path.clone(), action: "cannot record a diagnostic fire", source };
         let tx = self.conn.transaction().map_err(&e)?;
-        let entry = super::counting::health_fire(FireType::Diagnostic, &Health::new(detector), at, version, reason);
-        let mut appender = super::fires::Appender::open(&tx).map_err(&e)?;
+        let entry = super::count::fires::health_fire(FireType::Diagnostic, &Health::new(detector), at, version, reason);
+        let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
         let seq = appender.count();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::export::{EvidenceRef, IssueLine, read_issues};
+use super::export::issues::{EvidenceRef, IssueLine, read_issues};
 use super::store::{check_header, read_health, read_meta};
 use super::{Health, LedgerError, STORE_FILE};
 use crate::firelog::{FireEntry, FireType};

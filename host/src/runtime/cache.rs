@@ -77,7 +77,7 @@ impl ComponentCache {
         let mut h = ShaHasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut h);
         env!("CARGO_PKG_VERSION").hash(&mut h);
-        let engine_key = crate::hex(&h.0.finalize()[..8]);
+        let engine_key = crate::base::hex(&h.0.finalize()[..8]);
         ComponentCache { dir, engine_key }
     }
 
@@ -148,8 +148,8 @@ impl ComponentCache {
             return Err(std::io::Error::other("the cache folder is not trusted"));
         }
         let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        crate::private_fs::create_dir(&self.dir)?;
-        crate::private_fs::write_atomic(entry, &bytes)
+        crate::base::private_fs::create_dir(&self.dir)?;
+        crate::base::private_fs::write_atomic(entry, &bytes)
     }
 }
 

@@ -18,7 +18,7 @@ use super::capabilities::{self, Refusal, WIT_PACKAGE};
 use super::sandbox::StoreData;
 use super::session::{CallFailure, Phase, classify_failure, convert_config_value};
 use super::{Runtime, RuntimeError};
-use crate::observation::{ConfigKey, Descriptor, Subscription};
+use crate::model::observation::{ConfigKey, Descriptor, Subscription};
 
 /// The detector files of a folder: every `*.wasm` file directly in it, in
 /// name order (the order they load and run in).
@@ -186,7 +186,7 @@ impl Runtime {
         let mut i = Inspection {
             path: path.to_owned(),
             size: std::fs::metadata(path).ok().map(|m| m.len()),
-            sha256: std::fs::read(path).ok().map(|b| crate::hex(&Sha256::digest(&b))),
+            sha256: std::fs::read(path).ok().map(|b| crate::base::hex(&Sha256::digest(&b))),
             wit_version: None,
             imports: Vec::new(),
             descriptor: None,
@@ -213,7 +213,7 @@ impl Runtime {
         });
         match checked {
             Ok(d) => i.descriptor = Some(d.descriptor),
-            Err(e) => i.error = Some(crate::errors::error_chain(&e)),
+            Err(e) => i.error = Some(crate::base::errors::error_chain(&e)),
         }
         i
     }
@@ -235,7 +235,7 @@ impl Runtime {
         if let Some(what) = what_it_is(&bytes) {
             return Err(LoadError::NotAComponent { path: p(), what });
         }
-        let sha256 = crate::hex(&Sha256::digest(&bytes));
+        let sha256 = crate::base::hex(&Sha256::digest(&bytes));
         let (component, cache) = match &self.cache {
             Some(c) => c.load(&self.engine, &sha256, &bytes),
             None => Component::new(&self.engine, &bytes).map(|c| (c, super::CacheUse::Off)),
@@ -308,38 +308,6 @@ impl Runtime {
             Err(e) => return Err(fail(&store, Phase::Describe, e)),
         };
         convert_descriptor(raw).map_err(|message| LoadError::BadDescriptor { path: path.to_owned(), message })
-    }
-
-    /// A fresh sandboxed store with the runtime's limits.
-    pub(crate) fn new_store(&self, scan_time_ms: i64) -> Store<StoreData> {
-        let mut store = Store::new(&self.engine, StoreData::new(&self.limits, scan_time_ms));
-        store.limiter(|d| &mut d.limiter);
-        // wasmtime's defaults made explicit, and tighter (docs/sandbox.md).
-        store.set_hostcall_fuel(super::sandbox::HOSTCALL_BYTES);
-        store.set_max_component_handles(super::sandbox::COMPONENT_HANDLES);
-        store.epoch_deadline_trap();
-        store
-    }
-
-    /// Refills fuel and restarts the deadline before a call.
-    pub(crate) fn arm(&self, store: &mut Store<StoreData>) {
-        if !self.metered() {
-            return;
-        }
-        // set_fuel only fails when fuel is not enabled, and it is when metered.
-        let _ = store.set_fuel(self.limits.fuel_per_call);
-        store.set_epoch_deadline(self.deadline_ticks());
-    }
-
-    /// Fuel the call just made used (0 when unmetered).
-    pub(crate) fn fuel_used(&self, store: &Store<StoreData>) -> u64 {
-        // Asked only when metered: without fuel `get_fuel` builds an error,
-        // and with `RUST_BACKTRACE` set that captures a backtrace on every
-        // call, which the bench's unmetered column would then count.
-        if !self.metered() {
-            return 0;
-        }
-        store.get_fuel().map_or(0, |left| self.limits.fuel_per_call.saturating_sub(left))
     }
 }
 
@@ -449,7 +417,7 @@ fn is_version(s: &str) -> bool {
 
 /// Shown in an error: sanitized and cut, since the descriptor is untrusted.
 fn shown(s: &str) -> String {
-    let s = crate::sanitize::one_line(s);
+    let s = crate::base::sanitize::one_line(s);
     s.chars().take(80).collect()
 }
 

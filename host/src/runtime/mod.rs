@@ -5,9 +5,10 @@
 //! It owns everything that touches wasmtime: the engine configuration (fuel,
 //! epoch interruption, stack cap), the linker with the deny-all WASI and the
 //! host's log interface, loading (`loader`), the per-store sandbox
-//! (`sandbox`) and calls into a scan (`session`). It never reads the data dir
-//! and never writes anywhere: sources feed it batches, the ledger takes what
-//! comes out. It never runs a guest without fuel and an epoch deadline,
+//! (`sandbox`), calls into a scan (`session`) and the compiled-code cache
+//! (`cache`). It never reads the data dir and writes only that cache (a
+//! folder of its own, `0700`): sources feed it batches, the ledger takes
+//! what comes out. It never runs a guest without fuel and an epoch deadline,
 //! except in a runtime built by `Runtime::unmetered`, which exists only with
 //! the `bench-unmetered` feature: the benchmark's measure of what metering
 //! costs, which no command of the binary constructs.
@@ -29,11 +30,12 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
+pub use bindings::PreparedBatch;
 pub use bindings::WitVersion;
 pub use cache::CacheUse;
 pub use loader::{Inspection, LoadError, LoadedDetector, detector_files, shared_refusals};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
-pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, PreparedBatch, ScanContext, ScanOutcome};
+pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, ScanContext, ScanOutcome};
 
 use sandbox::StoreData;
 

@@ -10,7 +10,7 @@
 //! and id) often come straight from the data dir, which is untrusted too: a
 //! good detector passing on a hostile tool name must not fail for it. So they
 //! are clamped, not refused: every dangerous character escaped
-//! ([`crate::sanitize::one_line`]), then cut to [`ID_BYTES`]. The grouping
+//! ([`crate::base::sanitize::one_line`]), then cut to [`ID_BYTES`]. The grouping
 //! keys (signature, occurrence) are hashed by the ledger and never shown, so
 //! they are only capped in length, and refused past it (a detector that
 //! builds 64 KiB keys is broken). `at` before the Unix epoch or more than
@@ -22,8 +22,8 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::observation::TITLE_CHARS;
-use crate::sanitize;
+use crate::base::sanitize;
+use crate::model::observation::TITLE_CHARS;
 
 /// Bytes of an identifier kept.
 pub const ID_BYTES: usize = 256;

@@ -5,17 +5,20 @@
 //! (or one `describe` at load). It grants nothing a detector could use to act
 //! on the world: no preopened directory, no environment, no arguments, no
 //! sockets (every address and name lookup is refused), clocks pinned to the
-//! scan time and randomness from a fixed seed. It never touches the data dir.
+//! scan time and randomness from a fixed seed. It also owns making such a
+//! store ([`Runtime::new_store`]) and arming it before every call: fresh fuel
+//! and a fresh epoch deadline ([`Runtime::arm`]). It never touches the data
+//! dir.
 
 use std::fmt;
 use std::time::Duration;
 
-use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store};
 use wasmtime_wasi::p2::pipe::{ClosedInputStream, MemoryOutputPipe};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::Limits;
+use super::{Limits, Runtime};
 
 /// A limit a detector ran into, recorded by the limiter so the failure can be
 /// named precisely.
@@ -164,7 +167,7 @@ pub(crate) struct LogSink {
 }
 
 impl LogSink {
-    /// Keeps one line, sanitized ([`crate::sanitize::one_line`]) here, at
+    /// Keeps one line, sanitized ([`crate::base::sanitize::one_line`]) here, at
     /// the edge, so no consumer ever sees it raw.
     pub(crate) fn push(&mut self, level: LogLevel, message: String) {
         // Dropped before any work once the scan's lines or bytes are spent:
@@ -175,7 +178,7 @@ impl LogSink {
             self.dropped += 1;
             return;
         }
-        let mut message = crate::sanitize::one_line(raw).into_owned();
+        let mut message = crate::base::sanitize::one_line(raw).into_owned();
         message.truncate(cut(&message, LOG_LINE_BYTES).len());
         let cost = message.len() + LOG_LINE_OVERHEAD;
         if cost > self.budget {
@@ -307,6 +310,41 @@ const SEED: [u8; 16] = *b"sentinel-detsalt";
 impl WasiView for StoreData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Where fuel and the epoch deadline are set: each store, and each call.
+impl Runtime {
+    /// A fresh sandboxed store with the runtime's limits.
+    pub(crate) fn new_store(&self, scan_time_ms: i64) -> Store<StoreData> {
+        let mut store = Store::new(&self.engine, StoreData::new(&self.limits, scan_time_ms));
+        store.limiter(|d| &mut d.limiter);
+        // wasmtime's defaults made explicit, and tighter (docs/sandbox.md).
+        store.set_hostcall_fuel(HOSTCALL_BYTES);
+        store.set_max_component_handles(COMPONENT_HANDLES);
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Refills fuel and restarts the deadline before a call.
+    pub(crate) fn arm(&self, store: &mut Store<StoreData>) {
+        if !self.metered() {
+            return;
+        }
+        // set_fuel only fails when fuel is not enabled, and it is when metered.
+        let _ = store.set_fuel(self.limits.fuel_per_call);
+        store.set_epoch_deadline(self.deadline_ticks());
+    }
+
+    /// Fuel the call just made used (0 when unmetered).
+    pub(crate) fn fuel_used(&self, store: &Store<StoreData>) -> u64 {
+        // Asked only when metered: without fuel `get_fuel` builds an error,
+        // and with `RUST_BACKTRACE` set that captures a backtrace on every
+        // call, which the bench's unmetered column would then count.
+        if !self.metered() {
+            return 0;
+        }
+        store.get_fuel().map_or(0, |left| self.limits.fuel_per_call.saturating_sub(left))
     }
 }
 

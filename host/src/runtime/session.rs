@@ -15,13 +15,12 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceAny;
 use wasmtime::{Store, Trap, WasmBacktrace};
 
-use super::bindings::{Instance, Returned, since_v0_1_0, types};
+use super::bindings::{Instance, PreparedBatch, Returned, types};
 use super::observations::{self, View};
 use super::output;
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
-use crate::observation::{ConfigValue, ObservationRef, Observations, Origin, Severity};
-use crate::record::{Batch, ColumnType};
+use crate::model::observation::{ConfigValue, ObservationRef, Observations, Origin, Severity};
 
 /// Which call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +138,7 @@ const ERROR_TEXT_BYTES: usize = 4096;
 
 /// Text a detector supplied, for a failure report: one line, sanitized, capped.
 fn guest_text(raw: &str) -> String {
-    let mut s = crate::sanitize::one_line(raw).into_owned();
+    let mut s = crate::base::sanitize::one_line(raw).into_owned();
     if s.len() > ERROR_TEXT_BYTES {
         let mut end = ERROR_TEXT_BYTES;
         while !s.is_char_boundary(end) {
@@ -160,7 +159,7 @@ fn stderr_tail(store: &Store<StoreData>) -> Option<String> {
         return None;
     }
     let tail = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
-    Some(crate::sanitize::multi_line(String::from_utf8_lossy(tail).trim()).into_owned())
+    Some(crate::base::sanitize::multi_line(String::from_utf8_lossy(tail).trim()).into_owned())
 }
 
 /// Everything a scan knows besides its records, in host types.
@@ -172,70 +171,6 @@ pub struct ScanContext {
     /// by the caller before this point.
     pub config: Vec<(String, ConfigValue)>,
     pub state: Option<Vec<u8>>,
-}
-
-/// A batch converted once into the WIT shape, ready to push to any number of
-/// detectors (converted once more, on first use, for 0.1.0 detectors).
-pub struct PreparedBatch {
-    pub(crate) inner: types::Batch,
-    v0_1_0: std::sync::OnceLock<since_v0_1_0::types::Batch>,
-}
-
-impl fmt::Debug for PreparedBatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PreparedBatch")
-            .field("source", &self.inner.source)
-            .field("kind", &self.inner.kind)
-            .field("rows", &self.inner.rows)
-            .finish()
-    }
-}
-
-impl PreparedBatch {
-    pub fn new(b: Batch) -> Self {
-        let columns = b
-            .columns
-            .iter()
-            .map(|c| types::Column {
-                name: c.name.to_string(),
-                ty: match c.ty {
-                    ColumnType::Text => types::ColumnType::Text,
-                    ColumnType::Int => types::ColumnType::Int,
-                    ColumnType::Float => types::ColumnType::Float,
-                    ColumnType::Boolean => types::ColumnType::Boolean,
-                },
-            })
-            .collect();
-        PreparedBatch {
-            inner: types::Batch {
-                source: b.source,
-                kind: b.kind,
-                columns,
-                rows: b.rows,
-                text: b.text,
-                text_ends: b.text_ends,
-                ints: b.ints,
-                floats: b.floats,
-                nulls: b.nulls,
-            },
-            v0_1_0: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// The batch in the 0.1.0 shape, converted on first use.
-    pub(crate) fn v0_1_0(&self) -> &since_v0_1_0::types::Batch {
-        self.v0_1_0.get_or_init(|| since_v0_1_0::batch(&self.inner))
-    }
-
-    pub fn source(&self) -> &str {
-        &self.inner.source
-    }
-    pub fn kind(&self) -> &str {
-        &self.inner.kind
-    }
-    pub fn rows(&self) -> u32 {
-        self.inner.rows
-    }
 }
 
 /// What a finished scan hands back.
@@ -468,7 +403,7 @@ fn checked(
     out: &mut Observations,
 ) -> Result<(), String> {
     if !emits.iter().any(|e| e == v.kind) {
-        let kind = crate::sanitize::one_line(v.kind);
+        let kind = crate::base::sanitize::one_line(v.kind);
         return Err(format!("observation kind `{kind}` is not declared in emits"));
     }
     output::key("occurrence key", v.occurrence, false)?;

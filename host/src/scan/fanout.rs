@@ -15,8 +15,8 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 use super::plan::{Slot, Unit};
 use crate::ledger::{Ledger, LedgerError};
-use crate::observation::Observations;
-use crate::record::Batch;
+use crate::model::observation::Observations;
+use crate::model::record::Batch;
 use crate::runtime::PreparedBatch;
 
 /// Messages in flight to the staging thread, at most: a few hundred

@@ -74,5 +74,5 @@ pub(crate) fn stamp(sources: &[Box<dyn Source>], data_dir: &Path, opts: &ScanOpt
         "{}\n{:?}\n{:?}\n{:?}",
         opts.config.digest, opts.global_config, opts.detector_config, opts.limits
     );
-    Some(crate::hex(&Sha256::digest(text.as_bytes())[..16]))
+    Some(crate::base::hex(&Sha256::digest(text.as_bytes())[..16]))
 }

@@ -11,7 +11,7 @@
 //!   detector's reads leave it, for one commit;
 //! - [`report`] is what comes back to the caller.
 //!
-//! The scan owns none of the long-lived parts: the [`Sentinel`](crate::sentinel::Sentinel)
+//! The scan owns none of the long-lived parts: the [`Sentinel`](crate::core::sentinel::Sentinel)
 //! holds the runtime, the loaded detectors and the ledger across scans and
 //! lends them to [`run`]. A detector that fails or is refused is reported and
 //! left out, and keeps its positions; a source that cannot be read is
@@ -29,14 +29,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
+pub use crate::base::errors::error_chain;
+use crate::base::out_dir::{self, OutDirError};
 use crate::config::Config;
-pub use crate::errors::error_chain;
-use crate::health::{Health, Policy};
-use crate::ledger::out_dir::{self, OutDirError};
-use crate::ledger::{CommitReport, Ledger, LedgerError, LedgerView, ScanCommit};
-use crate::observation::ConfigValue;
+use crate::ledger::{CommitReport, Ledger, LedgerError, ScanCommit};
+use crate::model::observation::ConfigValue;
+use crate::model::standing::Policy;
 use crate::runtime::{Limits, LoadedDetector, Runtime, RuntimeError};
 use crate::sources::Source;
 pub use plan::{coerce, is_due, next_due, plan_runs};
@@ -399,7 +397,7 @@ struct Fan<'a> {
 
 /// What [`fan_out`] fills in: where each read ended, the sources'
 /// summaries, the records read, the next wake.
-type Tally<'a> = (&'a mut settle::Ends, &'a mut Vec<SourceSummary>, &'a mut u64, &'a mut Option<i64>);
+type ReadTotals<'a> = (&'a mut settle::Ends, &'a mut Vec<SourceSummary>, &'a mut u64, &'a mut Option<i64>);
 
 /// The scan thread's part of [`read_and_fan_out`]: every batch to its
 /// detectors, every read's end to its summary. `Err(None)`: the staging
@@ -409,7 +407,7 @@ fn fan_out(
     batches: std::sync::mpsc::Receiver<read::Read>,
     plan: &mut plan::Plan<'_>,
     Fan { units, sources, opts, scan_time, total }: Fan<'_>,
-    (ends, summaries, records, next_wake): Tally<'_>,
+    (ends, summaries, records, next_wake): ReadTotals<'_>,
 ) -> Result<(), Option<ScanError>> {
     {
         let mut reading: Option<usize> = units.first().map(|u| u.source);
@@ -504,73 +502,4 @@ fn read_ended(summary: &mut SourceSummary, report: crate::sources::SourceReport)
         summary.status = SourceStatus::Missing;
     }
     report.cursor
-}
-
-/// One detector file as an operator sees it: what it is, what it may do,
-/// and how it has fared.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DetectorInfo {
-    #[serde(flatten)]
-    pub inspection: crate::runtime::Inspection,
-    /// From the ledger of the output folder, when there is one.
-    pub health: Option<Health>,
-}
-
-/// Inspects every `*.wasm` in `detectors_dir`, with health from the ledger of
-/// the output folder for `data_dir` (nothing is created when it has none).
-pub fn inspect_detectors(
-    detectors_dir: &Path,
-    data_dir: Option<&Path>,
-    out: Option<&Path>,
-) -> Result<Vec<DetectorInfo>, ScanError> {
-    let out = resolve_data_dir(data_dir).ok().and_then(|d| out_dir::choose(out, &d).ok());
-    let runtime = runtime_for_checks(out.as_deref())?;
-    let files = crate::runtime::detector_files(detectors_dir)?;
-    // A reader: never the writer's lock, never a migration, never blocks a scan.
-    let healths: Vec<Health> = match out.as_deref().map(LedgerView::open).transpose()?.flatten() {
-        Some(view) => view.health()?,
-        None => Vec::new(),
-    };
-    Ok(files
-        .iter()
-        .map(|f| {
-            let inspection = runtime.inspect(f);
-            let name = inspection.descriptor.as_ref().map(|d| d.name.clone());
-            let health = name.and_then(|n| healths.iter().find(|h| h.detector == n).cloned());
-            DetectorInfo { inspection, health }
-        })
-        .collect())
-}
-
-/// A runtime for checking detectors outside a scan (`detectors inspect`,
-/// `check-install`): it reuses the compiled code scans left in the user
-/// cache folder (or, from before it, in the output folder), when there is
-/// any, and never creates a cache of its own.
-pub(crate) fn runtime_for_checks(out: Option<&Path>) -> Result<Runtime, RuntimeError> {
-    let runtime = Runtime::new(Limits::default())?;
-    let legacy = out.map(|o| o.join("cache"));
-    Ok(match out_dir::user_cache_dir().into_iter().chain(legacy).find(|c| c.is_dir()) {
-        Some(cache) => runtime.with_cache(cache),
-        None => runtime,
-    })
-}
-
-/// What `sentinel-host reset` did.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResetOutcome {
-    pub out_dir: PathBuf,
-    pub issues_kept: u64,
-}
-
-/// Starts the ledger's state again by hand, exactly as a release that changes
-/// the store's shape does: cursors, occurrence keys and detector state are
-/// cleared, issues are kept, and only newer occurrences are counted from now on.
-pub fn reset_state(data_dir: Option<&Path>, out: Option<&Path>) -> Result<ResetOutcome, ScanError> {
-    let data_dir = resolve_data_dir(data_dir)?;
-    let out = out_dir::prepare(out, &data_dir)?;
-    let mut ledger = Ledger::open(&out)?;
-    let report = ledger.reset_state("reset by hand")?;
-    Ok(ResetOutcome { out_dir: out, issues_kept: report.issues_kept })
 }

@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ScanOptions;
 use super::report::{DetectorStatus, DetectorSummary, FailureSummary};
 use crate::config::parse_duration;
-use crate::health::{self, Gate, Health};
 use crate::ledger::{Admin, Ledger, LedgerError};
-use crate::observation::{ConfigValue, Descriptor};
+use crate::model::observation::{ConfigValue, Descriptor};
+use crate::model::standing::{self, Gate, Health};
 use crate::runtime::{DetectorScan, LoadedDetector, Runtime, ScanContext};
 use crate::sources::Source;
 
@@ -134,7 +134,7 @@ pub(crate) fn plan<'r>(
 /// For a stock sentinel, the roles it reads that no source fills: it then
 /// sees nothing there (it is inert when it sees nothing at all), and says so.
 fn unbound_note(d: &LoadedDetector, sources: &BTreeSet<&str>) -> Option<String> {
-    let stock = crate::stock::find(&d.descriptor.name)?;
+    let stock = crate::config::stock::find(&d.descriptor.name)?;
     let unbound: BTreeSet<&str> = stock.roles.iter().map(|r| r.name).filter(|r| !sources.contains(r)).collect();
     if unbound.is_empty() {
         return None;
@@ -166,7 +166,7 @@ fn gate(slot: &mut Slot<'_>, scan_time: i64) -> bool {
         slot.summary.status = DetectorStatus::Disabled;
         return false;
     }
-    match health::gate(&slot.health, scan_time) {
+    match standing::gate(&slot.health, scan_time) {
         Gate::Skip { until } => {
             slot.summary.status = DetectorStatus::Quarantined;
             slot.summary.failure = Some(FailureSummary::new(

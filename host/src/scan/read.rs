@@ -11,7 +11,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::Scope;
 
 use super::plan::Unit;
-use crate::record::Batch;
+use crate::model::record::Batch;
 use crate::sources::{ReadContext, Source, SourceError, SourceReport};
 
 /// What the reading thread sends.

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::health::Standing;
 use crate::ledger::CommitReport;
+use crate::model::standing::Standing;
 use crate::runtime::{CallFailure, CallStats};
 
 /// How a detector fared in this scan.
@@ -115,7 +115,7 @@ impl DetectorSummary {
     /// (`memory`, `table`, `instances`, `fuel`, ...) and phase; every other
     /// is of kind `load`.
     pub(crate) fn refused(path: PathBuf, name: String, error: &crate::runtime::LoadError) -> Self {
-        let message = crate::errors::error_chain(error);
+        let message = crate::base::errors::error_chain(error);
         let failure = match error {
             crate::runtime::LoadError::Describe { failure: f, .. } => FailureSummary {
                 kind: f.kind.label(),

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use super::fanout::stage;
 use super::plan::{Slot, Unit};
-use crate::health::{self, Health, Outcome, Policy};
 use crate::ledger::{Ledger, LedgerError};
+use crate::model::standing::{self, Health, Outcome, Policy};
 use crate::sources::Source;
 
 /// Asks every detector still running for its decision; returns the states
@@ -63,7 +63,7 @@ pub(crate) fn health(slots: &mut [Slot<'_>], scan_time: i64, policy: &Policy) ->
                 ),
                 _ => Outcome::DidNotRun,
             };
-            let after = health::after(slot.health.clone(), &outcome, scan_time, policy);
+            let after = standing::after(slot.health.clone(), &outcome, scan_time, policy);
             slot.summary.health = after.state.standing();
             after
         })

@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
-use crate::health::{Health, State};
-use crate::record::{BatchBuilder, Cell, Column};
+use crate::model::record::{BatchBuilder, Cell, Column};
+use crate::model::standing::{Health, State};
 
 const COLUMNS: &[Column] =
     &[Column::text("detector"), Column::text("event"), Column::text("detail"), Column::int("at"), Column::text("key")];
@@ -74,7 +74,7 @@ impl HealthSource {
 
     fn rows(&self, scan_time: i64) -> Result<Vec<HealthRow>, SourceError> {
         let fail = |e: &dyn std::fmt::Display| SourceError::Read {
-            source_name: crate::stock::HEALTH_ROLE.to_owned(),
+            source_name: crate::config::stock::HEALTH_ROLE.to_owned(),
             path: self.out.clone(),
             source: e.to_string().into(),
         };
@@ -92,7 +92,7 @@ impl HealthSource {
             let n = e.file_name().to_string_lossy().into_owned();
             n.starts_with("fires") && (n.ends_with(".ndjson") || n.ends_with(".json"))
         });
-        let v = (anchored || files).then(|| crate::firelog::verify_out_dir(&self.out, None));
+        let v = (anchored || files).then(|| crate::ledger::verify_out_dir(&self.out, None));
         if let Some(v) = v.filter(|v| !v.ok) {
             let f = v.finding.as_ref();
             let place = f.map(|f| {
@@ -117,7 +117,7 @@ impl HealthSource {
 
 impl Source for HealthSource {
     fn name(&self) -> &str {
-        crate::stock::HEALTH_ROLE
+        crate::config::stock::HEALTH_ROLE
     }
     fn kinds(&self) -> &'static [&'static str] {
         &["health"]

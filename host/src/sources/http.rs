@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::{ReadContext, Sink, Source, SourceError, SourceReport};
-use crate::record::{BatchBuilder, Cell, Column};
+use crate::model::record::{BatchBuilder, Cell, Column};
 
 const COLUMNS: &[Column] =
     &[Column::text("url"), Column::int("status"), Column::text("body"), Column::int("elapsed_ms")];
@@ -187,7 +187,7 @@ mod tests {
     use std::thread;
 
     use super::*;
-    use crate::record::Batch;
+    use crate::model::record::Batch;
 
     /// Serves `response` once on 127.0.0.1, after reading the request head.
     fn serve(response: Vec<u8>) -> String {

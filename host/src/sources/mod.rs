@@ -6,31 +6,33 @@
 //! cursor (an opaque string the ledger persists) so the next scan reads only
 //! what is new. A missing file is reported, never fatal; a broken row is
 //! skipped and counted. Sources know nothing of detectors.
+//!
+//! The folder follows the kind of file read: [`files`] (JSON, NDJSON,
+//! folders, the entries that may be opened at all), [`sqlite`] (hardened
+//! read-only handles, `messages.db`, `runtime.db`'s queue, configured
+//! queries), [`http`] (a local JSON endpoint) and [`health`] (the host's own
+//! record of its detectors, for watch-health-watch); `build` makes the
+//! configured sources from a [`Config`](crate::config::Config).
 
-mod bots;
-pub mod digest;
-pub mod directory;
-pub mod events;
+mod build;
+pub mod files;
 pub mod health;
 pub mod http;
-mod messages;
-pub mod query;
-pub mod runtime;
-pub mod safe_fs;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
 
-pub use bots::BotsSource;
-pub use digest::DigestSource;
-pub use directory::DirectorySource;
-pub use events::EventsSource;
+pub use files::bots::BotsSource;
+pub use files::digest::DigestSource;
+pub use files::directory::DirectorySource;
+pub use files::events::EventsSource;
 pub use health::HealthSource;
 pub use http::HttpSource;
-pub use messages::MessagesSource;
-pub use runtime::RuntimeSource;
+pub use sqlite::messages::MessagesSource;
+pub use sqlite::query::QuerySource;
+pub use sqlite::queue::QueueSource;
 
-use crate::record::Batch;
+use crate::model::record::Batch;
 
 /// What a source needs to know for one read.
 #[derive(Debug, Clone)]
@@ -121,6 +123,6 @@ pub fn default_sources() -> Vec<Box<dyn Source>> {
         Box::new(BotsSource::default()),
         Box::new(MessagesSource::default()),
         Box::new(EventsSource::default()),
-        Box::new(RuntimeSource::default()),
+        Box::new(QueueSource::default()),
     ]
 }

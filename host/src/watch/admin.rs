@@ -4,7 +4,7 @@
 //! It owns checking the bearer token (before anything else is looked at),
 //! parsing the small JSON body (unknown fields refused), the tenant rule,
 //! and turning each mutation into a [`Command`] sent through the core's
-//! [`Handle`](crate::sentinel::Handle), waiting for the single writer's
+//! [`Handle`](crate::core::sentinel::Handle), waiting for the single writer's
 //! answer on a blocking thread. The writer records what is a fact (a
 //! quarantine, a release, a force-wake's diagnostic fire) in the fire log;
 //! this module never writes the ledger, never scans and never delivers.
@@ -23,7 +23,7 @@ use super::AppState;
 use super::gates::{GateState, check_bearer};
 use super::problem::Problem;
 use super::reads::{self, blocking};
-use crate::sentinel::{Applied, Command, CommandError};
+use crate::core::sentinel::{Applied, Command, CommandError};
 
 /// What an admin mutation may carry.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
@@ -59,7 +59,7 @@ pub fn parse_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, empty:
     }
     serde_json::from_slice(body).map_err(|e| {
         let what = if e.is_syntax() || e.is_eof() { "is not JSON" } else { "does not fit" };
-        Problem::unprocessable(format!("the body {what}: {}", crate::sanitize::one_line(&e.to_string())))
+        Problem::unprocessable(format!("the body {what}: {}", crate::base::sanitize::one_line(&e.to_string())))
     })
 }
 
@@ -95,10 +95,10 @@ pub enum Action {
 fn command_problem(e: CommandError) -> Problem {
     match e {
         CommandError::UnknownDetector(name) => {
-            Problem::not_found(format!("no sentinel named `{}` is loaded", crate::sanitize::one_line(&name)))
+            Problem::not_found(format!("no sentinel named `{}` is loaded", crate::base::sanitize::one_line(&name)))
         }
         CommandError::Gone => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "core_gone", e.to_string()),
-        e => Problem::internal(crate::sanitize::one_line(&crate::errors::error_chain(&e)).into_owned()),
+        e => Problem::internal(crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)).into_owned()),
     }
 }
 
@@ -178,7 +178,7 @@ pub struct ChainSummary {
 
 /// The snapshot the page renders: sentinels, the latest fires, the chain, the gates.
 pub fn snapshot(state: &AppState, fires: u32) -> Result<Snapshot, Problem> {
-    let v = crate::firelog::verify_out_dir(&state.out, None);
+    let v = crate::ledger::verify_out_dir(&state.out, None);
     Ok(Snapshot {
         taken_at: reads::now_ms(),
         gates: reads::gate_state(state)?,

@@ -140,7 +140,8 @@ fn run(out: &Path, env: &WatchEnv, gates: &Gates, stop: &AtomicBool) {
                 dead_letter(out, &delivery, &last);
             }
             cursor = fire.seq;
-            if let Err(e) = crate::private_fs::write_atomic(&out.join(CURSOR_FILE), cursor.to_string().as_bytes()) {
+            if let Err(e) = crate::base::private_fs::write_atomic(&out.join(CURSOR_FILE), cursor.to_string().as_bytes())
+            {
                 tracing::warn!(error = %e, "cannot store the dispatcher's cursor; a restart sends some fires again");
             }
         }
@@ -234,7 +235,7 @@ fn dead_letter(out: &Path, d: &Delivery<'_>, error: &str) {
     let line = format!("{}\n", serde_json::json!({ "deadAt": super::reads::now_ms(), "error": error, "delivery": d }));
     let path = out.join(DEAD_LETTER_FILE);
     let appended = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| {
-        crate::private_fs::restrict(&path);
+        crate::base::private_fs::restrict(&path);
         f.write_all(line.as_bytes())?;
         f.sync_data()
     });

@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_refresh_reads_the_commits_since_the_last_one_from_the_real_ledger() {
-        use crate::health::{Policy, quarantine_by_hand, release};
+        use crate::model::standing::{Policy, quarantine_by_hand, release};
         let tmp = tempfile::tempdir().unwrap();
         let mut ledger = crate::ledger::Ledger::open(tmp.path()).unwrap();
         let p = Policy::default();

@@ -9,8 +9,8 @@
 //! mutation through the core's [`Handle`] and waits for the single writer's
 //! answer, and, when its gate is open, the dispatcher's thread
 //! ([`dispatch`]). It never opens the writer, never scans, never loads a
-//! component and never prints: the core ([`crate::sentinel`]) and the
-//! long-running loop ([`crate::daemon`]) keep doing that on their own
+//! component and never prints: the core ([`crate::core::sentinel`]) and the
+//! long-running loop ([`crate::core::daemon`]) keep doing that on their own
 //! thread, exactly as `run --interval` does.
 
 pub mod admin;
@@ -30,8 +30,8 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
+use crate::core::sentinel::{Handle, Roster};
 use crate::scan::{DetectorStatus, ScanReport};
-use crate::sentinel::{Handle, Roster};
 pub use gates::{Gates, WatchEnv};
 
 /// What the core last said about each detector: published by the loop after

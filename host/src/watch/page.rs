@@ -21,7 +21,7 @@ use super::reads::blocking;
 /// Escapes text for an HTML element or a quoted attribute.
 pub fn esc(s: &str) -> String {
     let visible: String = s.chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
-    crate::sanitize::markup(&visible)
+    crate::base::sanitize::markup(&visible)
 }
 
 /// A time in ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil

@@ -72,7 +72,7 @@ impl IntoResponse for Problem {
 
 impl From<axum::extract::rejection::QueryRejection> for Problem {
     fn from(r: axum::extract::rejection::QueryRejection) -> Self {
-        Problem::unprocessable(crate::sanitize::one_line(&r.body_text()).into_owned())
+        Problem::unprocessable(crate::base::sanitize::one_line(&r.body_text()).into_owned())
     }
 }
 
@@ -80,13 +80,13 @@ impl From<axum::extract::rejection::BytesRejection> for Problem {
     fn from(r: axum::extract::rejection::BytesRejection) -> Self {
         let status = r.status();
         let code = if status == StatusCode::PAYLOAD_TOO_LARGE { "body_too_large" } else { "bad_body" };
-        Problem::new(status, code, crate::sanitize::one_line(&r.body_text()).into_owned())
+        Problem::new(status, code, crate::base::sanitize::one_line(&r.body_text()).into_owned())
     }
 }
 
 impl From<axum::extract::rejection::PathRejection> for Problem {
     fn from(r: axum::extract::rejection::PathRejection) -> Self {
-        Problem::not_found(crate::sanitize::one_line(&r.body_text()).into_owned())
+        Problem::not_found(crate::base::sanitize::one_line(&r.body_text()).into_owned())
     }
 }
 

@@ -19,10 +19,10 @@ use super::gates::GateState;
 pub use super::heat::{Band, Heat};
 use super::problem::Problem;
 use super::{AppState, Seen};
+use crate::core::sentinel::RosterEntry;
 use crate::firelog::{FireEntry, FireType, PublicKeyFile, Verification};
-use crate::health::{Standing, State as HealthState};
 use crate::ledger::{FireFilter, IssueLine, LedgerView};
-use crate::sentinel::RosterEntry;
+use crate::model::standing::{Standing, State as HealthState};
 
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 500;
@@ -158,7 +158,7 @@ pub async fn one_sentinel(
 ) -> Result<Json<SentinelView>, Problem> {
     let items = blocking(move || sentinels(&state)).await?;
     items.into_iter().find(|s| s.name == name).map(Json).ok_or_else(|| {
-        Problem::not_found(format!("no sentinel named `{}` is loaded", crate::sanitize::one_line(&name)))
+        Problem::not_found(format!("no sentinel named `{}` is loaded", crate::base::sanitize::one_line(&name)))
     })
 }
 
@@ -301,7 +301,7 @@ pub async fn issues(
 #[utoipa::path(get, path = "/v1/chain", tag = "reads",
     responses((status = 200, description = "the verification, as `sentinel-host verify --json` prints it", body = Object)))]
 pub async fn chain(State(state): State<Arc<AppState>>) -> Result<Json<Verification>, Problem> {
-    blocking(move || Ok(crate::firelog::verify_out_dir(&state.out, None))).await.map(Json)
+    blocking(move || Ok(crate::ledger::verify_out_dir(&state.out, None))).await.map(Json)
 }
 
 pub fn public_key_of(state: &AppState) -> Result<PublicKeyFile, Problem> {
@@ -341,9 +341,9 @@ pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<GateState>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{Policy, quarantine_by_hand, release};
+    use crate::core::sentinel::{Handle, Roster};
     use crate::ledger::Ledger;
-    use crate::sentinel::{Handle, Roster};
+    use crate::model::standing::{Policy, quarantine_by_hand, release};
 
     fn state(out: &std::path::Path) -> AppState {
         AppState {

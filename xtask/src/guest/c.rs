@@ -111,7 +111,7 @@ pub fn bindings(root: &Path, target_dir: &Path) -> Result<PathBuf> {
     }
     let base = target_dir.join("toolchains").join("c");
     let _lock = Lock::take(&base)?;
-    let dir = base.join(format!("bindings-{}", sentinel_host::hex(&h.finalize()[..8])));
+    let dir = base.join(format!("bindings-{}", sentinel_host::base::hex(&h.finalize()[..8])));
     if dir.join(format!("{BINDINGS_STEM}.h")).is_file() {
         return Ok(dir);
     }
@@ -169,7 +169,7 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
         h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
         h.update(read(f)?);
     }
-    let key = sentinel_host::hex(&h.finalize()[..8]);
+    let key = sentinel_host::base::hex(&h.finalize()[..8]);
     let out_dir = target_dir.join("guest-other");
     let _lock = Lock::take(&out_dir)?;
     let out = out_dir.join(format!("{}-{key}.wasm", src.name));

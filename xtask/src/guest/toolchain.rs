@@ -42,7 +42,7 @@ fn pins_hash(root: &Path, lang: Lang) -> Result<String> {
         h.update(p.as_bytes());
         h.update(read(&root.join(p))?);
     }
-    Ok(sentinel_host::hex(&h.finalize()[..16]))
+    Ok(sentinel_host::base::hex(&h.finalize()[..16]))
 }
 
 /// Holds an exclusive lock on `dir/.lock` while alive.
@@ -211,7 +211,7 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
         h.update(name);
         h.update(bytes);
     }
-    let key = sentinel_host::hex(&h.finalize()[..8]);
+    let key = sentinel_host::base::hex(&h.finalize()[..8]);
     let out_dir = target_dir.join("guest-other");
     let _lock = Lock::take(&out_dir)?;
     let out = out_dir.join(format!("{}-{key}.wasm", src.name));

@@ -6,15 +6,22 @@
 //! (`since_v0_1_0`, generated from `wit/since_v0.1.0/`, with its conversions
 //! to the newest types), linking every version's host interfaces, and the
 //! version-neutral handles the loader and the session use ([`Pre`],
-//! [`Instance`], [`Returned`]). Never: checking what a detector returns
-//! (the session and [`super::output`] do) or deciding what a version may do;
-//! an older version is converted to the newest shapes at this edge, so the
-//! rest of the host speaks one contract.
+//! [`Instance`], [`Returned`]), and the batch converted once per version
+//! ([`PreparedBatch`]). Never: checking what a detector returns (the session
+//! and [`super::output`] do) or deciding what a version may do. An older
+//! version is converted to the newest shapes at this edge; the only other
+//! places that name a frozen release's types are the session's call of a
+//! 0.1.0 `push` and the reading of 0.1.0 observations
+//! (`super::observations`), and outside `runtime/` the host speaks one
+//! contract.
 //!
 //! The pattern is the one Zed's extension host uses (`wit/since_vX`): a new
 //! release adds a module and a folder, and leaves the older ones untouched.
 
+mod batch;
 pub(crate) mod since_v0_1_0;
+
+pub use batch::PreparedBatch;
 
 mod latest {
     wasmtime::component::bindgen!({
@@ -32,7 +39,6 @@ pub(crate) use latest::sentinel::detector::types;
 use latest::{DetectorWorld, DetectorWorldPre};
 
 use super::sandbox::StoreData;
-use super::session::PreparedBatch;
 
 /// A version of `sentinel:detector` this host speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,0 +1,224 @@
+//! The one-shot commands' handlers: `detectors`, `replay`, `verify`,
+//! `reset`, `service install`/`uninstall` and `check-install`.
+//!
+//! Each calls the library and renders what it returns; it owns no work of
+//! its own and returns the exit code its outcome maps to.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sentinel_host::ops::service::{self, CheckOutcome, Platform};
+use sentinel_host::runtime::Limits;
+
+use crate::args::{
+    CheckInstallArgs, DetectorsCommand, ReplayArgs, ResetArgs, ServiceInstallArgs, ServiceUninstallArgs, VerifyArgs,
+};
+use crate::{exit, render};
+
+pub(crate) fn detectors(cmd: &DetectorsCommand) -> anyhow::Result<u8> {
+    let (args, only, full) = match cmd {
+        DetectorsCommand::List(a) => (a, None, false),
+        DetectorsCommand::Inspect { args, name } => (args, name.as_deref(), true),
+    };
+    let mut infos = sentinel_host::ops::inspect::inspect_detectors(
+        &args.detectors,
+        args.location.data_dir.as_deref(),
+        args.location.out.as_deref(),
+    )
+    .with_context(|| format!("cannot inspect the detectors in {}", args.detectors.display()))?;
+    if let Some(name) = only {
+        infos.retain(|i| {
+            i.inspection.descriptor.as_ref().is_some_and(|d| d.name == name)
+                || i.inspection.path.file_stem().is_some_and(|s| s == name)
+        });
+        if infos.is_empty() {
+            anyhow::bail!("no detector named {name} in {}", args.detectors.display());
+        }
+    }
+    if args.json {
+        println!("{}", render::json(&infos).context("cannot render JSON")?);
+        return Ok(exit::OK);
+    }
+    print!("{}", render::detectors(&infos, full));
+    Ok(exit::OK)
+}
+
+pub(crate) fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
+    use sentinel_host::ops::replay;
+    let mut limits = Limits::default();
+    if let Some(ms) = args.deadline_ms {
+        limits.deadline = Duration::from_millis(ms);
+    }
+    let mut runtime = sentinel_host::runtime::Runtime::new(limits)?;
+    if let Some(dir) = &args.cache_dir {
+        runtime = runtime.with_cache(dir.clone());
+    }
+    let detector = runtime.load(&args.detector).context("cannot load the detector")?;
+    let bless = std::env::var_os("SENTINEL_BLESS").is_some_and(|v| v == "1");
+    let mut files = Vec::new();
+    for p in &args.cases {
+        if p.is_dir() {
+            files.extend(replay::case_files(p).context("cannot list the cases")?);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut results = Vec::new();
+    for f in &files {
+        results.push(replay::run_case(&runtime, &detector, f, bless).context("cannot run the case")?);
+    }
+    let failed = results.iter().filter(|r| !r.passed).count();
+    if args.json {
+        let out = serde_json::json!({"detector": detector.descriptor.name, "cases": results, "failed": failed});
+        println!("{out}");
+    } else {
+        for r in &results {
+            println!("{} {} ({})", if r.passed { "PASS" } else { "FAIL" }, r.path.display(), r.description);
+            for d in &r.differences {
+                println!("     {d}");
+            }
+        }
+        println!(
+            "{}: {} cases, {failed} failed{}",
+            detector.descriptor.name,
+            results.len(),
+            if bless && failed > 0 { " (expectations rewritten)" } else { "" }
+        );
+    }
+    Ok(if failed == 0 { exit::OK } else { exit::REPLAY_FAILED })
+}
+
+pub(crate) fn verify(args: &VerifyArgs) -> anyhow::Result<u8> {
+    // Verifying only reads: an --out is taken as given (it may be a copy of
+    // someone else's folder); without one, the folder `run` would use.
+    let out = match &args.location.out {
+        Some(out) => out.clone(),
+        None => {
+            let data_dir = sentinel_host::scan::resolve_data_dir(args.location.data_dir.as_deref())
+                .context("cannot find the output folder")?;
+            sentinel_host::base::out_dir::choose(None, &data_dir).context("cannot find the output folder")?
+        }
+    };
+    let v = sentinel_host::ledger::verify_out_dir(&out, args.public_key.as_deref());
+    if args.json {
+        println!("{}", serde_json::to_string(&v).context("cannot render the outcome as JSON")?);
+    } else {
+        print!("{}", render::verification(&v));
+    }
+    Ok(if v.ok { exit::OK } else { exit::CHAIN_BROKEN })
+}
+
+pub(crate) fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
+    let outcome =
+        sentinel_host::ops::reset::reset_state(args.location.data_dir.as_deref(), args.location.out.as_deref())
+            .context("cannot reset the ledger state")?;
+    if args.json {
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
+    } else {
+        println!(
+            "sentinel: state reset in {}: cursors, occurrence keys and detector state cleared, {} issues kept;\n  the next scan counts only occurrences newer than the newest recorded of each kind",
+            outcome.out_dir.display(),
+            outcome.issues_kept
+        );
+    }
+    Ok(exit::OK)
+}
+
+pub(crate) fn service_install(args: &ServiceInstallArgs) -> anyhow::Result<u8> {
+    let platform = args.platform.get();
+    let outcome = service::install(&service::InstallOptions {
+        platform,
+        detectors_dir: args.detectors.clone(),
+        data_dir: args.location.data_dir.clone(),
+        out: args.location.out.clone(),
+        binary: None,
+        config: args.config.clone(),
+        sentinels: args.sentinels.clone(),
+    })
+    .context("cannot write the schedule")?;
+    if args.json {
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
+        return Ok(exit::OK);
+    }
+    let s = &outcome.schedule;
+    println!("sentinel: wrote the {} schedule (a scan every {} s) to:", platform.label(), service::INTERVAL_SECONDS);
+    for f in &outcome.files {
+        println!("  {}", f.display());
+    }
+    println!("it runs: {}", s.command().join(" "));
+    println!("  binary:    {}", s.binary.display());
+    println!("  detectors: {} ({} files)", s.detectors_dir.display(), outcome.detectors.len());
+    println!("  data dir:  {} (read only)", s.data_dir.display());
+    println!("  output:    {}", s.out.display());
+    if let Some(c) = &s.config {
+        println!("  config:    {}", c.display());
+    }
+    if let Some(c) = &s.sentinels {
+        println!("  sentinels: {}", c.display());
+    }
+    for w in &outcome.warnings {
+        println!("warning: {w}");
+    }
+    println!("nothing is installed yet; to install it, run:");
+    for c in &outcome.commands {
+        println!("  {c}");
+    }
+    if platform == Platform::Linux {
+        println!("(to keep it running while you are logged out: loginctl enable-linger \"$USER\")");
+    }
+    println!(
+        "after moving the binary or the detectors, run `sentinel-host check-install`, then `sentinel-host service install` again"
+    );
+    Ok(exit::OK)
+}
+
+pub(crate) fn service_uninstall(args: &ServiceUninstallArgs) -> anyhow::Result<u8> {
+    let platform = args.platform.get();
+    println!("to remove the sentinel schedule, run:");
+    for c in service::uninstall_commands(platform, service::installed_dir(platform).as_deref()) {
+        println!("  {c}");
+    }
+    Ok(exit::OK)
+}
+
+pub(crate) fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
+    let platform = args.platform.get();
+    let outcome = service::check_install(platform, args.location.data_dir.as_deref(), args.location.out.as_deref())
+        .context("cannot check the schedule")?;
+    let code = match &outcome {
+        CheckOutcome::NotInstalled { .. } => exit::NOT_INSTALLED,
+        CheckOutcome::Checked(c) if c.stale() => exit::STALE_INSTALL,
+        CheckOutcome::Checked(_) => exit::OK,
+    };
+    if args.json {
+        println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
+        return Ok(code);
+    }
+    match &outcome {
+        CheckOutcome::NotInstalled { looked_in } => {
+            println!("not installed: no sentinel schedule found; run sentinel-host service install");
+            for p in looked_in {
+                println!("  looked for {}", p.display());
+            }
+        }
+        CheckOutcome::Checked(c) => {
+            if c.stale() {
+                // The problems quote detector files and their load errors: sanitized.
+                let problems = sentinel_host::base::sanitize::one_line(&c.problems.join("; ")).into_owned();
+                println!("stale install: {problems}; rerun sentinel-host service install");
+            } else {
+                println!(
+                    "ok: {} runs {} with {} detectors that load",
+                    c.file.display(),
+                    c.schedule.as_ref().map(|s| s.binary.display().to_string()).unwrap_or_default(),
+                    c.detectors.iter().filter(|d| d.status == service::DetectorCheckStatus::Ok).count()
+                );
+            }
+            println!("  read {}", c.file.display());
+            for n in &c.notes {
+                println!("  note: {n}");
+            }
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,78 @@
+//! Exit codes, documented in docs/cli.md, and which error exits with which.
+//!
+//! It owns the codes and mapping an error's cause chain to one; it never
+//! prints.
+
+use sentinel_host::ScanError;
+use sentinel_host::base::out_dir::OutDirError;
+use sentinel_host::config::ConfigError;
+use sentinel_host::ledger::{LedgerError, LockError};
+use sentinel_host::ops::service::ServiceError;
+use sentinel_host::runtime::RuntimeError;
+
+use crate::run::ListenError;
+
+pub const OK: u8 = 0;
+pub const INTERNAL: u8 = 1;
+pub const USAGE: u8 = 2;
+pub const CONFIG: u8 = 3;
+pub const OUT_IN_DATA_DIR: u8 = 4;
+pub const DATA_DIR: u8 = 5;
+pub const OUTPUT_IO: u8 = 6;
+pub const OUT_IN_GIT_REPO: u8 = 7;
+pub const REPLAY_FAILED: u8 = 8;
+pub const STALE_INSTALL: u8 = 9;
+pub const NOT_INSTALLED: u8 = 10;
+pub const OUT_IN_USE: u8 = 11;
+pub const CHAIN_BROKEN: u8 = 12;
+pub const SCAN_OVERRUN: u8 = 13;
+pub const LISTEN: u8 = 14;
+
+pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<ListenError>().is_some() {
+        return LISTEN;
+    }
+    match err.downcast_ref::<ServiceError>() {
+        Some(ServiceError::OutDir(e)) => return out_dir_code(e),
+        Some(ServiceError::DataDir(e)) => return scan_code(e),
+        Some(ServiceError::Write { .. }) => return OUTPUT_IO,
+        Some(
+            ServiceError::Runtime(RuntimeError::DetectorsDir { .. })
+            | ServiceError::NoDetectors { .. }
+            | ServiceError::DetectorRefused { .. }
+            | ServiceError::BadPath { .. }
+            | ServiceError::Config(_),
+        ) => return CONFIG,
+        _ => {}
+    }
+    if let Some(sentinel_host::ops::wit_export::WitExportError::UnknownVersion(_)) = err.downcast_ref() {
+        return USAGE;
+    }
+    if err.downcast_ref::<ConfigError>().is_some()
+        || err.downcast_ref::<sentinel_host::ops::replay::ReplayError>().is_some()
+        || err.downcast_ref::<sentinel_host::runtime::LoadError>().is_some()
+    {
+        return CONFIG;
+    }
+    err.downcast_ref::<ScanError>().map_or(INTERNAL, scan_code)
+}
+
+pub(crate) fn out_dir_code(e: &OutDirError) -> u8 {
+    match e {
+        OutDirError::InsideGitRepo { .. } => OUT_IN_GIT_REPO,
+        OutDirError::InsideDataDir { .. } => OUT_IN_DATA_DIR,
+        _ => OUTPUT_IO,
+    }
+}
+
+pub(crate) fn scan_code(e: &ScanError) -> u8 {
+    match e {
+        ScanError::OutDir(e) => out_dir_code(e),
+        ScanError::Ledger(LedgerError::Lock(LockError::Held { .. })) => OUT_IN_USE,
+        ScanError::Overrun { .. } => SCAN_OVERRUN,
+        ScanError::Ledger(_) => OUTPUT_IO,
+        ScanError::DataDir { .. } | ScanError::NoDataDir => DATA_DIR,
+        ScanError::Runtime(RuntimeError::DetectorsDir { .. }) => CONFIG,
+        _ => INTERNAL,
+    }
+}

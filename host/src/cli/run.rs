@@ -1,0 +1,238 @@
+//! `run` and `serve`: one scan, or the long-running wiring.
+//!
+//! It owns building the scan's options from the flags and the config, the
+//! signal handlers (a first SIGINT/SIGTERM stops between scans or before a
+//! commit, a second exits), the watch API and the kicker started beside the
+//! sentinel, and the summary printed after each scan. The loop itself is
+//! `core::daemon`'s.
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sentinel_host::config::Config;
+use sentinel_host::model::observation::ConfigValue;
+use sentinel_host::runtime::Limits;
+use sentinel_host::scan::LoadKind;
+use sentinel_host::{ScanError, ScanOptions, run_scan};
+
+use crate::args::RunArgs;
+use crate::{exit, progress, render};
+
+pub(crate) fn run(args: &RunArgs, listen: Option<std::net::SocketAddr>) -> anyhow::Result<u8> {
+    let sentinels = args.sentinels.clone().or_else(sentinel_host::config::sentinels_path);
+    let config = Config::load_with(args.config.as_deref(), sentinels.as_deref()).context("cannot load the config")?;
+    // Defaults, then the config file's [limits], then the flags.
+    let mut limits = config.limits.apply(Limits::default());
+    if let Some(f) = args.fuel {
+        limits.fuel_per_call = f;
+    }
+    if let Some(ms) = args.deadline_ms {
+        limits.deadline = Duration::from_millis(ms);
+    }
+    if let Some(mib) = args.memory_mib {
+        limits.memory_bytes = mib << 20;
+    }
+    let mut opts = ScanOptions::new(&args.detectors);
+    opts.config = config;
+    opts.no_fast_path = args.no_fast_path;
+    opts.cache_dir = args.cache_dir.clone();
+    opts.health.quarantine_ms = i64::try_from(args.quarantine_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    opts.scan_budget = (!args.scan_timeout.is_zero()).then_some(args.scan_timeout);
+    opts.scan_time_ms = args.scan_time;
+    opts.data_dir = args.location.data_dir.clone();
+    opts.out = args.location.out.clone();
+    opts.limits = limits;
+    if let Some(q) = args.queue_wait {
+        opts.global_config.push(("queue_wait".into(), ConfigValue::DurationMs(q * 1000)));
+    }
+    if let Some(c) = args.cost {
+        opts.global_config.push(("cost".into(), ConfigValue::Float(c)));
+    }
+    opts.detector_config = args.set.clone();
+    let quiet = args.json || !std::io::stderr().is_terminal();
+    let line = (!quiet).then(progress::Line::new);
+    opts.progress = line.as_ref().map(|l| l.observer());
+    if args.once {
+        let report = run_scan(&opts).with_context(|| format!("scan with detectors from {}", args.detectors.display()));
+        if let Some(l) = &line {
+            l.clear();
+        }
+        print_report(&report?, args.json)?;
+        return Ok(exit::OK);
+    }
+    run_long(args, opts, line, listen)
+}
+
+/// The error `serve` exits 14 with.
+#[derive(Debug, thiserror::Error)]
+#[error("the watch API cannot listen on {addr}")]
+pub(crate) struct ListenError {
+    addr: std::net::SocketAddr,
+    #[source]
+    source: std::io::Error,
+}
+
+/// Starts the watch API beside the sentinel: it reads the output folder and
+/// sends its mutations through `handle`.
+pub(crate) fn start_watch(
+    sentinel: &sentinel_host::core::sentinel::Sentinel,
+    handle: sentinel_host::core::sentinel::Handle,
+    listen: std::net::SocketAddr,
+    live: Arc<sentinel_host::watch::Live>,
+) -> anyhow::Result<sentinel_host::watch::WatchServer> {
+    use sentinel_host::watch::{AppState, Gates, WatchEnv, WatchServer};
+    let env = WatchEnv::from_process();
+    let gates = Arc::new(Gates::new(env.dispatching()));
+    if env.dispatcher_enabled && env.target.is_none() {
+        tracing::warn!(
+            "WATCH_DISPATCHER_ENABLED is set but no WATCH_DISPATCH_WEBHOOK or WATCH_DISPATCH_COMMAND: nothing is dispatched"
+        );
+    }
+    let state = AppState {
+        out: sentinel.out_dir().to_owned(),
+        handle,
+        roster: sentinel.roster(),
+        live,
+        env: env.clone(),
+        gates,
+        heat: Default::default(),
+    };
+    let server = WatchServer::start(listen, state).map_err(|source| ListenError { addr: listen, source })?;
+    if !server.addr.ip().is_loopback() {
+        tracing::warn!(listen = %server.addr, "the watch API listens on a non-loopback address: anyone who can reach it can read everything");
+    }
+    tracing::info!(
+        admin = env.admin_token.as_deref().is_some_and(|t| !t.is_empty()),
+        dispatching = env.dispatching(),
+        "watch API listening on http://{}",
+        server.addr
+    );
+    Ok(server)
+}
+
+pub(crate) fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        writeln!(stdout, "{}", render::json(report).context("cannot render the summary as JSON")?)?;
+    } else {
+        write!(stdout, "{}", render::human(report))?;
+    }
+    stdout.flush()?;
+    Ok(())
+}
+
+/// The long-running mode: a scan every `--interval` seconds until SIGINT or
+/// SIGTERM. The first signal lets the scan in flight stop before its commit
+/// (or finish it) and exits 0; a second one exits at once with 1 (the ledger
+/// is transactional, so even that loses nothing).
+pub(crate) fn run_long(
+    args: &RunArgs,
+    mut opts: ScanOptions,
+    line: Option<Arc<progress::Line>>,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<u8> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, exit::INTERNAL.into(), Arc::clone(&stop))
+            .context("cannot install the signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handlers")?;
+    }
+    opts.stop = Some(stop);
+    let interval = Duration::from_secs(args.interval);
+    let mut sentinel = sentinel_host::core::sentinel::Sentinel::open(opts)
+        .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
+    tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
+    let (handle, commands) = sentinel_host::core::sentinel::Handle::channel();
+    let live = Arc::new(sentinel_host::watch::Live::default());
+    let watch = match listen {
+        Some(addr) => Some(start_watch(&sentinel, handle.clone(), addr, Arc::clone(&live))?),
+        None => None,
+    };
+    let kicker = kicker(&sentinel, handle);
+    let mut scans = 0u64;
+    let mut fatal: Option<anyhow::Error> = None;
+    let end = sentinel_host::core::daemon::run_every(&mut sentinel, interval, Some(&commands), |result| {
+        if let Some(l) = &line {
+            l.clear();
+        }
+        scans += 1;
+        match result {
+            Ok(mut report) => {
+                report.last_kick = kicker.as_ref().and_then(|k| k.last_kick());
+                live.record(&report);
+                tracing::info!(
+                    scan = scans,
+                    unchanged = report.unchanged_since.is_some(),
+                    counted = report.issues.counted,
+                    new_issues = report.issues.new_issues,
+                    total_issues = report.issues.total_issues,
+                    failed_detectors = report.failed_detectors(),
+                    elapsed_ms = report.elapsed_ms,
+                    loaded = report.detectors.iter().filter(|d| d.load == Some(LoadKind::Loaded)).count(),
+                    "scan done"
+                );
+                if let Err(e) = print_report(&report, args.json) {
+                    tracing::warn!(error = %e, "cannot print the summary");
+                }
+                true
+            }
+            // A first scan that fails is a mistake in the flags: stop with its
+            // code. An overrun is not: the next interval tries again.
+            Err(e) if scans == 1 && !matches!(e, ScanError::Overrun { .. }) => {
+                fatal = Some(
+                    anyhow::Error::new(e).context(format!("scan with detectors from {}", args.detectors.display())),
+                );
+                false
+            }
+            // Later, the data dir may be away for a moment: try again next time.
+            Err(e) => {
+                tracing::error!(scan = scans, error = %sentinel_host::base::sanitize::one_line(&sentinel_host::base::errors::error_chain(&e)), "scan failed; trying again at the next interval");
+                true
+            }
+        }
+    });
+    if let Some(l) = &line {
+        l.clear();
+    }
+    // The commands still queued are answered "gone" (their senders see the
+    // channel close), so no request keeps the HTTP side from stopping.
+    drop(commands);
+    drop(watch);
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    match end {
+        sentinel_host::core::daemon::LoopEnd::StoppedMidScan => {
+            tracing::info!(scans, "stopped during a scan: it committed nothing, the next run reads its records again")
+        }
+        _ => tracing::info!(scans, "stopped"),
+    }
+    Ok(exit::OK)
+}
+
+/// Watches the fast sentinels' directories, when the config binds any: a
+/// change there kicks a scan through `handle` (docs/stock-sentinels.md).
+pub(crate) fn kicker(
+    sentinel: &sentinel_host::core::sentinel::Sentinel,
+    handle: sentinel_host::core::sentinel::Handle,
+) -> Option<sentinel_host::core::kick::Kicker> {
+    let dirs: Vec<_> = sentinel.options().config.fast_dirs().into_iter().map(|d| sentinel.data_dir().join(d)).collect();
+    if dirs.is_empty() {
+        return None;
+    }
+    match sentinel_host::core::kick::Kicker::start(dirs, handle) {
+        Ok(k) => {
+            tracing::info!(watched = ?k.watched, "fast sentinels are kicked when these change");
+            Some(k)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the fast sentinels' directories; they poll on the interval");
+            None
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Binding the stock sentinels' roles to configured sources: the rules, as
+//! checks and queries on the parsed [`Config`].
+//!
+//! It owns what may fill a role (the config's `roles`, or a source named
+//! exactly like it, of a kind the role takes), the checks of
+//! `[sentinels.NAME]` tables, and what the rest of the host asks of the
+//! bindings (which sentinels are off, whether the health role is bound, the
+//! fast sentinels' folders). It never reads a source or the data dir, and
+//! never guesses a binding.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::stock::{Role, STOCK, SourceKind, Stock, find};
+use super::{Config, ConfigError, SentinelConfig};
+
+impl Config {
+    /// The kind of the generic source named `name`, if one is configured.
+    pub(crate) fn generic_kind(&self, name: &str) -> Option<SourceKind> {
+        let s = &self.sources;
+        if s.directory.iter().any(|d| d.name == name) {
+            Some(SourceKind::Directory)
+        } else if s.digest.iter().any(|d| d.name == name) {
+            Some(SourceKind::Digest)
+        } else if s.http.iter().any(|h| h.name == name) {
+            Some(SourceKind::Http)
+        } else if s.sqlite.iter().any(|q| q.name == name) {
+            Some(SourceKind::Sqlite)
+        } else {
+            None
+        }
+    }
+
+    /// `[sentinels.NAME]`: a stock sentinel, roles it has, bound to a
+    /// configured source of a kind that fits; one role bound to one source.
+    pub(crate) fn check_sentinels(&self, text: &str) -> Result<(), ConfigError> {
+        let mut bound: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, sc) in &self.sentinels {
+            let Some(stock) = find(name) else {
+                let known: Vec<&str> = STOCK.iter().map(|s| s.spec_name).collect();
+                return Err(self.invalid_at(
+                    text,
+                    name,
+                    format!("sentinels.{name}: not a stock sentinel (one of {})", known.join(", ")),
+                ));
+            };
+            for (role, source) in &sc.roles {
+                let key = format!("sentinels.{name}.roles.{role}");
+                let problem = self.binding_problem(stock, role, source).or_else(|| match bound.insert(role, source) {
+                    Some(other) if other != source => {
+                        Some(format!("role `{role}` is bound both to `{other}` and to `{source}`"))
+                    }
+                    _ => None,
+                });
+                if let Some(problem) = problem {
+                    return Err(self.invalid_at(text, role, format!("{key}: {problem}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What is wrong with binding `stock`'s `role` to `source`, if anything.
+    fn binding_problem(&self, stock: &Stock, role: &str, source: &str) -> Option<String> {
+        let kinds = |r: &Role| r.kinds.iter().map(|k| k.label()).collect::<Vec<_>>().join(" or ");
+        let Some(r) = stock.role(role) else {
+            let roles: Vec<&str> = stock.roles.iter().map(|r| r.name).collect();
+            return Some(format!("{} has no role `{role}` (its roles: {})", stock.spec_name, roles.join(", ")));
+        };
+        if r.kinds == [SourceKind::Host] {
+            return Some(format!("the `{role}` source is made by the host; leave it out"));
+        }
+        let Some(kind) = self.generic_kind(source) else {
+            return Some(format!("no source named `{source}` (bind it to a name from {})", kinds(r)));
+        };
+        if !r.kinds.contains(&kind) {
+            return Some(format!("`{source}` is in {}, the role takes {}", kind.label(), kinds(r)));
+        }
+        if kind == SourceKind::Http && self.sources.http.iter().any(|h| h.name == source && h.jsonpath.is_none()) {
+            return Some(format!("sources.http `{source}` needs a `jsonpath` (for example \"$.active_total\")"));
+        }
+        if role != source && self.generic_kind(role).is_some() {
+            return Some(format!("another source is already named `{role}`; bind that one or rename it"));
+        }
+        None
+    }
+
+    /// The stock sentinel `detector`'s settings, if the config has any.
+    pub(crate) fn sentinel(&self, detector: &str) -> Option<&SentinelConfig> {
+        let stock = find(detector)?;
+        self.sentinels.get(stock.name).or_else(|| self.sentinels.get(stock.spec_name))
+    }
+
+    /// Why the config keeps `detector` from running, if it does: a stock
+    /// sentinel set `enabled: false`, or an experimental one not enabled
+    /// while the config speaks of it. (With no entry at all an experimental
+    /// sentinel has no role bound, so it is inert rather than off.)
+    pub fn sentinel_off(&self, detector: &str) -> Option<String> {
+        let stock = find(detector)?;
+        let sc = self.sentinel(detector)?;
+        if stock.enabled(sc.enabled) {
+            return None;
+        }
+        Some(if stock.experimental && sc.enabled.is_none() {
+            format!("{}: experimental, off unless `enabled: true` in the sentinels config", stock.spec_name)
+        } else {
+            format!("{}: `enabled: false` in the sentinels config", stock.spec_name)
+        })
+    }
+
+    /// Whether the host makes the `health` source: watch-health-watch is
+    /// in the config and enabled.
+    pub fn health_bound(&self) -> bool {
+        self.sentinel("watch_health_watch").is_some() && self.sentinel_off("watch_health_watch").is_none()
+    }
+
+    /// The directories the fast sentinels read (relative to the data dir
+    /// unless absolute): an enabled fast sentinel's roles, through their
+    /// bindings, to configured directory sources.
+    pub fn fast_dirs(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for stock in STOCK.iter().filter(|s| s.fast) {
+            let sc = self.sentinel(stock.name);
+            if sc.is_none() || self.sentinel_off(stock.name).is_some() {
+                continue;
+            }
+            for role in stock.roles {
+                let source = sc.and_then(|c| c.roles.get(role.name)).map_or(role.name, String::as_str);
+                if let Some(d) = self.sources.directory.iter().find(|d| d.name == source) {
+                    out.push(PathBuf::from(&d.path));
+                }
+            }
+        }
+        out
+    }
+
+    /// Role bindings to build, `(role, source)`, for enabled sentinels whose
+    /// role is not already the source's own name.
+    pub(crate) fn bindings(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (name, sc) in &self.sentinels {
+            if self.sentinel_off(name).is_some() {
+                continue;
+            }
+            for (role, source) in &sc.roles {
+                if role != source {
+                    out.insert(role.clone(), source.clone());
+                }
+            }
+        }
+        out
+    }
+}

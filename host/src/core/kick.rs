@@ -1,0 +1,122 @@
+//! Kicks for fast sentinels: in the long-running mode, a change in a
+//! directory a fast sentinel watches asks for a scan at once instead of
+//! waiting for the interval.
+//!
+//! It owns one file-system watcher (the `notify` crate: inotify on Linux,
+//! the spec's 1 s `PollWatcher` on macOS, the platform's own elsewhere) over
+//! the directories it is given, non-recursively, and a thread that turns a
+//! burst of events into one "scan now" command sent through the sentinel's
+//! [`Handle`] (a short settle delay collects a burst). It never reads a
+//! file, never scans and never decides: the scan reads the directory as any
+//! scan does, so a kick changes only when the scan happens, never what it
+//! sees (a missed event costs at most one interval).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use notify::Watcher;
+
+use crate::core::sentinel::{Command, Handle};
+
+/// How long a burst of events is collected before the scan is asked for.
+pub const SETTLE: Duration = Duration::from_millis(150);
+
+/// A running watcher; dropping it stops the watching (the thread ends when
+/// the watcher's channel closes).
+pub struct Kicker {
+    _watcher: Box<dyn Watcher + Send>,
+    /// The directories watched.
+    pub watched: Vec<PathBuf>,
+    /// When the last kick was sent (ms since the epoch; 0: none yet).
+    last: Arc<AtomicI64>,
+}
+
+impl std::fmt::Debug for Kicker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kicker").field("watched", &self.watched).finish()
+    }
+}
+
+fn watcher(tx: mpsc::Sender<notify::Result<notify::Event>>) -> notify::Result<Box<dyn Watcher + Send>> {
+    if cfg!(target_os = "macos") {
+        let config = notify::Config::default().with_poll_interval(Duration::from_secs(1));
+        Ok(Box::new(notify::PollWatcher::new(tx, config)?))
+    } else {
+        Ok(Box::new(notify::recommended_watcher(tx)?))
+    }
+}
+
+impl Kicker {
+    /// Watches `dirs` (those that exist; a missing one is skipped and
+    /// logged) and sends `ScanNow` through `handle` after each burst.
+    pub fn start(dirs: Vec<PathBuf>, handle: Handle) -> notify::Result<Kicker> {
+        let (tx, rx) = mpsc::channel();
+        let mut w = watcher(tx)?;
+        let mut watched = Vec::new();
+        for dir in dirs {
+            match w.watch(&dir, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => watched.push(dir),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot watch for a fast sentinel; it polls on the interval")
+                }
+            }
+        }
+        let last = Arc::new(AtomicI64::new(0));
+        let stamp = last.clone();
+        std::thread::Builder::new()
+            .name("sentinel-kick".into())
+            .spawn(move || kick_loop(&rx, &handle, &stamp))
+            .map_err(notify::Error::io)?;
+        Ok(Kicker { _watcher: w, watched, last })
+    }
+
+    /// When the last kick was sent, ms since the epoch.
+    pub fn last_kick(&self) -> Option<i64> {
+        Some(self.last.load(Ordering::SeqCst)).filter(|&t| t > 0)
+    }
+}
+
+/// One `ScanNow` per burst of changes, until the watcher is dropped or the
+/// sentinel is gone.
+fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle, last: &AtomicI64) {
+    while let Ok(first) = rx.recv() {
+        if !stirs(&first) {
+            continue;
+        }
+        // Collect the rest of the burst.
+        while rx.recv_timeout(SETTLE).is_ok() {}
+        tracing::info!("a watched directory changed: kicking a scan for the fast sentinels");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        last.store(i64::try_from(now).unwrap_or(i64::MAX), Ordering::SeqCst);
+        if handle.send(Command::ScanNow).is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether an event is a change (not a mere access).
+fn stirs(event: &notify::Result<notify::Event>) -> bool {
+    match event {
+        Ok(e) => !matches!(e.kind, notify::EventKind::Access(_)),
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_file_in_a_watched_directory_asks_for_a_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let (handle, rx) = Handle::channel();
+        let kicker = Kicker::start(vec![dir.path().to_owned(), dir.path().join("missing")], handle).unwrap();
+        assert_eq!(kicker.watched, [dir.path().to_owned()], "a missing directory is skipped");
+        std::fs::write(dir.path().join("order.json"), "{}").unwrap();
+        let request = rx.recv_timeout(Duration::from_secs(10)).expect("a kick within the poll interval");
+        assert!(matches!(request.command, Command::ScanNow));
+        let _ = request.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
+    }
+}

@@ -1,0 +1,13 @@
+//! The long-lived core of one output folder, and what drives it.
+//!
+//! It owns the [`sentinel::Sentinel`] (the runtime, the catalog of loaded
+//! detectors, the only ledger writer, the operator's commands between
+//! scans), the [`catalog`] of component files, the long-running mode's loop
+//! ([`daemon`]) and the file-system watcher that kicks a fast scan
+//! ([`kick`]). It never prints and never installs signal handlers (the
+//! binary does).
+
+pub mod catalog;
+pub mod daemon;
+pub mod kick;
+pub mod sentinel;

@@ -1,0 +1,237 @@
+//! The fire log in the store: entries appended in the commit's transaction,
+//! and exported after it as segments and a signed head.
+//!
+//! It owns the `fires` table (never rewritten, never pruned, kept across a
+//! state reset), appending entries chained to the last one in the same
+//! transaction as the counts they record (so a crash can never leave a fire
+//! without its count or a count without its fire), and the export: closed
+//! segments written once, the open one and the head replaced atomically
+//! after every commit, and again at the next open after a crash in between.
+//! The format is [`crate::firelog`]'s; what counts as a fire is the commit's
+//! decision ([`crate::ledger::count::fires`]).
+
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::ahead::{AheadWriter, Ready};
+use crate::firelog::{self, FireEntryRef, Head, PublicKeyFile, SEGMENT_ENTRIES};
+use crate::ledger::{Ledger, LedgerError};
+
+/// Entries inserted by one statement: appends are buffered and written this
+/// many at a time (one multi-row `INSERT`), in the same transaction.
+const INSERT_ROWS: usize = 64;
+
+/// Appends entries after the last one, chaining each to it. Entries are
+/// sealed at once and written in groups of [`INSERT_ROWS`];
+/// [`Appender::flush`] writes the rest, and must run before the
+/// transaction commits.
+pub(in crate::ledger) struct Appender {
+    /// Where the entries go: the store's `fires`, or a scan's tally.
+    table: &'static str,
+    seq: u64,
+    prev: [u8; 32],
+    /// Sealed and not yet inserted: `(seq, hash, line)`.
+    pending: Vec<(i64, String, String)>,
+    /// Time spent appending, for the summary.
+    pub spent: Duration,
+    /// Where each sealed line is also handed, so that the segments it
+    /// closes are written while the scan goes on (the tally's appender).
+    ahead: Option<AheadWriter>,
+}
+
+impl Appender {
+    /// Starts after the last entry in the store.
+    pub fn open(conn: &Connection) -> rusqlite::Result<Self> {
+        Self::open_into(conn, "main.fires")
+    }
+
+    /// Starts after the last entry in the store, writing into `table`
+    /// (`seq`, `hash` and `line` columns, as the store's `fires`).
+    pub fn open_into(conn: &Connection, table: &'static str) -> rusqlite::Result<Self> {
+        let last: Option<(i64, String)> = conn
+            .query_row("SELECT seq, hash FROM fires ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let (seq, prev) = match last {
+            Some((seq, hash)) => (seq as u64, firelog::unhex32(&hash).unwrap_or([0; 32])),
+            None => (0, [0; 32]),
+        };
+        Ok(Appender { table, seq, prev, pending: Vec::with_capacity(INSERT_ROWS), spent: Duration::ZERO, ahead: None })
+    }
+
+    /// Hands every line sealed from now on to `ahead` as well.
+    pub fn writing_ahead(mut self, ahead: AheadWriter) -> Self {
+        self.ahead = Some(ahead);
+        self
+    }
+
+    /// Stops handing lines ahead; returns the writer they went to.
+    pub fn take_ahead(&mut self) -> Option<AheadWriter> {
+        self.ahead.take()
+    }
+
+    /// Seals `entry` as the next one and stores it.
+    pub fn append(&mut self, conn: &Connection, entry: FireEntryRef<'_>) -> rusqlite::Result<()> {
+        let t = Instant::now();
+        self.seq += 1;
+        let (hash, line) = entry.seal(self.seq, &self.prev);
+        self.prev = hash;
+        if let Some(ahead) = &mut self.ahead {
+            ahead.push(self.seq, &line);
+        }
+        self.pending.push((self.seq as i64, crate::base::hex(&hash), line));
+        if self.pending.len() == INSERT_ROWS {
+            self.insert(conn)?;
+        }
+        self.spent += t.elapsed();
+        Ok(())
+    }
+
+    /// Writes what is still buffered.
+    pub fn flush(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        let t = Instant::now();
+        self.insert(conn)?;
+        self.spent += t.elapsed();
+        Ok(())
+    }
+
+    fn insert(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let rows = vec!["(?, ?, ?)"; self.pending.len()].join(", ");
+        let mut stmt = conn.prepare_cached(&format!("INSERT INTO {}(seq, hash, line) VALUES {rows}", self.table))?;
+        let params = self.pending.iter().flat_map(|(seq, hash, line)| {
+            [seq as &dyn rusqlite::ToSql, hash as &dyn rusqlite::ToSql, line as &dyn rusqlite::ToSql]
+        });
+        stmt.execute(rusqlite::params_from_iter(params))?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    pub fn count(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Ledger {
+    /// How many entries the fire log holds.
+    pub fn fire_count(&self) -> Result<u64, LedgerError> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM fires", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(self.err("cannot count fires"))
+    }
+
+    /// Writes the fire log's segments that changed since the last export,
+    /// then the signed head and the public key. `signed_at` is the scan time.
+    pub fn export_fires(&mut self, signed_at: i64) -> Result<(), LedgerError> {
+        self.export_fires_with(signed_at, Ready::default())
+    }
+
+    /// [`Ledger::export_fires`], putting in place the segments a scan wrote
+    /// ahead (`ready`) instead of writing them from the store.
+    pub(in crate::ledger) fn export_fires_with(&mut self, signed_at: i64, mut ready: Ready) -> Result<(), LedgerError> {
+        let t = Instant::now();
+        let count = self.fire_count()?;
+        let closed_before: u64 = self.meta("fires_closed")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let last_segment = count.div_ceil(SEGMENT_ENTRIES);
+        let mut moved = None;
+        for index in (closed_before + 1)..=last_segment {
+            let path = self.dir.join(firelog::segment_name(index));
+            if ready.put(index, &path) {
+                moved = Some(path);
+            } else {
+                self.write_segment(index)?;
+            }
+        }
+        if let Some(path) = moved {
+            // The renames survive a crash once their folder is synced.
+            crate::base::private_fs::sync_parent(&path);
+        }
+        let closed = count / SEGMENT_ENTRIES;
+        let key = firelog::signing_key(&self.dir).map_err(|e| LedgerError::Key(Box::new(e)))?;
+        let last_hash: Option<String> = self
+            .conn
+            .query_row("SELECT hash FROM fires WHERE seq = ?1", [count as i64], |r| r.get(0))
+            .optional()
+            .map_err(self.err("cannot read the last fire"))?;
+        let hash = last_hash.as_deref().and_then(firelog::unhex32).unwrap_or([0; 32]);
+        let head = firelog::sign_head(&key, count, &hash, signed_at);
+        let head_json = serde_json::to_string_pretty(&head).map_err(|e| self.export_err(firelog::HEAD_FILE, e))?;
+        let public = PublicKeyFile::of(&key.verifying_key());
+        let public_json =
+            serde_json::to_string_pretty(&public).map_err(|e| self.export_err(firelog::PUBLIC_KEY_FILE, e))?;
+        self.write(firelog::PUBLIC_KEY_FILE, public_json.as_bytes())?;
+        self.write(firelog::HEAD_FILE, head_json.as_bytes())?;
+        // The anchor: the ledger keeps the head it signed, so `verify` can tell
+        // an exported head put back to an older one.
+        let tx = self.conn.transaction().map_err(|source| LedgerError::Store {
+            path: self.db_path.clone(),
+            action: "cannot store the fire log's head",
+            source,
+        })?;
+        for (key, value) in [("fires_closed", closed.to_string()), ("fires_head", head_json)] {
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .map_err(|source| LedgerError::Store {
+                path: self.db_path.clone(),
+                action: "cannot store the fire log's head",
+                source,
+            })?;
+        }
+        tx.commit().map_err(|source| LedgerError::Store {
+            path: self.db_path.clone(),
+            action: "cannot store the fire log's head",
+            source,
+        })?;
+        self.fire_export_time = t.elapsed();
+        Ok(())
+    }
+
+    /// The head this ledger last signed, as it exported it.
+    pub fn fire_head(&self) -> Result<Option<Head>, LedgerError> {
+        Ok(self.meta("fires_head")?.and_then(|h| serde_json::from_str(&h).ok()))
+    }
+
+    fn write_segment(&self, index: u64) -> Result<(), LedgerError> {
+        let first = (index - 1) * SEGMENT_ENTRIES + 1;
+        let last = index * SEGMENT_ENTRIES;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT line FROM fires WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq")
+            .map_err(self.err("cannot read fires"))?;
+        let mut buf = Vec::new();
+        let mut rows = stmt.query([first as i64, last as i64]).map_err(self.err("cannot read fires"))?;
+        while let Some(r) = rows.next().map_err(self.err("cannot read fires"))? {
+            let line: String = r.get(0).map_err(self.err("cannot read fires"))?;
+            buf.extend(line.as_bytes());
+            buf.push(b'\n');
+        }
+        self.write(&firelog::segment_name(index), &buf)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), LedgerError> {
+        let path = self.dir.join(name);
+        crate::base::private_fs::write_atomic(&path, bytes).map_err(|source| LedgerError::Export { path, source })
+    }
+
+    fn export_err(&self, name: &str, e: serde_json::Error) -> LedgerError {
+        LedgerError::Export { path: self.dir.join(name), source: std::io::Error::other(e) }
+    }
+
+    /// Time the last commit spent on the fire log (appending and exporting).
+    /// Appending includes the sealing the scan's staging thread did while
+    /// records flowed, so part of it overlaps the read, not the commit.
+    pub fn fire_log_time(&self) -> Duration {
+        self.fire_append_time + self.fire_export_time
+    }
+
+    /// Time the last commit spent writing its exports after the transaction
+    /// (`issues.jsonl`, the fire log's segments and signed head).
+    pub fn export_time(&self) -> Duration {
+        self.export_time
+    }
+}

@@ -1,0 +1,339 @@
+//! `messages.db`: failed tool calls, from the activity rows of a WAL database
+//! the application is writing while we read.
+//!
+//! Opened read-only by [`super`] (which reads the rows still in the
+//! `-wal` file and creates nothing in the data dir), one short query per
+//! batch on a fresh handle that is closed at once, so no read transaction outlives a batch and
+//! the writer can always checkpoint. Activity rows change after they are
+//! written (a tool's outcome lands later), so instead of a rowid cursor each
+//! scan rereads a trailing 30-minute window before the newest `at` it has
+//! seen; the ledger's occurrence keys count each message once.
+//!
+//! The file is untrusted. Pages advance strictly on a typed key, `(at, id)`
+//! with `at` an integer and `id` text: a row whose key has another type (an
+//! ISO date in `at`, a number in `id`) cannot be ordered against the cursor,
+//! so it is never paged over; it is counted as skipped by one count query at
+//! the end of the read. A page whose last key is not past the previous one
+//! (a schema change between pages, a collation that lies) ends the read as
+//! this source's error, never a loop. A view or virtual table standing in for
+//! `messages` is refused ([`super::require_table`]).
+
+use std::path::Path;
+
+use rusqlite::Connection;
+use rusqlite::types::Value;
+
+use crate::model::record::{BatchBuilder, Cell, Column};
+use crate::sources::{ReadContext, Sink, Source, SourceError, SourceReport};
+
+/// How far back each scan rereads, before the newest row already seen.
+pub const REREAD_WINDOW_MS: i64 = 30 * 60 * 1000;
+
+const COLUMNS: &[Column] = &[
+    Column::text("id"),
+    Column::text("thread_id"),
+    Column::int("at"),
+    Column::text("turn_id"),
+    Column::text("bot_id"),
+    Column::text("tool_name"),
+    Column::text("output"),
+    Column::int("exit_code"),
+];
+
+/// Rows are read in pages in `(at, id)` order; a row whose `data` is not JSON
+/// comes back with `d` null and is counted as skipped.
+///
+/// The subquery is ordered and has an `OFFSET`, so SQLite keeps it as an
+/// ordered co-routine instead of flattening it: `d`'s `json_valid` then runs
+/// once a row, not once for each of the nine uses of `d`, and each page still
+/// stops at its limit without sorting the rest of the window (the plan is
+/// tested; the time saved is measured by hand only, `docs/benchmarks.md`).
+const QUERY: &str = "
+SELECT id, thread_id, at,
+       json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
+       json_extract(d, '$.tool.name'), json_extract(d, '$.tool.output'),
+       json_extract(d, '$.tool.exitCode'), d IS NULL
+FROM (SELECT id, thread_id, at, CASE WHEN json_valid(data) THEN data END AS d
+      FROM messages
+      WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text'
+        AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3))
+      ORDER BY at, id LIMIT -1 OFFSET 0)
+WHERE d IS NULL OR json_extract(d, '$.tool.ok') = 0
+ORDER BY at, id
+LIMIT ?4";
+
+/// Activity rows in the window whose paging key is not `(integer, text)`:
+/// skipped, and counted here because the pages never reach them.
+const COUNT_MISTYPED: &str = "
+SELECT COUNT(*) FROM messages
+WHERE type = 'activity' AND at >= ?1 AND NOT (typeof(at) = 'integer' AND typeof(id) = 'text')";
+
+/// Reads failed tool calls (`kind = tool-failure`) from `messages.db`.
+#[derive(Debug, Clone)]
+pub struct MessagesSource {
+    pub file: String,
+}
+
+impl Default for MessagesSource {
+    fn default() -> Self {
+        MessagesSource { file: "messages.db".into() }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Cursor {
+    /// The newest `at` seen, ms.
+    hwm: i64,
+}
+
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::Null | Value::Blob(_) => None,
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Real(f) => Some(f.to_string()),
+        Value::Text(s) => Some(s.clone()),
+    }
+}
+
+/// An exit code as the JSON held it (not a paging key: loosely typed).
+fn int_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::Real(f) => Some(*f as i64),
+        Value::Text(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+struct Row {
+    id: String,
+    thread_id: Option<String>,
+    at: i64,
+    turn_id: Option<String>,
+    bot_id: Option<String>,
+    tool_name: Option<String>,
+    output: Option<String>,
+    exit_code: Option<i64>,
+    malformed: bool,
+}
+
+/// One page of rows after `(after_at, after_id)`, on a handle closed on return.
+fn page(path: &Path, window_start: i64, after_at: i64, after_id: &str, limit: usize) -> rusqlite::Result<Vec<Row>> {
+    super::with_db(path, |conn| {
+        super::require_table(conn, "messages")?;
+        page_on(conn, window_start, after_at, after_id, limit)
+    })
+}
+
+fn count_mistyped(path: &Path, window_start: i64) -> rusqlite::Result<u64> {
+    super::with_db(path, |conn| conn.query_row(COUNT_MISTYPED, [window_start], |r| r.get::<_, i64>(0)))
+        .map(|n| u64::try_from(n).unwrap_or(0))
+}
+
+fn page_on(
+    conn: &Connection,
+    window_start: i64,
+    after_at: i64,
+    after_id: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<Row>> {
+    let mut stmt = conn.prepare(QUERY)?;
+    let rows = stmt.query_map(rusqlite::params![window_start, after_at, after_id, limit as i64], |r| {
+        Ok(Row {
+            id: r.get(0)?,
+            thread_id: text_of(&r.get::<_, Value>(1)?),
+            at: r.get(2)?,
+            turn_id: text_of(&r.get::<_, Value>(3)?),
+            bot_id: text_of(&r.get::<_, Value>(4)?),
+            tool_name: text_of(&r.get::<_, Value>(5)?),
+            output: text_of(&r.get::<_, Value>(6)?),
+            exit_code: int_of(&r.get::<_, Value>(7)?),
+            malformed: r.get::<_, bool>(8)?,
+        })
+    })?;
+    rows.collect()
+}
+
+impl Source for MessagesSource {
+    fn name(&self) -> &str {
+        "messages"
+    }
+    fn kinds(&self) -> &'static [&'static str] {
+        &["tool-failure"]
+    }
+
+    fn watch(&self, data_dir: &Path) -> Option<Vec<std::path::PathBuf>> {
+        let db = data_dir.join(&self.file);
+        Some(vec![super::wal_path(&db), db])
+    }
+
+    fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
+        let path = ctx.data_dir.join(&self.file);
+        if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            return Ok(SourceReport::missing(ctx));
+        }
+        let read_err =
+            |e| SourceError::Read { source_name: "messages".into(), path: path.clone(), source: Box::new(e) };
+        let prev_hwm = ctx.cursor.and_then(|c| serde_json::from_str::<Cursor>(c).ok()).map(|c| c.hwm);
+        let window_start = prev_hwm.map_or(i64::MIN, |h| h.saturating_sub(REREAD_WINDOW_MS));
+        let mut report = SourceReport::default();
+        let mut hwm = prev_hwm.unwrap_or(0);
+        let (mut after_at, mut after_id) = (i64::MIN, String::new());
+        let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
+        loop {
+            let rows = page(&path, window_start, after_at, &after_id, ctx.batch_rows).map_err(read_err)?;
+            let last_page = rows.len() < ctx.batch_rows;
+            for row in rows {
+                if (row.at, row.id.as_str()) <= (after_at, after_id.as_str()) {
+                    return Err(SourceError::Read {
+                        source_name: "messages".into(),
+                        path: path.clone(),
+                        source: format!(
+                            "the page key did not advance past (at {after_at}, id {:?}): the table changed under the read",
+                            crate::base::sanitize::one_line(&after_id)
+                        )
+                        .into(),
+                    });
+                }
+                after_at = row.at;
+                after_id.clone_from(&row.id);
+                if row.malformed || row.id.is_empty() {
+                    report.skipped += 1;
+                    continue;
+                }
+                hwm = hwm.max(row.at);
+                let cells = [
+                    Cell::Text(&row.id),
+                    row.thread_id.as_deref().map_or(Cell::Null, Cell::Text),
+                    Cell::Int(row.at),
+                    row.turn_id.as_deref().map_or(Cell::Null, Cell::Text),
+                    row.bot_id.as_deref().map_or(Cell::Null, Cell::Text),
+                    row.tool_name.as_deref().map_or(Cell::Null, Cell::Text),
+                    row.output.as_deref().map_or(Cell::Null, Cell::Text),
+                    row.exit_code.map_or(Cell::Null, Cell::Int),
+                ];
+                builder
+                    .push_row(&cells)
+                    .map_err(|e| SourceError::Stopped { source_name: "messages".into(), reason: e.to_string() })?;
+                report.records += 1;
+            }
+            if !builder.is_empty() {
+                sink(builder.take())
+                    .map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
+            }
+            if last_page {
+                break;
+            }
+        }
+        report.skipped += count_mistyped(&path, window_start).map_err(read_err)?;
+        report.cursor = Some(serde_json::to_string(&Cursor { hwm }).unwrap_or_default());
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db(dir: &Path) -> Connection {
+        let c = Connection::open(dir.join("messages.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE messages(id TEXT PRIMARY KEY, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
+             CREATE INDEX messages_at ON messages(at);",
+        )
+        .unwrap();
+        c
+    }
+
+    fn failed(c: &Connection, id: &str, at: rusqlite::types::Value) {
+        c.execute(
+            "INSERT INTO messages VALUES(?1, 'th', ?2, 'activity', '{\"tool\":{\"ok\":false,\"name\":\"bash\"}}')",
+            rusqlite::params![id, at],
+        )
+        .unwrap();
+    }
+
+    fn read(dir: &Path, cursor: Option<&str>) -> (Vec<String>, SourceReport) {
+        let ctx = ReadContext { data_dir: dir, scan_time_ms: 0, batch_rows: 2, cursor };
+        let mut ids = Vec::new();
+        let report = MessagesSource::default()
+            .read(&ctx, &mut |b| {
+                let mut start = 0usize;
+                for r in 0..b.rows as usize {
+                    let end = b.text_ends[r] as usize;
+                    ids.push(String::from_utf8(b.text[start..end].to_vec()).unwrap());
+                    start = end;
+                }
+                Ok(())
+            })
+            .unwrap();
+        (ids, report)
+    }
+
+    #[test]
+    fn a_text_at_is_skipped_and_counted_never_paged_forever() {
+        use rusqlite::types::Value::{Integer, Real, Text};
+        let dir = tempfile::tempdir().unwrap();
+        let c = db(dir.path());
+        failed(&c, "m1", Integer(100));
+        failed(&c, "m2", Text("2026-01-01T00:00:00Z".into()));
+        failed(&c, "m3", Integer(200));
+        failed(&c, "m4", Real(150.5));
+        failed(&c, "m5", Integer(300));
+        failed(&c, "m6", Text("later".into()));
+        let (ids, report) = read(dir.path(), None);
+        assert_eq!(ids, ["m1", "m3", "m5"]);
+        assert_eq!((report.records, report.skipped), (3, 3));
+        // The next scan rereads its window and still ends.
+        let (ids, report) = read(dir.path(), report.cursor.as_deref());
+        assert_eq!(ids, ["m1", "m3", "m5"]);
+        assert_eq!(report.skipped, 3);
+    }
+
+    #[test]
+    fn the_page_query_checks_each_row_once_and_stops_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = db(dir.path());
+        let plan: Vec<String> = c
+            .prepare(&format!("EXPLAIN QUERY PLAN {QUERY}"))
+            .unwrap()
+            .query_map(rusqlite::params![0, 0, "", 256], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        // Kept a co-routine (`d` computed once a row), read through the
+        // index, and never a sort of the whole window after it.
+        assert!(plan.iter().any(|l| l.starts_with("CO-ROUTINE")), "{plan:?}");
+        assert!(plan.iter().any(|l| l.contains("USING INDEX messages_at")), "{plan:?}");
+        assert!(!plan.iter().any(|l| l == "USE TEMP B-TREE FOR ORDER BY"), "{plan:?}");
+    }
+
+    #[test]
+    fn malformed_rows_are_skipped_between_failed_ones_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = db(dir.path());
+        failed(&c, "m1", 100.into());
+        c.execute("INSERT INTO messages VALUES('m2', 'th', 150, 'activity', '{not json')", []).unwrap();
+        c.execute("INSERT INTO messages VALUES('m3', 'th', 160, 'activity', '{\"tool\":{\"ok\":true}}')", []).unwrap();
+        failed(&c, "m4", 200.into());
+        failed(&c, "m0", 200.into());
+        let (ids, report) = read(dir.path(), None);
+        assert_eq!(ids, ["m1", "m0", "m4"], "(at, id) order across pages of two");
+        assert_eq!((report.records, report.skipped), (3, 1));
+    }
+
+    #[test]
+    fn a_view_standing_in_for_messages_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("messages.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE real(id TEXT, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
+             CREATE VIEW messages AS SELECT * FROM real;",
+        )
+        .unwrap();
+        let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows: 2, cursor: None };
+        let err = MessagesSource::default().read(&ctx, &mut |_| Ok(())).unwrap_err();
+        let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(chain.contains("`messages` is a view"), "{chain}");
+    }
+}
