@@ -13,6 +13,7 @@ mod keeper;
 mod ledger;
 mod limits;
 mod long_lived;
+mod parameters;
 mod real_errors;
 mod replay;
 mod rotation;

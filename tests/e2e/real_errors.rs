@@ -176,13 +176,3 @@ fn real_errors_group_one_issue_per_family_and_leak_nothing() {
         }
     }
 }
-
-/// Every file under `dir`, at any depth.
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() { out.extend(files_under(&p)) } else { out.push(p) }
-    }
-    out
-}

@@ -324,3 +324,13 @@ pub fn wait_for(secs: u64, what: &str, child: &mut std::process::Child, mut f: i
     let _ = child.kill();
     panic!("timed out after {secs} s waiting for {what}");
 }
+
+/// Every file under `dir`, at any depth.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { out.extend(files_under(&p)) } else { out.push(p) }
+    }
+    out
+}

@@ -148,6 +148,22 @@ mod tests {
     }
 
     #[test]
+    fn the_same_error_at_other_times_on_other_ids_and_addresses_is_one_signature_of_version_3() {
+        let d = detector();
+        let at = |when: &str, id: &str, addr: &str| {
+            let out = format!("lease {id} for {addr} expired {when}");
+            d.observe(&fail("m1", "mcp__agents__lease", &out, None))
+        };
+        let a = at("Mon, 02 Jan 2006 15:04:05 +0100", "9AF8C3BE", "[2001:db8::1]:8080");
+        let b = at("Jan 18, 2019", "0x7ffe12ab", "::ffff:10.0.0.7");
+        let c = at("11:21 PM", "51e0", "fe80::1%eth0");
+        assert_eq!(a.signature(), b.signature());
+        assert_eq!(a.signature(), c.signature());
+        assert_eq!(a.title(), "lease <hex> for <ip> expired <date>");
+        assert_eq!(a.get_grouping_version(), 3);
+    }
+
+    #[test]
     fn shell_failures_group_by_exit_code_and_class_only() {
         let d = detector();
         let a = d.observe(&fail("m1", "Bash", "bash: frobnicate: command not found", Some(127)));

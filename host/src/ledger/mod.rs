@@ -216,25 +216,28 @@ mod tests {
 
     #[test]
     fn new_grouping_rules_never_count_an_old_occurrence_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut l = Ledger::open(dir.path()).unwrap();
-        let old = obs("occ-1", "old key", "t1", 100);
-        l.commit(ScanCommit { observations: std::slice::from_ref(&old), ..Default::default() }).unwrap();
-        // Version 2 rules change both the signature and the occurrence key
-        // of the same event, seen again by the trailing window, and see a
-        // new one later.
-        let again = Observation {
-            grouping_version: 2,
-            signature: "new key".into(),
-            occurrence: "v2-occ-1".into(),
-            ..old.clone()
-        };
-        let newer = Observation { at: 200, occurrence: "v2-occ-2".into(), ..again.clone() };
-        let r = l.commit(ScanCommit { observations: &[again, newer], ..Default::default() }).unwrap();
-        assert_eq!((r.counted, r.below_floor), (1, 1), "the old event is not counted again, the new one is");
-        let issues = l.issues().unwrap();
-        assert_eq!(issues.len(), 2, "the old issue is kept, the new rules start a new one");
-        assert_eq!(issues.iter().map(|i| (i.grouping_version, i.count)).collect::<Vec<_>>(), vec![(1, 1), (2, 1)]);
+        // Each bump the normalizer made: 1 → 2 (error formats), 2 → 3 (parameters).
+        for (before, after) in [(1, 2), (2, 3)] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut l = Ledger::open(dir.path()).unwrap();
+            let old = Observation { grouping_version: before, ..obs("occ-1", "old key", "t1", 100) };
+            l.commit(ScanCommit { observations: std::slice::from_ref(&old), ..Default::default() }).unwrap();
+            // The new rules change both the signature and the occurrence key
+            // of the same event, seen again by the trailing window, and see a
+            // new one later.
+            let again = Observation {
+                grouping_version: after,
+                signature: "new key".into(),
+                occurrence: "new-occ-1".into(),
+                ..old.clone()
+            };
+            let newer = Observation { at: 200, occurrence: "new-occ-2".into(), ..again.clone() };
+            let r = l.commit(ScanCommit { observations: &[again, newer], ..Default::default() }).unwrap();
+            assert_eq!((r.counted, r.below_floor), (1, 1), "{before} → {after}: the old event is not counted again");
+            let issues = l.issues().unwrap();
+            let versions: Vec<_> = issues.iter().map(|i| (i.grouping_version, i.count)).collect();
+            assert_eq!(versions, vec![(before, 1), (after, 1)], "the old issue is kept, the new rules start one");
+        }
     }
 
     #[test]

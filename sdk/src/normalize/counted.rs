@@ -128,15 +128,20 @@ pub(super) fn hashes(text: &str, found: &mut Vec<Range<usize>>) {
     found.extend(word_runs(t).filter(|r| r.len() >= 16 && t[r.clone()].iter().all(u8::is_ascii_hexdigit)));
 }
 
-/// Every hex id: a whole word that is `0x` and hex digits, or lower-case
-/// hex digits with at least one digit and one letter.
+/// Every hex id: a whole word that is `0x` and hex digits, or four hex
+/// digits or more in one case (digits and `a`–`f`, or digits and `A`–`F`)
+/// with at least one digit and one letter.
 pub(super) fn hex_words(text: &str, found: &mut Vec<Range<usize>>) {
     let t = text.as_bytes();
     found.extend(word_runs(t).filter(|r| {
         let w = &t[r.clone()];
         let prefixed =
             w.len() > 2 && w[0] == b'0' && matches!(w[1], b'x' | b'X') && w[2..].iter().all(u8::is_ascii_hexdigit);
-        let lower = w.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
-        prefixed || (lower && w.iter().any(u8::is_ascii_digit) && w.iter().any(|b| (b'a'..=b'f').contains(b)))
+        let in_case = |letters: std::ops::RangeInclusive<u8>| {
+            w.iter().all(|b| b.is_ascii_digit() || letters.contains(b))
+                && w.iter().any(u8::is_ascii_digit)
+                && w.iter().any(|b| letters.contains(b))
+        };
+        prefixed || (w.len() >= 4 && (in_case(b'a'..=b'f') || in_case(b'A'..=b'F')))
     }));
 }

@@ -1,4 +1,4 @@
-//! The build-time rules against grouping version 2's run-time ones.
+//! The build-time rules against the run-time `regex` engine.
 //!
 //! Owns the proof that compiling the patterns at build time, writing some
 //! as scans (`counted.rs`, `numbers.rs`, `quote.rs`) and literal searches
@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use regex::Regex;
 
 use super::patterns::{self, ascii};
-use super::{counted, numbers, paths, placeholders_line, quote, reference, secrets};
+use super::{cases, counted, numbers, paths, placeholders_line, quote, reference, secrets};
 
 /// Fragments every rule reacts to, and the characters around them that
 /// decide boundaries.
@@ -127,6 +127,49 @@ const FRAGMENTS: &[&str] = &[
     "550e8400-e29b-41d4-a716-446655440000",
     "10.0.0.1",
     "-----BEGIN",
+    "Jan",
+    "Mar",
+    "May",
+    "Sept",
+    "January",
+    "Mon",
+    "Monday",
+    "Marvin",
+    "th",
+    ", ",
+    "GMT",
+    "UTC",
+    "MST",
+    "+0100",
+    "-0800",
+    " (Pacific Standard Time)",
+    "PM",
+    "am",
+    " p.m.",
+    "::",
+    "ffff",
+    "fe80",
+    "db8",
+    "%eth0",
+    "[",
+    "true",
+    "False",
+    "=>",
+    "datetime.datetime(",
+    "datetime.date(",
+    "tx",
+    "9AF8",
+    "9af",
+    "1e",
+    "E",
+    "-SJC",
+    "req_",
+    "0af7651916cd43dd",
+    "20060102",
+    "150405",
+    "{\"",
+    "\": ",
+    "00:1a",
 ];
 
 /// What breaks scanners: unterminated and mixed quotes, escapes, long
@@ -171,6 +214,19 @@ const ADVERSARIAL: &[&str] = &[
     "0123456789abcdef0123456789abcdef",
     "Ab1Ab1Ab1Ab1Ab1Ab1Ab1Ab1Ab1Ab1Ab1Ab1",
     "label-label-label-label-label-label-label-label-label-label-label-l.com",
+    "::",
+    "Jan ",
+    "Mon, 02 ",
+    "datetime.datetime(",
+    "(",
+    ")",
+    "GMT+0000 (",
+    "true",
+    "=>",
+    "{\"",
+    "\":",
+    "9AF8",
+    "tx274a77a8975c4a66aeb24-",
 ];
 
 /// Long lines of [`ADVERSARIAL`] pieces.
@@ -189,6 +245,8 @@ fn corpus() -> Vec<String> {
         v.extend(variations.iter().flat_map(|t| t.lines().map(str::to_owned)));
     }
     v.extend(secrets::tests::CASES.iter().map(|(i, _)| i.to_string()));
+    v.extend(cases::PARAMETERS.iter().map(|(_, i, _)| i.to_string()));
+    v.extend(cases::KEPT.iter().map(|(i, _)| i.to_string()));
     v
 }
 
@@ -297,17 +355,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
     #[test]
-    fn placeholders_are_version_2s(l in line()) {
+    fn placeholders_are_the_regex_engines(l in line()) {
         same_placeholders(&l);
     }
 
     #[test]
-    fn redaction_is_version_2s(l in line()) {
+    fn redaction_is_the_regex_engines(l in line()) {
         same_redaction(&l);
     }
 
     #[test]
-    fn shell_classes_are_version_2s(l in prop::collection::vec(prop::sample::select(&[
+    fn shell_classes_are_the_regex_engines(l in prop::collection::vec(prop::sample::select(&[
         "timed out", "time out", "timeout", "deadline exceeded", "command not found", ": not found", "syntax error",
         "unexpected eof", "no such file", "enoent", "permission denied", "eperm", "epermx", "connection reset",
         "enomem", "enospc", "file exists", "eexist", " ", "x", "_", ":", "-",

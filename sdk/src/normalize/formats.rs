@@ -130,20 +130,36 @@ fn java(lines: &[&str]) -> Option<Located> {
 }
 
 /// Rust: `thread '…' panicked at src/x.rs:2:5:` with the message on the
-/// next line (Rust 1.73 and later), or `panicked at 'message', src/x.rs:2:5`
-/// before. The thread's name is left out; the title is `panicked: message`.
+/// next line (Rust 1.73 and later; `thread '…' (26964) panicked at` with
+/// the thread's id since 1.91), or `panicked at 'message', src/x.rs:2:5`
+/// before. The thread's name and id are left out; the title is
+/// `panicked: message`.
 fn rust_panic(lines: &[&str]) -> Option<Located> {
-    let (i, rest) = lines.iter().enumerate().find_map(|(i, l)| {
-        let l = l.trim();
-        let rest = l.strip_prefix("thread '")?.split_once("' panicked at ")?.1;
-        Some((i, rest))
-    })?;
+    let (i, rest) = lines.iter().enumerate().find_map(|(i, l)| Some((i, after_panicked_at(l.trim())?)))?;
     let message = if let Some(old) = rest.strip_prefix('\'') {
         old.rsplit_once("', ").map_or(old, |(m, _)| m).to_owned()
     } else {
         lines[i + 1..].iter().map(|l| l.trim()).find(|l| !l.is_empty()).unwrap_or("").to_owned()
     };
     Some(Located { line: format!("panicked: {message}"), extra: Vec::new() })
+}
+
+/// What follows `panicked at ` in a Rust panic's first line: `thread
+/// 'name' panicked at …` or `thread 'name' (id) panicked at …`, the first
+/// such `'` after the name that is followed by either.
+fn after_panicked_at(l: &str) -> Option<&str> {
+    let named = l.strip_prefix("thread '")?;
+    named.match_indices('\'').find_map(|(q, _)| {
+        let rest = &named[q + 1..];
+        let rest = match rest.strip_prefix(" (") {
+            Some(id) => {
+                let digits = id.bytes().take_while(u8::is_ascii_digit).count();
+                id[digits..].strip_prefix(')').filter(|_| digits > 0)?
+            }
+            None => rest,
+        };
+        rest.strip_prefix(" panicked at ")
+    })
 }
 
 /// Go: `panic: message` (or `fatal error: message`) followed by a
@@ -191,6 +207,7 @@ mod tests {
         #[test]
         fn one_line_is_located_as_every_format_locates_it(v in prop::collection::vec(prop::sample::select(&[
             "Traceback (most recent call last):", "Exception in thread ", "\"main\" ", "thread '", "' panicked at ",
+            "' (7) panicked at ", " (", "7", ")",
             "'", "goroutine 1 [running]:", "panic: ", "fatal error: ", "  at f (x.js:1:1)", "TypeError", "java.lang.X",
             ": ", ":", " ", "\t", "\r", "x", "Uncaught ", "(", ", ", "é",
         ][..]), 0..12)) {
@@ -222,6 +239,22 @@ mod tests {
         assert_eq!(locate(new).line, "panicked: index out of bounds: the len is 3 but the index is 7");
         let old = "thread 'tokio-1' panicked at 'called `Option::unwrap()` on a `None` value', src/lib.rs:9:1";
         assert_eq!(locate(old).line, "panicked: called `Option::unwrap()` on a `None` value");
+    }
+
+    #[test]
+    fn a_rust_panic_with_a_thread_id_reads_like_one_without() {
+        let msg = "called `Result::unwrap()` on an `Err` value: Os { code: 2 }";
+        let without = format!("thread 'main' panicked at src/x.rs:1:118:\n{msg}\nnote: run with `RUST_BACKTRACE=1`");
+        for id in ["26964", "1"] {
+            let with = format!("thread 'main' ({id}) panicked at src/x.rs:1:118:\n{msg}\nnote: run with `RUST_BACKTRACE=1`");
+            assert_eq!(locate(&with), locate(&without), "thread id {id}");
+        }
+        assert_eq!(locate(&without).line, format!("panicked: {msg}"));
+        // A name holding `' ` and the old one-line form with an id.
+        let odd = "thread 'it's (7) me' (12) panicked at 'boom', src/a.rs:1:1";
+        assert_eq!(locate(odd).line, "panicked: boom");
+        // Not a thread id: the line is no panic line.
+        assert_eq!(locate("thread 'main' (x) panicked at y").line, "thread 'main' (x) panicked at y");
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! picked by format ([`formats`]: Python tracebacks, Java/Kotlin, Node.js,
 //! Rust and Go panics, else the first meaningful line), then ordered rules
 //! replace what varies between occurrences of the same failure with
-//! placeholders: email addresses, URLs, quoted values, UUIDs, IP addresses,
-//! dates and times, paths (POSIX, `~`, Windows, relative), file names, host
-//! names, the operand of `no such …:`, long hashes, hex ids, durations, then
-//! any remaining number (but an HTTP status or a curl error code, which name
-//! the failure). So "no layer 12 in /a/b" and "no layer 104 in /c/d" both
-//! become "no layer <n> in <path>" and group into one issue. The order
+//! placeholders: email addresses, URLs, quoted values (not a key inside a
+//! structure), UUIDs, cloud request ids, IP addresses (v4 and v6) and MAC
+//! addresses, dates and times (with names, ISO, compact, twelve-hour,
+//! Python reprs), paths (POSIX, `~`, Windows, relative), file names, host
+//! names, the operand of `no such …:`, booleans after `=` or `:`, long
+//! hashes, hex ids, durations, then any remaining number (but an HTTP status
+//! or a curl error code, which name the failure). So "no layer 12 in /a/b"
+//! and "no layer 104 in /c/d" both become "no layer <n> in <path>" and
+//! group into one issue. The order
 //! matters: earlier rules take text that later rules would cut into pieces
 //! (a URL holds a path and numbers). Sentry's grouping is the anchor:
 //! exception type plus normalized message, with the chained causes' types and
@@ -18,11 +21,15 @@
 //! Never keeps the raw text: callers get the key and the title only.
 
 mod ascii;
+#[cfg(test)]
+mod cases;
 mod compiled;
+mod context;
 mod counted;
 #[cfg(test)]
 mod equivalence;
 pub mod formats;
+mod gates;
 mod literal;
 mod numbers;
 mod paths;
@@ -38,13 +45,22 @@ pub mod words;
 pub use formats::first_line;
 
 use compiled::{Finder, id};
+use gates::{
+    APOSTROPHE, AT, BACKSLASH, COLON, CONTROL, DASH, DIGIT, DOT, HEX, HEX_LETTER, Holds, QUOTES, SLASH,
+    between_digits, digit_by_hex, dot_word, hex_run,
+};
 
 /// The version of these rules. Bump it with any change that changes an
 /// output: it is stored with every issue (`groupingVersion`). 2: error
 /// formats, secrets, relative paths, file and host names, apostrophes.
-/// (The rules are compiled at build time since; the outputs are version 2's,
-/// which the tests check against the run-time `regex` engine.)
-pub const VERSION: u32 = 2;
+/// (The rules are compiled at build time since; the tests check them
+/// against the run-time `regex` engine.) 3: dates with names, compact ISO
+/// 8601 and twelve-hour times, Python `datetime` reprs; hex ids in either
+/// case from four characters (three are kept); IPv6 and MAC addresses;
+/// booleans after `=` or `:`; cloud request ids; Rust's panic line with a
+/// thread id; a double-quoted key inside a structure kept; no sign after a
+/// word (`2006-01`), exponents.
+pub const VERSION: u32 = 3;
 
 /// Characters kept in a title.
 pub const TITLE_CHARS: usize = 160;
@@ -111,114 +127,13 @@ enum With {
     AfterColon(&'static str),
     /// The number rule: keeps an HTTP status and a curl error code.
     Number,
-}
-
-/// Byte classes [`Holds::of`] tracks, as bits of [`CLASS`].
-const DIGIT: u16 = 1;
-const DOT: u16 = 1 << 1;
-const DASH: u16 = 1 << 2;
-const COLON: u16 = 1 << 3;
-const AT: u16 = 1 << 4;
-/// `"`, `` ` `` and 0xE2 (the first byte of `“` and `‘`).
-const QUOTES: u16 = 1 << 5;
-const APOSTROPHE: u16 = 1 << 6;
-const BACKSLASH: u16 = 1 << 7;
-const SLASH: u16 = 1 << 8;
-/// `[0-9a-fA-F]`.
-const HEX: u16 = 1 << 9;
-/// `a`–`f`, `x`, `X`: what a digit sits next to in a hex id.
-const HEX_LETTER: u16 = 1 << 10;
-const ALNUM: u16 = 1 << 11;
-/// A byte a control character may start with: C0, DEL, and 0xC2 (C1,
-/// U+0080–U+009F, and the other characters up to U+00BF).
-const CONTROL: u16 = 1 << 12;
-
-/// Each byte's classes.
-const CLASS: [u16; 256] = {
-    let mut c = [0u16; 256];
-    let mut b = 0;
-    while b < 256 {
-        let u = b as u8;
-        let mut k = 0;
-        if u.is_ascii_digit() {
-            k |= DIGIT;
-        }
-        if u.is_ascii_hexdigit() {
-            k |= HEX;
-        }
-        if u.is_ascii_alphanumeric() {
-            k |= ALNUM;
-        }
-        if u < 0x20 || u == 0x7F || u == 0xC2 {
-            k |= CONTROL;
-        }
-        if matches!(u, b'a'..=b'f' | b'x' | b'X') {
-            k |= HEX_LETTER;
-        }
-        k |= match u {
-            b'.' => DOT,
-            b'-' => DASH,
-            b':' => COLON,
-            b'@' => AT,
-            b'"' | b'`' | 0xE2 => QUOTES,
-            b'\'' => APOSTROPHE,
-            b'\\' => BACKSLASH,
-            b'/' => SLASH,
-            _ => 0,
-        };
-        c[b] = k;
-        b += 1;
-    }
-    c
-};
-
-/// What a line holds, in one pass over its bytes: the classes of byte it
-/// has. With the shape tests below, computed only when the classes allow
-/// a match, these are the tests each rule's matches need. They are
-/// necessary conditions only, so skipping a rule never changes an output.
-#[derive(Default, Clone, Copy)]
-struct Holds {
-    /// Every class of byte seen.
-    seen: u16,
-    len: usize,
-}
-
-impl Holds {
-    fn of(l: &str) -> Self {
-        let t = l.as_bytes();
-        Holds { seen: t.iter().fold(0, |seen, &b| seen | CLASS[b as usize]), len: t.len() }
-    }
-
-    /// Whether a byte of every class in `classes` occurs.
-    fn has(&self, classes: u16) -> bool {
-        self.seen & classes == classes
-    }
-}
-
-/// Whether a byte of `class` sits between two digits (`1.2`, `1-2`, `1:2`).
-fn between_digits(l: &str, class: u16) -> bool {
-    l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && CLASS[w[1] as usize] & class != 0 && w[2].is_ascii_digit())
-}
-
-/// Whether a `.` comes before a letter or digit.
-fn dot_word(l: &str) -> bool {
-    l.as_bytes().windows(2).any(|w| w[0] == b'.' && w[1].is_ascii_alphanumeric())
-}
-
-/// Whether a digit sits next to `a`–`f`, `x` or `X`: every hex id has one.
-fn digit_by_hex(l: &str) -> bool {
-    let pair = |a: u8, b: u8| a.is_ascii_digit() && CLASS[b as usize] & HEX_LETTER != 0;
-    l.as_bytes().windows(2).any(|w| pair(w[0], w[1]) || pair(w[1], w[0]))
-}
-
-/// Whether a run of `n` hex digits occurs.
-fn hex_run(l: &str, n: usize) -> bool {
-    counted::has_run(l.as_bytes(), n, |b| b.is_ascii_hexdigit())
-}
-
-/// Whether `l` holds at least three dots.
-fn three_dots(l: &str) -> bool {
-    l.bytes().filter(|&b| b == b'.').nth(2).is_some()
+    /// The placeholder, but a double-quoted key inside a structure is kept
+    /// ([`context::structure_key`]).
+    UnlessKey(&'static str),
+    /// The placeholder when the match holds a digit, else the match kept.
+    WithDigit(&'static str),
+    /// The placeholder after the operator and blanks before a boolean.
+    AfterOperator(&'static str),
 }
 
 /// A placeholder rule: how it finds, what a match becomes, whether a line may match.
@@ -230,12 +145,18 @@ type PlaceholderRule = (Finder, With, fn(&Holds, &str) -> bool);
 const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h, _| h.has(AT)),
     (Finder::Scan(paths::urls), With::Text("<url>"), |h, _| h.has(COLON | SLASH)),
-    (Finder::Dfa(id::QUOTED), With::Text("<quoted>"), |h, _| h.has(QUOTES)),
+    (Finder::Dfa(id::QUOTED), With::UnlessKey("<quoted>"), |h, _| h.has(QUOTES)),
     (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
-    (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| h.has(DOT | DIGIT) && between_digits(l, DOT) && three_dots(l)),
-    (Finder::Dfa(id::DATE), With::Text("<date>"), |h, l| {
-        (h.has(DASH | DIGIT) || h.has(COLON | DIGIT)) && between_digits(l, DASH | COLON)
+    (Finder::Dfa(id::REQUEST_ID), With::Text("<id>"), gates::request_id_shape),
+    (Finder::Dfa(id::IPV6), With::WithDigit("<ip>"), |h, l| h.has(COLON | DIGIT) && gates::ipv6_colons(l)),
+    (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| {
+        h.has(DOT | DIGIT) && between_digits(l, DOT) && gates::at_least(l, b'.', 3)
     }),
+    (Finder::Dfa(id::MAC), With::Text("<mac>"), |h, l| {
+        h.len >= 17 && (gates::at_least(l, b':', 5) || gates::at_least(l, b'-', 5))
+    }),
+    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), gates::named_date_shape),
+    (Finder::Dfa(id::DATE), With::Text("<date>"), gates::date_shape),
     (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
     (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
     (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
@@ -244,6 +165,7 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| {
         h.has(COLON) && literal::operand_words(l.as_bytes())
     }),
+    (Finder::Dfa(id::BOOL), With::AfterOperator("<bool>"), |_, l| gates::operator_before_bool(l)),
     (Finder::Scan(counted::hashes), With::Text("<hash>"), |h, l| h.len >= 16 && hex_run(l, 16)),
     (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h, l| h.has(DIGIT | HEX_LETTER) && digit_by_hex(l)),
     (Finder::Scan(numbers::durations), With::Text("<duration>"), |h, _| h.has(DIGIT)),
@@ -277,6 +199,12 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
             let colon = text.find(':').expect("the operand rule matches a colon") + 1;
             let blanks = text[colon..].bytes().take_while(|b| matches!(b, b' ' | b'\t')).count();
             out.push_str(&text[..colon + blanks]);
+            out.push_str(p);
+        }
+        With::UnlessKey(p) => out.push_str(if context::structure_key(line, &m) { text } else { p }),
+        With::WithDigit(p) => out.push_str(if context::has_digit(text) { p } else { text }),
+        With::AfterOperator(p) => {
+            out.push_str(context::before_bool(text));
             out.push_str(p);
         }
         With::Number => {

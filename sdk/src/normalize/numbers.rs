@@ -1,6 +1,7 @@
 //! The number and duration rules, as scans.
 //!
-//! Owns finding numbers (`[-+]?\b\d+(?:[.,]\d+)*\b`) and durations
+//! Owns finding numbers (`(?:\B[-+])?\b\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?\b`:
+//! a sign only where no word precedes it, an exponent) and durations
 //! (`\b\d+(?:\.\d+)?\s?(?:ns|us|µs|…|hours)\b`), ASCII digits, spaces and
 //! boundaries, exactly as those patterns match, leftmost-first: at each
 //! start the scan tries the pattern's choices in the order a backtracking
@@ -36,12 +37,14 @@ fn every(t: &[u8], starts: fn(u8) -> bool, at: fn(&[u8], usize) -> Option<usize>
     }
 }
 
-/// The number starting at `s`: an optional sign, digits, then `[.,]`-joined
-/// digit groups, ending on a boundary; when the last group ends against a
-/// word character the engine gives groups back, and the end before a
-/// separator is always a boundary.
+/// The number starting at `s`: an optional sign (where no word byte
+/// precedes it), digits, then `[.,]`-joined digit groups and an optional
+/// exponent, ending on a boundary. When the end is not one the engine
+/// gives back the exponent (fewer of its digits leave a digit next), then
+/// groups; the end before a separator is always a boundary, and no
+/// exponent follows it.
 fn number_at(t: &[u8], s: usize) -> Option<usize> {
-    let signed = matches!(t[s], b'-' | b'+');
+    let signed = matches!(t[s], b'-' | b'+') && (s == 0 || !word(t[s - 1]));
     let first = s + usize::from(signed);
     // `\b` before the digits: after a sign it always holds.
     if !t.get(first).is_some_and(u8::is_ascii_digit) || (!signed && !boundary(t, s)) {
@@ -53,7 +56,21 @@ fn number_at(t: &[u8], s: usize) -> Option<usize> {
         before_last_group = Some(end);
         end = digits(t, end + 1);
     }
+    if let Some(e) = exponent_end(t, end)
+        && boundary(t, e)
+    {
+        return Some(e);
+    }
     if boundary(t, end) { Some(end) } else { before_last_group }
+}
+
+/// The end of an exponent (`e5`, `E-07`) at `p`, if one is there.
+fn exponent_end(t: &[u8], p: usize) -> Option<usize> {
+    if !matches!(t.get(p), Some(b'e' | b'E')) {
+        return None;
+    }
+    let q = p + 1 + usize::from(matches!(t.get(p + 1), Some(b'-' | b'+')));
+    t.get(q).is_some_and(u8::is_ascii_digit).then(|| digits(t, q))
 }
 
 /// Every number, left to right.

@@ -18,6 +18,20 @@ pub const TLDS: &str = "com|org|net|io|dev|app|ai|co|uk|de|fr|nl|es|it|jp|cn|ru|
 /// `DB_PASSWORD`, `x-api-key`, `aws_secret_access_key`).
 pub const KEYS: &str = r"passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|auth(?:orization)?|session[_-]?(?:id|key)|cookie";
 
+/// Month names as formatters write them (title case, abbreviated or in
+/// full). Every date with names holds one.
+pub const MONTHS: &str =
+    "Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?";
+
+/// Weekday names, abbreviated or in full.
+pub const WEEKDAYS: &str =
+    "Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:r(?:s(?:day)?)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?";
+
+/// Time zones a date may end with: an offset from UTC or GMT, or one of
+/// the common abbreviations (a list, not any capitals: a word after a date
+/// is kept).
+pub const ZONES: &str = r"[+-]\d{2}:?\d{2}|(?:UTC|GMT)(?:[+-]\d{1,2}(?::?\d{2})?)?|UT|Z|[ECMP][SD]T|CES?T|EES?T|WES?T|BST|IST|JST|KST|HKT|SGT|AES?T|AEDT|NZS?T|NZDT|MSK";
+
 /// Well-known token prefixes, each with the shortest body that follows it.
 pub const PREFIXES: &[(&str, usize)] = &[
     ("ghp_", 20),
@@ -80,12 +94,13 @@ pub const PREFIXES: &[(&str, usize)] = &[
     ("FLWSECK-", 20),
 ];
 
-/// ASCII word boundaries, digits and spaces: Unicode versions of `\b`, `\d`
-/// and `\s` make the automata many times larger (and a DFA cannot hold a
-/// Unicode word boundary at all).
+/// ASCII word boundaries (and non-boundaries), digits and spaces: Unicode
+/// versions of `\b`, `\B`, `\d` and `\s` make the automata many times
+/// larger (and a DFA cannot hold a Unicode word boundary at all).
 pub fn ascii(pattern: &str) -> String {
     pattern
         .replace(r"\b", r"(?-u:\b)")
+        .replace(r"\B", r"(?-u:\B)")
         .replace(r"\d", "[0-9]")
         .replace(r"\s", r"[\t\n\x0B\x0C\r ]")
         .replace(r"\w", "[A-Za-z0-9_]")
@@ -137,12 +152,12 @@ pub fn placeholder_patterns() -> Vec<(&'static str, String)> {
         ("url", r#"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>`]+"#.to_owned()),
         ("quoted", r#""(?:[^"\\\n]|\\.)*"|`[^`\n]*`|“[^”\n]*”|‘[^’\n]*’"#.to_owned()),
         ("uuid", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b".to_owned()),
+        ("request_id", request_id()),
+        ("ipv6", ipv6()),
         ("ip", r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b".to_owned()),
-        (
-            "date",
-            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"
-                .to_owned(),
-        ),
+        ("mac", r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}\b|\b[0-9a-fA-F]{2}(?:-[0-9a-fA-F]{2}){5}\b".to_owned()),
+        ("named_date", named_date()),
+        ("date", date()),
         ("windows_path", r"(?:\b[A-Za-z]:\\|\\\\)[^\s:*?<>|]+".to_owned()),
         // A POSIX path starts a word: `src/a/b.rs` is not cut in two.
         ("posix_path", r#"(^|[\s=(\[{,;:"'])(?:~|\.{1,2})?(?:/[^\s/:;,()\[\]{}<>]+)+/?"#.to_owned()),
@@ -161,15 +176,112 @@ pub fn placeholder_patterns() -> Vec<(&'static str, String)> {
             r"\b((?i-u:no such|unknown|unrecognized|undefined) [A-Za-z]+|(?i-u:could not resolve)(?: (?i-u:host))?)([ \t]*:[ \t]*)[^\s,;()<>]+"
                 .to_owned(),
         ),
+        // A boolean is a value after `=`, `=>` or `:` (`a=true`, `"ok": false`).
+        ("bool", r"(=>?|:)([ \t]*)(?:true|false|True|False|TRUE|FALSE)\b".to_owned()),
         ("hash", r"\b[0-9a-fA-F]{16,}\b".to_owned()),
-        (
-            "hex",
-            r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b"
-                .to_owned(),
-        ),
+        ("hex", hex()),
         ("duration", r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b".to_owned()),
-        ("number", r"[-+]?\b\d+(?:[.,]\d+)*\b".to_owned()),
+        // A sign only where no word precedes it (`2006-01` is two numbers),
+        // an exponent (`1e-5`).
+        ("number", r"(?:\B[-+])?\b\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?\b".to_owned()),
     ]
+}
+
+/// Hex ids: `0x` and hex digits, or a whole word of four or more hex
+/// digits in one case (`9af8`, `9AF8C3BE`) with a digit and a letter. A
+/// word of both has a digit beside a letter somewhere, which the pattern
+/// looks for (with two more characters around it); a shorter word
+/// (`9af`, `e3`) is kept.
+fn hex() -> String {
+    let word = |h: &str, l: &str| {
+        let pair = format!("(?:[0-9]{l}|{l}[0-9])");
+        format!(r"\b(?:{h}{{2,}}{pair}{h}*|{h}{pair}{h}+|{pair}{h}{{2,}})\b")
+    };
+    format!(r"\b0[xX][0-9a-fA-F]+\b|{}|{}", word("[0-9a-f]", "[a-f]"), word("[0-9A-F]", "[A-F]"))
+}
+
+/// The common cloud request and trace ids, each in the form its service
+/// writes it.
+fn request_id() -> String {
+    [
+        // OpenStack Swift: `tx`, 21 hex digits, `-`, 10 more, an optional suffix.
+        r"\btx[0-9a-f]{21}-[0-9a-f]{10}(?:-\w+)*\b",
+        // W3C `traceparent`: version, trace id, parent id, flags.
+        r"\b[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\b",
+        // AWS X-Ray trace ids (`Root=1-…`).
+        r"\b1-[0-9a-f]{8}-[0-9a-f]{24}\b",
+        // Cloudflare Ray ids: 16 hex digits and the data centre.
+        r"\b[0-9a-f]{16}-[A-Z]{3}\b",
+        // Vercel's `x-vercel-id`: regions, an id, a time and a hash.
+        r"\b[a-z]{3}\d::(?:[a-z]{3}\d::)*[a-z0-9]{5}-\d{13}-[0-9a-f]{12}\b",
+        // Stripe's, OpenAI's and Anthropic's `req_…`.
+        r"\breq_[A-Za-z0-9]{14,}\b",
+    ]
+    .join("|")
+}
+
+/// IPv6 addresses: in full (eight groups), compressed (`::` once, with
+/// up to seven groups around it), IPv4-mapped (`::ffff:192.0.2.1`), with a
+/// zone (`%eth0`), and in brackets with a port (`[::1]:8080`). An address
+/// starts where no word precedes it and ends where none follows, so
+/// `Option::unwrap` holds none; one without a digit (`Fee::add`) is kept
+/// by the replacement.
+fn ipv6() -> String {
+    let h = "[0-9a-fA-F]{1,4}";
+    let v4 = r"\d{1,3}(?:\.\d{1,3}){3}";
+    let tail = format!(r"(?:(?:{h}:){{0,5}}{v4}|{h}(?::{h}){{0,6}})\b");
+    let addr = format!(
+        r"(?:\b{h}(?::{h}){{7}}\b|\b{h}(?::{h}){{0,6}}::(?:{tail}|\B)|\B::(?:{tail}|\B))(?:%[0-9A-Za-z]+)?"
+    );
+    format!(r"\[{addr}\](?::\d+\b)?|{addr}")
+}
+
+/// Dates with names: RFC 2822, 1123, 822 and 850 (`Mon, 02 Jan 2006
+/// 15:04:05 +0100`, `Monday, 02-Jan-06 15:04:05 GMT`), JavaScript's
+/// `Date.toString` (`Mon Jan 02 2006 15:04:05 GMT-0800 (Pacific Standard
+/// Time)`), C's `asctime` and `date`'s output (`Mon Jan  2 15:04:05 UTC
+/// 2006`), month-name dates (`Jan 18, 2019`, `18 January 2019`), syslog's
+/// stamp (`Jan  2 15:04:05`), and Python's `datetime` reprs
+/// (`datetime.datetime(2025, 6, 24, 18, 33, tzinfo=…)`, two levels of
+/// parentheses inside).
+fn named_date() -> String {
+    let (wd, mon) = (WEEKDAYS, MONTHS);
+    let time = r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?";
+    let zone = format!(r"(?:[ \t]+(?:{ZONES}))?");
+    let flat = r"[^()\n]*";
+    let one = format!(r"{flat}(?:\({flat}\){flat})*");
+    let two = format!(r"{flat}(?:\({one}\){flat})*");
+    [
+        format!(
+            r"\b(?:(?:{wd}),[ \t]*)?\d{{1,2}}(?:[ \t]+|-)(?:{mon})(?:[ \t]+|-)\d{{2}}(?:\d{{2}})?[ \t]+{time}{zone}\b"
+        ),
+        format!(
+            r"\b(?:{wd})[ \t]+(?:{mon})[ \t]+\d{{1,2}}[ \t]+(?:\d{{4}}[ \t]+{time}{zone}(?:[ \t]+\([^()\n]{{1,64}}\)|\b)|{time}{zone}[ \t]+\d{{4}}\b)"
+        ),
+        format!(r"\b(?:(?:{wd}),?[ \t]+)?(?:{mon})\.?[ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,[ \t]*|[ \t]+)\d{{4}}\b"),
+        format!(r"\b(?:(?:{wd}),?[ \t]+)?\d{{1,2}}(?:st|nd|rd|th)?(?:[ \t]+|-)(?:{mon})\.?(?:[ \t]+|-)\d{{4}}\b"),
+        format!(r"\b(?:{mon})[ \t]+\d{{1,2}}[ \t]+\d{{2}}:\d{{2}}:\d{{2}}\b"),
+        format!(r"\bdatetime\.(?:datetime|date|time)\(\d{two}\)"),
+    ]
+    .join("|")
+}
+
+/// Dates and times in digits: ISO 8601 and RFC 3339 (a space for the `T`,
+/// a fraction after `.` or `,`, an offset after `Z` as Go's layouts write
+/// it, or after a space, then a zone: Go's `time.Time`), compact ISO 8601
+/// (`20060102T150405Z`, `20060102 150405+0100`), twelve-hour times
+/// (`11:21 PM`, `7:05 am`), and `HH:MM:SS`.
+fn date() -> String {
+    let offset = r"(?:Z(?:\d{2}:?\d{2})?| ?[+-]\d{2}:?\d{2})";
+    let day = r"(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])";
+    let clock = r"(?:(?:[01]\d|2[0-3])[0-5]\d[0-5]\d|\d{2}:\d{2}:\d{2})";
+    [
+        format!(r"\b\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}}(?:[.,]\d+)?)?{offset}?(?: (?:{ZONES}))?)?\b"),
+        format!(r"\b{day}[T ]{clock}(?:[.,]\d+)?(?:Z|[+-]\d{{2}}:?\d{{2}})?\b"),
+        r"\b(?:0?[1-9]|1[0-2]):[0-5]\d(?::[0-5]\d)?[ \t]?(?:[AaPp][Mm]\b|[AaPp]\.[Mm]\.)".to_owned(),
+        r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b".to_owned(),
+    ]
+    .join("|")
 }
 
 /// The shell error classes' patterns (`shell.rs`), matched against

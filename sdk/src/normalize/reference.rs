@@ -1,16 +1,18 @@
-//! The rules as grouping version 2 first ran them: every pattern compiled
-//! with the `regex` crate at run time. Test-only.
+//! The rules as grouping version 2 first ran them, with version 3's
+//! patterns: every pattern compiled with the `regex` crate at run time.
+//! Test-only.
 //!
 //! Owns nothing the detectors run: it is the reference the build-time DFAs
 //! and the quote scanner are checked against (case table plus generated
 //! corpora), so a changed output shows up as a failing test, not as a
 //! silent regrouping. Never compiled into a detector.
 
+use std::ops::Range;
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
 
-use super::names_the_failure;
+use super::{context, names_the_failure};
 use super::patterns::{self, PREFIXES, ascii};
 use super::secrets::SECRET;
 
@@ -26,6 +28,8 @@ enum With {
     Text(&'static str),
     Number,
     Repeat(&'static str),
+    /// What the match becomes, decided by the shared context rules.
+    Decide(fn(&str, Range<usize>) -> String),
 }
 
 static RULES: LazyLock<Vec<(Regex, With)>> = LazyLock::new(|| {
@@ -34,10 +38,17 @@ static RULES: LazyLock<Vec<(Regex, With)>> = LazyLock::new(|| {
     vec![
         (named(p(), "email"), Text("<email>")),
         (named(p(), "url"), Text("<url>")),
-        (named(p(), "quoted"), Text("<quoted>")),
+        (
+            named(p(), "quoted"),
+            Decide(|l, m| if context::structure_key(l, &m) { l[m].to_owned() } else { "<quoted>".to_owned() }),
+        ),
         (re(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)"), Repeat("${1}<quoted>${2}")),
         (named(p(), "uuid"), Text("<uuid>")),
+        (named(p(), "request_id"), Text("<id>")),
+        (named(p(), "ipv6"), Decide(|l, m| if context::has_digit(&l[m.clone()]) { "<ip>".into() } else { l[m].into() })),
         (named(p(), "ip"), Text("<ip>")),
+        (named(p(), "mac"), Text("<mac>")),
+        (named(p(), "named_date"), Text("<date>")),
         (named(p(), "date"), Text("<date>")),
         (named(p(), "windows_path"), Text("<path>")),
         (named(p(), "posix_path"), Text("${1}<path>")),
@@ -45,6 +56,7 @@ static RULES: LazyLock<Vec<(Regex, With)>> = LazyLock::new(|| {
         (named(p(), "file_name"), Text("<path>")),
         (named(p(), "host"), Text("<host>")),
         (named(p(), "operand"), Text("${1}${2}<value>")),
+        (named(p(), "bool"), Text("${1}${2}<bool>")),
         (named(p(), "hash"), Text("<hash>")),
         (named(p(), "hex"), Text("<hex>")),
         (named(p(), "duration"), Text("<duration>")),
@@ -54,7 +66,7 @@ static RULES: LazyLock<Vec<(Regex, With)>> = LazyLock::new(|| {
 
 static SPACES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid"));
 
-/// The placeholder rules on one line, as version 2 ran them.
+/// The placeholder rules on one line, as the `regex` engine runs them.
 pub(super) fn placeholders_line(line: &str) -> String {
     let mut line: String = line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     for (re, with) in RULES.iter() {
@@ -63,6 +75,9 @@ pub(super) fn placeholders_line(line: &str) -> String {
         }
         line = match with {
             With::Text(with) => re.replace_all(&line, *with).into_owned(),
+            With::Decide(decide) => {
+                re.replace_all(&line, |c: &Captures| decide(&line, c.get(0).expect("a match").range())).into_owned()
+            }
             With::Repeat(with) => {
                 let mut l = line;
                 for _ in 0..4 {
