@@ -4,8 +4,9 @@
 //! the crate) to serialized automata in `OUT_DIR`: for each pattern a
 //! forward DFA (where a match ends) and a reverse DFA (where it starts),
 //! built by `regex-automata` (the engine under the `regex` crate, with its
-//! leftmost-first semantics), written little-endian (wasm32 and every
-//! target we build for), plus `dfas.rs`, which embeds them. A detector then
+//! leftmost-first semantics), dense or, for the patterns `SPARSE` names,
+//! sparse, written little-endian (wasm32 and every target we build for),
+//! plus `dfas.rs`, which embeds them. A detector then
 //! deserializes them (a validation pass, no compilation). Never runs at run
 //! time.
 
@@ -30,20 +31,28 @@ fn main() {
             .build(pattern)
             .unwrap_or_else(|e| panic!("pattern {name} does not compile: {e}"));
         for (dir, dfa) in [("fwd", re.forward()), ("rev", re.reverse())] {
-            let (bytes, pad) = dfa.to_bytes_little_endian();
+            let bytes = if patterns::SPARSE.contains(name) {
+                dfa.to_sparse()
+                    .unwrap_or_else(|e| panic!("pattern {name} has no sparse DFA: {e}"))
+                    .to_bytes_little_endian()
+            } else {
+                let (bytes, pad) = dfa.to_bytes_little_endian();
+                bytes[pad..].to_vec()
+            };
             let file = out.join(format!("{name}.{dir}.dfa"));
-            std::fs::write(&file, &bytes[pad..]).expect("OUT_DIR is writable");
+            std::fs::write(&file, bytes).expect("OUT_DIR is writable");
         }
     }
-    writeln!(code, "/// A compiled pattern: its name, its forward DFA and its reverse DFA.").unwrap();
-    writeln!(code, "pub(super) type Embedded = (&'static str, &'static Aligned<[u8]>, &'static Aligned<[u8]>);")
+    writeln!(code, "/// A compiled pattern: its name, whether sparse, its forward DFA and its reverse DFA.").unwrap();
+    writeln!(code, "pub(super) type Embedded = (&'static str, bool, &'static Aligned<[u8]>, &'static Aligned<[u8]>);")
         .unwrap();
     writeln!(code, "/// Every compiled pattern.").unwrap();
     writeln!(code, "pub(super) static DFAS: [Embedded; {}] = [", all.len()).unwrap();
     for (name, _) in &all {
+        let sparse = patterns::SPARSE.contains(name);
         writeln!(
             code,
-            "    (\"{name}\", &Aligned {{ _align: [], bytes: *include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.fwd.dfa\")) }}, &Aligned {{ _align: [], bytes: *include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.rev.dfa\")) }}),"
+            "    (\"{name}\", {sparse}, &Aligned {{ _align: [], bytes: *include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.fwd.dfa\")) }}, &Aligned {{ _align: [], bytes: *include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.rev.dfa\")) }}),"
         )
         .unwrap();
     }

@@ -26,7 +26,11 @@ const FAMILIES: &[(&str, &str, &[&str])] = &[
             "Wed Dec  2 16:01:15 UTC 2026",
         ],
     ),
-    ("report due <date> is missing", "report due {} is missing", &["Jan 18, 2019", "September 3rd, 2024", "18 March 2020"]),
+    (
+        "report due <date> is missing",
+        "report due {} is missing",
+        &["Jan 18, 2019", "September 3rd, 2024", "18 March 2020"],
+    ),
     (
         "snapshot <date> is corrupt",
         "snapshot {} is corrupt",
@@ -84,7 +88,8 @@ fn each_family_of_one_template_is_one_issue_and_no_value_is_stored() {
         for (v, value) in values.iter().enumerate() {
             let (id, at) = (format!("p-{k}-{v}"), 1_000 * (k as i64 + 1) + v as i64);
             let output = template.replace("{}", value);
-            datagen::insert_activity(&data, &Activity::failed(&id, at, "turn-p", "mcp__agents__sync", &output)).unwrap();
+            datagen::insert_activity(&data, &Activity::failed(&id, at, "turn-p", "mcp__agents__sync", &output))
+                .unwrap();
             stored += 1;
         }
     }

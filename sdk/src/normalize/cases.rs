@@ -169,8 +169,8 @@ struct When {
 }
 
 fn when() -> impl Strategy<Value = When> {
-    (0..14usize, 0..7usize, 0..12usize, 1..=28u32, 1970..=2099u32, 0..24u32, 0..60u32, 0..60u32, 0..9usize)
-        .prop_map(|(form, weekday, month, day, year, hour, minute, second, zone)| When {
+    (0..14usize, 0..7usize, 0..12usize, 1..=28u32, 1970..=2099u32, 0..24u32, 0..60u32, 0..60u32, 0..9usize).prop_map(
+        |(form, weekday, month, day, year, hour, minute, second, zone)| When {
             form,
             weekday,
             month,
@@ -180,7 +180,8 @@ fn when() -> impl Strategy<Value = When> {
             minute,
             second,
             zone,
-        })
+        },
+    )
 }
 
 /// A date or time in one of the forms the date rules know.
@@ -243,7 +244,14 @@ fn ipv6() -> impl Strategy<Value = String> {
 
 /// A cloud request or trace id, in one of the forms the rule knows.
 fn request_id() -> impl Strategy<Value = String> {
-    (0..6usize, "[0-9a-f]{32}", "[0-9a-f]{24}", "[A-Z]{3}", "[A-Za-z0-9]{14,24}", 1_000_000_000_000..9_999_999_999_999u64)
+    (
+        0..6usize,
+        "[0-9a-f]{32}",
+        "[0-9a-f]{24}",
+        "[A-Z]{3}",
+        "[A-Za-z0-9]{14,24}",
+        1_000_000_000_000..9_999_999_999_999u64,
+    )
         .prop_map(|(form, h, h24, colo, base62, ms)| match form {
             0 => format!("tx{}-{}", &h[..21], &h[21..31]),
             1 => format!("00-{h}-{}-01", &h24[..16]),

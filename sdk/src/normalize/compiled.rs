@@ -1,8 +1,8 @@
 //! The normalizer's rules as automata compiled at build time.
 //!
-//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (pointers
-//! into embedded bytes, once per instance: no compilation, and no
-//! validation pass, which the tests run), the choice between such a DFA
+//! Owns loading the DFAs `build.rs` serialized from `patterns.rs` (dense or
+//! sparse; pointers into embedded bytes, once per instance: no compilation,
+//! and no validation pass, which the tests run), the choice between such a DFA
 //! and a scan for each rule, and the one search the rules need: every
 //! non-overlapping match, leftmost-first (what the `regex` crate's
 //! `replace_all` visits). Never decides what a match becomes.
@@ -10,7 +10,7 @@
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use regex_automata::dfa::{dense, regex::Regex};
+use regex_automata::dfa::{dense, regex::Regex, sparse};
 
 /// Bytes aligned for a zero-copy DFA (its transition table is `u32`s).
 #[repr(C)]
@@ -21,17 +21,27 @@ pub(super) struct Aligned<B: ?Sized> {
 
 include!(concat!(env!("OUT_DIR"), "/dfas.rs"));
 
+/// A compiled pattern's automata: dense (a table lookup a byte) or sparse
+/// (a search among a state's transitions; `patterns::SPARSE`).
+enum Automata {
+    Dense(Regex<dense::DFA<&'static [u32]>>),
+    Sparse(Regex<sparse::DFA<&'static [u8]>>),
+}
+
 /// One compiled pattern.
 pub(crate) struct Rule {
     #[cfg_attr(not(test), allow(dead_code))]
     name: &'static str,
-    re: Regex<dense::DFA<&'static [u32]>>,
+    re: Automata,
 }
 
 impl Rule {
-    /// Every match, left to right, as byte ranges.
-    pub(crate) fn find_iter<'t>(&'t self, text: &'t str) -> impl Iterator<Item = Range<usize>> + 't {
-        self.re.find_iter(text).map(|m| m.range())
+    /// Gives `visit` every match, left to right, as byte ranges.
+    pub(crate) fn each_match(&self, text: &str, visit: impl FnMut(Range<usize>)) {
+        match &self.re {
+            Automata::Dense(re) => re.find_iter(text).map(|m| m.range()).for_each(visit),
+            Automata::Sparse(re) => re.find_iter(text).map(|m| m.range()).for_each(visit),
+        }
     }
 }
 
@@ -73,7 +83,7 @@ impl Finder {
             last = Some(end);
         };
         match self {
-            Finder::Dfa(i) => rule(i).find_iter(text).for_each(&mut visit),
+            Finder::Dfa(i) => rule(i).each_match(text, &mut visit),
             Finder::Scan(scan) => FOUND.with_borrow_mut(|found| {
                 found.clear();
                 scan(text, found);
@@ -86,10 +96,10 @@ impl Finder {
     }
 }
 
-/// A DFA from bytes `build.rs` wrote, without the validation pass (which
-/// walks every transition: about half a millisecond for all of them, in
-/// every fresh instance of a detector). The tests validate every one
-/// (`every_dfa_passes_validation`).
+/// A dense DFA from bytes `build.rs` wrote, without the validation pass
+/// (which walks every transition: about half a millisecond for all of
+/// them, in every fresh instance of a detector). The tests validate every
+/// one (`every_dfa_passes_validation`).
 fn unchecked(name: &str, a: &'static Aligned<[u8]>) -> dense::DFA<&'static [u32]> {
     // SAFETY: the bytes were serialized by `DFA::to_bytes_little_endian` of
     // this same regex-automata (one version in Cargo.lock for the build
@@ -100,11 +110,28 @@ fn unchecked(name: &str, a: &'static Aligned<[u8]>) -> dense::DFA<&'static [u32]
         .0
 }
 
-fn load(name: &'static str, forward: &'static Aligned<[u8]>, reverse: &'static Aligned<[u8]>) -> Rule {
-    Rule { name, re: Regex::builder().build_from_dfas(unchecked(name, forward), unchecked(name, reverse)) }
+/// [`unchecked`] for a sparse DFA.
+fn unchecked_sparse(name: &str, a: &'static Aligned<[u8]>) -> sparse::DFA<&'static [u8]> {
+    // SAFETY: as for `unchecked`: bytes of `sparse::DFA::to_bytes_little_endian`
+    // of this same regex-automata, for a little-endian target, unchanged
+    // (a sparse DFA needs no alignment).
+    unsafe { sparse::DFA::from_bytes_unchecked(&a.bytes) }
+        .unwrap_or_else(|e| panic!("the {name} sparse DFA built by build.rs does not load: {e}"))
+        .0
 }
 
-static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| DFAS.iter().map(|&(n, f, r)| load(n, f, r)).collect());
+fn load(&(name, is_sparse, forward, reverse): &Embedded) -> Rule {
+    let re = if is_sparse {
+        Automata::Sparse(
+            Regex::builder().build_from_dfas(unchecked_sparse(name, forward), unchecked_sparse(name, reverse)),
+        )
+    } else {
+        Automata::Dense(Regex::builder().build_from_dfas(unchecked(name, forward), unchecked(name, reverse)))
+    };
+    Rule { name, re }
+}
+
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| DFAS.iter().map(load).collect());
 
 /// The compiled pattern at index `id` (see [`id`]).
 pub(crate) fn rule(id: usize) -> &'static Rule {
@@ -125,9 +152,14 @@ mod tests {
 
     #[test]
     fn every_dfa_passes_validation() {
-        for (name, forward, reverse) in &DFAS {
+        for (name, is_sparse, forward, reverse) in &DFAS {
+            assert_eq!(*is_sparse, super::super::patterns::SPARSE.contains(name), "{name}");
             for a in [forward, reverse] {
-                dense::DFA::from_bytes(&a.bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+                if *is_sparse {
+                    sparse::DFA::from_bytes(&a.bytes).map(|_| ()).unwrap_or_else(|e| panic!("{name}: {e}"));
+                } else {
+                    dense::DFA::from_bytes(&a.bytes).map(|_| ()).unwrap_or_else(|e| panic!("{name}: {e}"));
+                }
             }
         }
     }

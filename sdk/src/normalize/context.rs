@@ -57,7 +57,7 @@ mod tests {
         assert!(!structure_key(line, &(14..17)), "a value");
         assert!(!key(r#"got "msg": 1"#), "no structure");
         assert!(!key(r#"{"msg" is"#), "no key without `:` or `=>`");
-        assert!(!key(r#"a, "b": 1"#), "a comma with no `{` before it");
+        assert!(!key(r#"a, "b": 1"#), "a comma with no brace before it");
         assert!(!key(&format!("{{\"{}\": 1", "k".repeat(KEY_BYTES + 1))));
     }
 

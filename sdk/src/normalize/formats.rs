@@ -246,7 +246,8 @@ mod tests {
         let msg = "called `Result::unwrap()` on an `Err` value: Os { code: 2 }";
         let without = format!("thread 'main' panicked at src/x.rs:1:118:\n{msg}\nnote: run with `RUST_BACKTRACE=1`");
         for id in ["26964", "1"] {
-            let with = format!("thread 'main' ({id}) panicked at src/x.rs:1:118:\n{msg}\nnote: run with `RUST_BACKTRACE=1`");
+            let with =
+                format!("thread 'main' ({id}) panicked at src/x.rs:1:118:\n{msg}\nnote: run with `RUST_BACKTRACE=1`");
             assert_eq!(locate(&with), locate(&without), "thread id {id}");
         }
         assert_eq!(locate(&without).line, format!("panicked: {msg}"));

@@ -164,12 +164,6 @@ pub(super) fn month_name(l: &str) -> bool {
     })
 }
 
-/// The named date rule's need: a digit, and a month's name or a Python
-/// `datetime` repr.
-pub(super) fn named_date_shape(h: &Holds, l: &str) -> bool {
-    h.has(DIGIT) && (month_name(l) || l.contains("datetime."))
-}
-
 /// The date rule's need: a digit, then `-` or `:` between digits, or the
 /// eight digits of a compact date.
 pub(super) fn date_shape(h: &Holds, l: &str) -> bool {

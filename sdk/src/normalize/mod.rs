@@ -46,8 +46,8 @@ pub use formats::first_line;
 
 use compiled::{Finder, id};
 use gates::{
-    APOSTROPHE, AT, BACKSLASH, COLON, CONTROL, DASH, DIGIT, DOT, HEX, HEX_LETTER, Holds, QUOTES, SLASH,
-    between_digits, digit_by_hex, dot_word, hex_run,
+    APOSTROPHE, AT, BACKSLASH, COLON, CONTROL, DASH, DIGIT, DOT, HEX, HEX_LETTER, Holds, QUOTES, SLASH, between_digits,
+    digit_by_hex, dot_word, hex_run,
 };
 
 /// The version of these rules. Bump it with any change that changes an
@@ -155,7 +155,8 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::MAC), With::Text("<mac>"), |h, l| {
         h.len >= 17 && (gates::at_least(l, b':', 5) || gates::at_least(l, b'-', 5))
     }),
-    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), gates::named_date_shape),
+    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), |h, l| h.has(DIGIT) && gates::month_name(l)),
+    (Finder::Dfa(id::DATETIME_REPR), With::Text("<date>"), |h, l| h.has(DIGIT) && l.contains("datetime.")),
     (Finder::Dfa(id::DATE), With::Text("<date>"), gates::date_shape),
     (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
     (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),

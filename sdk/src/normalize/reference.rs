@@ -12,9 +12,9 @@ use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
 
-use super::{context, names_the_failure};
 use super::patterns::{self, PREFIXES, ascii};
 use super::secrets::SECRET;
+use super::{context, names_the_failure};
 
 fn re(p: &str) -> Regex {
     Regex::new(&ascii(p)).expect("valid")
@@ -45,10 +45,14 @@ static RULES: LazyLock<Vec<(Regex, With)>> = LazyLock::new(|| {
         (re(r"(^|[^A-Za-z0-9_])'(?:[^'\\\n]|\\.|'[A-Za-z0-9_])*'([^A-Za-z0-9_]|$)"), Repeat("${1}<quoted>${2}")),
         (named(p(), "uuid"), Text("<uuid>")),
         (named(p(), "request_id"), Text("<id>")),
-        (named(p(), "ipv6"), Decide(|l, m| if context::has_digit(&l[m.clone()]) { "<ip>".into() } else { l[m].into() })),
+        (
+            named(p(), "ipv6"),
+            Decide(|l, m| if context::has_digit(&l[m.clone()]) { "<ip>".into() } else { l[m].into() }),
+        ),
         (named(p(), "ip"), Text("<ip>")),
         (named(p(), "mac"), Text("<mac>")),
         (named(p(), "named_date"), Text("<date>")),
+        (named(p(), "datetime_repr"), Text("<date>")),
         (named(p(), "date"), Text("<date>")),
         (named(p(), "windows_path"), Text("<path>")),
         (named(p(), "posix_path"), Text("${1}<path>")),
