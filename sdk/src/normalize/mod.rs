@@ -131,7 +131,7 @@ enum With {
     /// ([`context::structure_key`]).
     UnlessKey(&'static str),
     /// The placeholder when the match holds a digit, else the match kept.
-    WithDigit(&'static str),
+    IfDigit(&'static str),
     /// The placeholder after the operator and blanks before a boolean.
     AfterOperator(&'static str),
 }
@@ -148,7 +148,7 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::QUOTED), With::UnlessKey("<quoted>"), |h, _| h.has(QUOTES)),
     (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
     (Finder::Dfa(id::REQUEST_ID), With::Text("<id>"), gates::request_id_shape),
-    (Finder::Dfa(id::IPV6), With::WithDigit("<ip>"), |h, l| h.has(COLON | DIGIT) && gates::ipv6_colons(l)),
+    (Finder::Dfa(id::IPV6), With::IfDigit("<ip>"), |h, l| h.has(COLON | DIGIT) && gates::ipv6_colons(l)),
     (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| {
         h.has(DOT | DIGIT) && between_digits(l, DOT) && gates::at_least(l, b'.', 3)
     }),
@@ -203,7 +203,7 @@ fn replacement(with: With, line: &str, m: std::ops::Range<usize>, out: &mut Stri
             out.push_str(p);
         }
         With::UnlessKey(p) => out.push_str(if context::structure_key(line, &m) { text } else { p }),
-        With::WithDigit(p) => out.push_str(if context::has_digit(text) { p } else { text }),
+        With::IfDigit(p) => out.push_str(if context::has_digit(text) { p } else { text }),
         With::AfterOperator(p) => {
             out.push_str(context::before_bool(text));
             out.push_str(p);
