@@ -150,13 +150,11 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::REQUEST_ID), With::Text("<id>"), gates::request_id_shape),
     (Finder::Dfa(id::IPV6), With::IfDigit("<ip>"), |h, l| h.has(COLON | DIGIT) && gates::ipv6_colons(l)),
     (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| {
-        h.has(DOT | DIGIT) && between_digits(l, DOT) && gates::at_least(l, b'.', 3)
+        h.has(DOT | DIGIT) && between_digits(l, DOT) && gates::count(l, b'.') >= 3
     }),
-    (Finder::Dfa(id::MAC), With::Text("<mac>"), |h, l| {
-        h.len >= 17 && (gates::at_least(l, b':', 5) || gates::at_least(l, b'-', 5))
-    }),
-    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), |h, l| h.has(DIGIT) && gates::month_name(l)),
-    (Finder::Dfa(id::DATETIME_REPR), With::Text("<date>"), |h, l| h.has(DIGIT) && l.contains("datetime.")),
+    (Finder::Dfa(id::MAC), With::Text("<mac>"), gates::mac_shape),
+    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), gates::named_date_shape),
+    (Finder::Dfa(id::DATETIME_REPR), With::Text("<date>"), gates::datetime_shape),
     (Finder::Dfa(id::DATE), With::Text("<date>"), gates::date_shape),
     (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
     (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
@@ -166,7 +164,7 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| {
         h.has(COLON) && literal::operand_words(l.as_bytes())
     }),
-    (Finder::Dfa(id::BOOL), With::AfterOperator("<bool>"), |_, l| gates::operator_before_bool(l)),
+    (Finder::Dfa(id::BOOL), With::AfterOperator("<bool>"), gates::bool_shape),
     (Finder::Scan(counted::hashes), With::Text("<hash>"), |h, l| h.len >= 16 && hex_run(l, 16)),
     (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h, l| h.has(DIGIT | HEX_LETTER) && digit_by_hex(l)),
     (Finder::Scan(numbers::durations), With::Text("<duration>"), |h, _| h.has(DIGIT)),
