@@ -62,7 +62,7 @@ const FAMILIES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
-        "panicked: called `Option::unwrap()` on a `None` value",
+        "panicked: called <quoted> on a <quoted> value",
         "{}:\ncalled `Option::unwrap()` on a `None` value\nnote: run with `RUST_BACKTRACE=1`",
         &["thread 'main' (26964) panicked at src/zq.rs:1:118", "thread 'main' panicked at src/zq.rs:1:118"],
     ),
