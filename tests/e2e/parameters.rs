@@ -69,12 +69,16 @@ const FAMILIES: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The pieces of a family's output that must not be stored: the value,
-/// and each word of the output of four bytes or more that holds a digit or
-/// an `=` (`dry_run=true`).
+/// and each word of the output that holds a digit or an `=`
+/// (`dry_run=true`) and could not be part of the hex digests the ledger
+/// keeps (five bytes and one that is no hex digit, or seven bytes).
 fn pieces(template: &str, value: &str) -> Vec<String> {
     let output = template.replace("{}", value);
     let words = output.split(|c: char| c.is_whitespace() || "(),'".contains(c));
-    let variable = |w: &&str| w.len() >= 4 && w.bytes().any(|b| b.is_ascii_digit() || b == b'=');
+    let variable = |w: &&str| {
+        let not_digest = (w.len() >= 5 && !w.bytes().all(|b| b.is_ascii_hexdigit())) || w.len() >= 7;
+        not_digest && w.bytes().any(|b| b.is_ascii_digit() || b == b'=')
+    };
     std::iter::once(value.to_owned()).chain(words.filter(variable).map(str::to_owned)).collect()
 }
 
