@@ -102,6 +102,7 @@ pub(crate) const KEPT: &[(&str, &str)] = &[
     ("std::io::Error", "std::io::Error"),
     ("true", "true"),
     ("a = maybe", "a = maybe"),
+    ("a = true", "a = true"),
     ("Marvin stopped", "Marvin stopped"),
     (r#"{"msg" => "(#239323)"#, r#"{"msg" => "(#<n>)"#),
     (r#"{"user_id": 42, "name": "ann"}"#, r#"{"user_id": <n>, "name": <quoted>}"#),
@@ -272,7 +273,7 @@ fn mac() -> impl Strategy<Value = String> {
 /// the same with `true`, what both become).
 fn boolean() -> impl Strategy<Value = (String, String)> {
     let key = "[a-z_]{1,8}".prop_filter("a key that is no boolean", |k| !k.contains("true") && !k.contains("false"));
-    (key, prop::sample::select(&["=", ": ", "=>", ":", " = "][..]), 0..6usize).prop_map(|(k, op, b)| {
+    (key, prop::sample::select(&["=", ": ", "=>", ":", " => ", " : "][..]), 0..6usize).prop_map(|(k, op, b)| {
         let word = ["true", "false", "True", "False", "TRUE", "FALSE"][b];
         (format!("{k}{op}{word}"), format!("{k}{op}true"))
     })

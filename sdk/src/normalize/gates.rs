@@ -195,7 +195,9 @@ pub(super) fn date_shape(h: &Holds, l: &str) -> bool {
 }
 
 /// The boolean rule's need: `=` or `:`, blanks, then `t`, `f`, `T` or `F`
-/// (`=>` has its `>` in between); each operator found with `memchr`.
+/// (`=>` has its `>` in between; blanks after a bare `=` are allowed too,
+/// which the rule is not: the gate only has to let every match through);
+/// each operator found with `memchr`.
 pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
     let before_bool = |op: char| {
         let mut at = 0;

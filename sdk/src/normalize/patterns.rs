@@ -176,8 +176,9 @@ pub fn placeholder_patterns() -> Vec<(&'static str, String)> {
             r"\b((?i-u:no such|unknown|unrecognized|undefined) [A-Za-z]+|(?i-u:could not resolve)(?: (?i-u:host))?)([ \t]*:[ \t]*)[^\s,;()<>]+"
                 .to_owned(),
         ),
-        // A boolean is a value after `=`, `=>` or `:` (`a=true`, `"ok": false`).
-        ("bool", r"(=>?|:)([ \t]*)(?:true|false|True|False|TRUE|FALSE)\b".to_owned()),
+        // A boolean is a value directly after `=`, or after `=>` or `:` and
+        // blanks (`a=true`, `"ok": false`); `a = true` reads as prose.
+        ("bool", r"(=>[ \t]*|:[ \t]*|=)(?:true|false|True|False|TRUE|FALSE)\b".to_owned()),
         ("hash", r"\b[0-9a-fA-F]{16,}\b".to_owned()),
         ("hex", hex()),
         ("duration", r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours)\b".to_owned()),

@@ -60,7 +60,7 @@ static RULES: LazyLock<Vec<(Regex, With)>> = LazyLock::new(|| {
         (named(p(), "file_name"), Text("<path>")),
         (named(p(), "host"), Text("<host>")),
         (named(p(), "operand"), Text("${1}${2}<value>")),
-        (named(p(), "bool"), Text("${1}${2}<bool>")),
+        (named(p(), "bool"), Text("${1}<bool>")),
         (named(p(), "hash"), Text("<hash>")),
         (named(p(), "hex"), Text("<hex>")),
         (named(p(), "duration"), Text("<duration>")),
