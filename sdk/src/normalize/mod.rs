@@ -13,11 +13,11 @@
 //! hashes, hex ids, durations, then any remaining number (but an HTTP status
 //! or a curl error code, which name the failure). So "no layer 12 in /a/b"
 //! and "no layer 104 in /c/d" both become "no layer <n> in <path>" and
-//! group into one issue. The order
-//! matters: earlier rules take text that later rules would cut into pieces
-//! (a URL holds a path and numbers). Sentry's grouping is the anchor:
-//! exception type plus normalized message, with the chained causes' types and
-//! the failing frame's function (code, never user data) as a secondary key.
+//! group into one issue. The order matters: earlier rules take text that
+//! later rules would cut into pieces (a URL holds a path and numbers).
+//! Sentry's grouping is the anchor: exception type plus normalized message,
+//! with the chained causes' types and the failing frame's function (code,
+//! never user data) as a secondary key.
 //! Never keeps the raw text: callers get the key and the title only.
 
 mod ascii;
