@@ -143,9 +143,13 @@ pub(super) fn request_id_shape(h: &Holds, l: &str) -> bool {
     h.len >= 18 && ((h.has(DASH) && hex_run(l, 10)) || (h.has(UNDERSCORE) && l.contains("req_")))
 }
 
-/// The MAC rule's need: five colons or five dashes.
+/// The MAC rule's need: five colons or five dashes (five of either
+/// together, counted in one pass).
 pub(super) fn mac_shape(h: &Holds, l: &str) -> bool {
-    h.len >= 17 && h.has(HEX) && ((h.has(COLON) && count(l, b':') >= 5) || (h.has(DASH) && count(l, b'-') >= 5))
+    h.len >= 17
+        && h.has(HEX)
+        && (h.has(COLON) || h.has(DASH))
+        && l.as_bytes().iter().filter(|&&c| c == b':' || c == b'-').count() >= 5
 }
 
 /// The month abbreviations, each with the letter its full name goes on with.
@@ -196,21 +200,26 @@ pub(super) fn date_shape(h: &Holds, l: &str) -> bool {
 
 /// The boolean rule's need: `=` or `:`, blanks, then `t`, `f`, `T` or `F`
 /// (`=>` has its `>` in between; blanks after a bare `=` are allowed too,
-/// which the rule is not: the gate only has to let every match through);
-/// each operator found with `memchr`.
+/// which the rule is not: the gate only has to let every match through).
 pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
-    let before_bool = |op: char| {
-        let mut at = 0;
-        while let Some(i) = l[at..].find(op) {
-            at += i + 1;
-            let rest = &l.as_bytes()[at..];
-            let rest = if op == '=' { rest.strip_prefix(b">").unwrap_or(rest) } else { rest };
-            let skip = rest.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
-            if rest.get(skip).is_some_and(|c| matches!(c, b't' | b'f' | b'T' | b'F')) {
-                return true;
-            }
+    if !h.has(EQUALS) && !h.has(COLON) {
+        return false;
+    }
+    let t = l.as_bytes();
+    let mut i = 0;
+    while i < t.len() {
+        let b = t[i];
+        i += 1;
+        if b != b':' && b != b'=' {
+            continue;
         }
-        false
-    };
-    (h.has(COLON) && before_bool(':')) || (h.has(EQUALS) && before_bool('='))
+        let mut j = i + usize::from(b == b'=' && t.get(i) == Some(&b'>'));
+        while matches!(t.get(j), Some(b' ' | b'\t')) {
+            j += 1;
+        }
+        if matches!(t.get(j), Some(b't' | b'f' | b'T' | b'F')) {
+            return true;
+        }
+    }
+    false
 }
