@@ -319,3 +319,84 @@ fn with_no_sentinels_config_the_stock_sentinels_are_inert_and_change_nothing() {
     assert!(!read("out-without").is_empty());
     assert_eq!(read("out-with"), read("out-without"), "the same issues, byte for byte");
 }
+
+/// The evidence ids of `detector`'s fires in the fire log, in order.
+fn fired_ids(out: &Path, detector: &str) -> Vec<String> {
+    let mut segments: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("fires-"))
+        .collect();
+    segments.sort();
+    let mut ids = Vec::new();
+    for segment in segments {
+        for line in std::fs::read_to_string(segment).unwrap().lines() {
+            let entry: Value = serde_json::from_str(line).unwrap();
+            if entry["detector"] == detector && entry["type"] == "occurrence" {
+                ids.push(entry["evidenceId"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    ids
+}
+
+#[test]
+fn rows_acked_in_place_in_a_rollback_journal_outbox_fire_once_each_while_the_writer_commits() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let ctl = s.path("ctl");
+    let out = s.path("out");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&ctl).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        r#"sources:
+  sqlite:
+    - name: gw-outbox
+      file: outbox.db
+      query: "SELECT id, status, worker_provenance, updated_at FROM outbox WHERE updated_at > :cursor ORDER BY updated_at"
+      cursor: updated_at
+      reread: 10m
+      columns: { id: int, updated_at: int }
+sentinels:
+  completion-verify-watch: { roles: { outbox: gw-outbox } }
+"#,
+    )
+    .unwrap();
+    let detectors = s.detectors_with(&[]);
+    const PHASES: usize = 6;
+    // The application: another process, another SQLite (Python's), writing
+    // the outbox in place in rollback-journal mode.
+    let mut writer = std::process::Command::new("python3")
+        .arg(root().join("tests/e2e/outbox_writer.py"))
+        .arg(data.join("outbox.db"))
+        .arg(&ctl)
+        .arg(PHASES.to_string())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::fs::File::create(ctl.join("child.err")).unwrap())
+        .spawn()
+        .expect("python3 runs the writer");
+    for phase in 0..PHASES {
+        wait_for(120, &format!("the writer's phase {phase}"), &mut writer, || {
+            ctl.join(format!("phase-{phase}")).exists()
+        });
+        // The writer keeps committing while this scan reads.
+        run_with(&detectors, &data, &out, &yaml, &[]);
+        std::fs::write(ctl.join(format!("scanned-{phase}")), "").unwrap();
+    }
+    // The writer's own lifetime bounds this wait.
+    assert!(writer.wait().unwrap().success(), "{}", std::fs::read_to_string(ctl.join("child.err")).unwrap());
+    run_with(&detectors, &data, &out, &yaml, &[]);
+    run_with(&detectors, &data, &out, &yaml, &[]);
+
+    let done: Value = serde_json::from_str(&std::fs::read_to_string(ctl.join("done")).unwrap()).unwrap();
+    assert!(done["beats"].as_i64().unwrap() > 0, "the writer committed while the scans read");
+    let mut expected: Vec<String> =
+        done["fire"].as_array().unwrap().iter().map(|i| i.as_i64().unwrap().to_string()).collect();
+    let mut fired = fired_ids(&out, "completion_verify_watch");
+    fired.sort_by_key(|id| id.parse::<i64>().unwrap());
+    expected.sort_by_key(|id| id.parse::<i64>().unwrap());
+    assert_eq!(fired, expected, "exactly the unverified acks, once each");
+    assert_eq!(listing(&data), ["outbox.db"], "the reads created nothing beside the database");
+}

@@ -197,6 +197,12 @@ pub struct QueryConfig {
     /// An integer column whose highest value is kept; the query reads only
     /// newer rows by using `:cursor`.
     pub cursor: Option<String>,
+    /// A trailing window (a duration, `"10m"`) the cursor is moved back by
+    /// before each read, for rows that change in place: the cursor is then a
+    /// change column in ms (`updated_at`), and the rows changed within the
+    /// window are read again (their detectors' occurrence keys count each
+    /// state once).
+    pub reread: Option<String>,
     /// Column types (`text`, `int`, `float`, `boolean`); others are text.
     #[serde(default)]
     pub columns: BTreeMap<String, String>,

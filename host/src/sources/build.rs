@@ -12,7 +12,7 @@ use super::{
     BotsSource, DigestSource, DirectorySource, EventsSource, HttpSource, MessagesSource, QuerySource, QueueSource,
     Source,
 };
-use crate::config::{Config, FileConfig};
+use crate::config::{Config, FileConfig, parse_duration};
 use crate::model::record::parse_column_type;
 
 impl Config {
@@ -85,6 +85,11 @@ impl Config {
                     kind: q.kind.clone(),
                     query: q.query.clone(),
                     cursor: q.cursor.clone(),
+                    reread_ms: q
+                        .reread
+                        .as_deref()
+                        .and_then(parse_duration)
+                        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
                     columns: q.columns.iter().filter_map(|(k, v)| Some((k.clone(), parse_column_type(v)?))).collect(),
                     max_rows: q.max_rows,
                 }));
