@@ -400,3 +400,107 @@ sentinels:
     assert_eq!(fired, expected, "exactly the unverified acks, once each");
     assert_eq!(listing(&data), ["outbox.db"], "the reads created nothing beside the database");
 }
+
+#[test]
+fn windowed_sentinels_read_each_row_once_and_agree_with_a_recomputation() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let out = s.path("out");
+    std::fs::create_dir_all(&data).unwrap();
+    let db = rusqlite::Connection::open(data.join("ledger.db")).unwrap();
+    db.execute_batch(
+        "PRAGMA journal_mode=WAL;
+         CREATE TABLE spend (id INTEGER PRIMARY KEY, batch INTEGER, at INTEGER, usd REAL);
+         CREATE TABLE escalations (id INTEGER PRIMARY KEY, batch INTEGER, at INTEGER, failed INTEGER);",
+    )
+    .unwrap();
+    let sentinels = |spend_source: &str| {
+        format!(
+            r#"sources:
+  sqlite:
+{spend_source}
+    - name: gw-escalations
+      file: ledger.db
+      query: "SELECT id, at, failed FROM escalations WHERE id > :cursor ORDER BY id"
+      cursor: id
+      columns: {{ id: int, at: int, failed: boolean }}
+sentinels:
+  ledger-delta-watch:
+    enabled: true
+    roles: {{ spend: gw-spend }}
+    values: {{ window_hours: 1, baseline_windows: 3, threshold_pct: 50, min_baseline_usd: 5 }}
+  anomaly-watch:
+    enabled: true
+    roles: {{ escalations: gw-escalations }}
+    values: {{ window_hours: 1, alpha: 0.3, max_drift: 0.2, min_events: 5 }}
+"#
+        )
+    };
+    let detectors = s.detectors_with(&[]);
+    // A source that would read every row at every scan is refused.
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        sentinels(
+            "    - name: gw-spend\n      file: ledger.db\n      query: \"SELECT at, usd FROM spend\"\n      columns: { at: int, usd: float }",
+        ),
+    )
+    .unwrap();
+    let o = run_command(&detectors, &data, &out).args(["--once"]).env("SENTINELS_CONFIG_PATH", &yaml).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("sentinels.yaml") && err.contains("line 3") && err.contains("no `cursor`"), "{err}");
+    assert!(!out.join("issues.jsonl").exists(), "nothing was scanned");
+
+    std::fs::write(
+        &yaml,
+        sentinels(
+            "    - name: gw-spend\n      file: ledger.db\n      query: \"SELECT id, at, usd FROM spend WHERE id > :cursor ORDER BY id\"\n      cursor: id\n      columns: { id: int, at: int, usd: float }",
+        ),
+    )
+    .unwrap();
+    const H: i64 = 3_600_000;
+    let t0 = 500_000 * H; // on an hour
+    let scans: Vec<i64> = (0..20).map(|k| t0 + k * 20 * 60_000 + 60_000).collect();
+    for (k, &t) in scans.iter().enumerate() {
+        // Rows dated since the scan before, added before this one.
+        let since = if k == 0 { t0 } else { scans[k - 1] };
+        let window = (t - t0) / H;
+        for j in 0..3i64 {
+            let at = since + (j + 1) * (t - since) / 4;
+            let spike = if window == 3 || window == 5 { 4.0 } else { 1.0 };
+            let usd = (4.0 + ((k as i64 * 7 + j) % 5) as f64 * 0.25) * spike;
+            db.execute("INSERT INTO spend(batch, at, usd) VALUES (?1, ?2, ?3)", rusqlite::params![k as i64, at, usd])
+                .unwrap();
+        }
+        for j in 0..4i64 {
+            let at = since + (j + 1) * (t - since) / 5;
+            let failed = if window == 4 { j != 3 } else { (k as i64 + j) % 7 == 0 };
+            db.execute(
+                "INSERT INTO escalations(batch, at, failed) VALUES (?1, ?2, ?3)",
+                rusqlite::params![k as i64, at, failed],
+            )
+            .unwrap();
+        }
+        run_with(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
+    }
+    let params = serde_json::json!({
+        "scans": scans,
+        "ledger": {"window_ms": H, "baseline_windows": 3, "threshold_pct": 50.0, "min_baseline_usd": 5.0},
+        "anomaly": {"window_ms": H, "alpha": 0.3, "max_drift": 0.2, "min_events": 5},
+    });
+    let oracle = std::process::Command::new("python3")
+        .arg(root().join("tests/e2e/windowed_oracle.py"))
+        .arg(data.join("ledger.db"))
+        .arg(params.to_string())
+        .output()
+        .expect("python3 runs the oracle");
+    assert!(oracle.status.success(), "{}", String::from_utf8_lossy(&oracle.stderr));
+    let expected: Value = serde_json::from_slice(&oracle.stdout).unwrap();
+    let windows = |key: &str| -> Vec<String> {
+        expected[key].as_array().unwrap().iter().map(|w| format!("window:{}", w.as_i64().unwrap())).collect()
+    };
+    assert!(!windows("ledger").is_empty() && !windows("anomaly").is_empty(), "the data has spikes: {expected}");
+    assert_eq!(fired_ids(&out, "ledger_delta_watch"), windows("ledger"));
+    assert_eq!(fired_ids(&out, "anomaly_watch"), windows("anomaly"));
+}

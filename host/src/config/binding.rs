@@ -57,6 +57,40 @@ impl Config {
                 }
             }
         }
+        self.check_windowed(text)
+    }
+
+    /// A windowed sentinel (sums, rates) counts each row it reads: a SQLite
+    /// source filling its role must read each row once, so one without a
+    /// `cursor` (every scan reads every row again) or with a `reread` is
+    /// refused, naming the source's line.
+    fn check_windowed(&self, text: &str) -> Result<(), ConfigError> {
+        for stock in STOCK.iter().filter(|s| s.windowed) {
+            if self.sentinel_off(stock.name).is_some() {
+                continue;
+            }
+            let sc = self.sentinel(stock.name);
+            for role in stock.roles {
+                let source = sc.and_then(|c| c.roles.get(role.name)).map_or(role.name, String::as_str);
+                let Some(q) = self.sources.sqlite.iter().find(|q| q.name == source) else { continue };
+                let problem = if q.cursor.is_none() {
+                    "has no `cursor`, so every scan would read every row again"
+                } else if q.reread.is_some() {
+                    "has a `reread`, so rows would be read again"
+                } else {
+                    continue;
+                };
+                return Err(self.invalid_at(
+                    text,
+                    source,
+                    format!(
+                        "sources.sqlite `{source}` {problem}: {} counts each row it reads, give the source a \
+                         `cursor` (an id, WHERE id > :cursor) and no `reread`",
+                        stock.spec_name
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -149,5 +183,33 @@ impl Config {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_windowed_sentinel_refuses_a_source_that_reads_rows_again() {
+        let yaml = |source: &str| {
+            format!(
+                "sources:\n  sqlite:\n    - name: gw-spend\n      file: s.db\n{source}\
+                 sentinels:\n  ledger-delta-watch:\n    enabled: true\n    roles: {{ spend: gw-spend }}\n"
+            )
+        };
+        let parse = |text: &str| Config::parse_yaml(text, std::path::Path::new("sentinels.yaml"));
+        let no_cursor = yaml("      query: \"SELECT at, usd FROM spend\"\n");
+        let err = parse(&no_cursor).unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("no `cursor`"), "{err}");
+        let reread = yaml(
+            "      query: \"SELECT id, at, usd FROM spend WHERE id > :cursor\"\n      cursor: id\n      reread: 5m\n",
+        );
+        let err = parse(&reread).unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("`reread`"), "{err}");
+        let once = yaml("      query: \"SELECT id, at, usd FROM spend WHERE id > :cursor\"\n      cursor: id\n");
+        parse(&once).unwrap();
+        // Off, it reads nothing: nothing to refuse.
+        parse(&no_cursor.replace("enabled: true", "enabled: false")).unwrap();
     }
 }

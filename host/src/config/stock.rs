@@ -48,6 +48,9 @@ pub struct Stock {
     pub experimental: bool,
     /// Kicked when its source stirs (the long-running mode), besides every scan.
     pub fast: bool,
+    /// It sums or rates rows per window, so its SQLite sources must read
+    /// each row once: a `cursor`, no `reread` (checked with the config).
+    pub windowed: bool,
     pub roles: &'static [Role],
 }
 
@@ -60,6 +63,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "file-inbox-watch",
         experimental: false,
         fast: true,
+        windowed: false,
         roles: &[Role { name: "inbox", kinds: &[K::Directory] }],
     },
     Stock {
@@ -67,6 +71,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "silence-watch",
         experimental: false,
         fast: false,
+        windowed: false,
         roles: &[
             Role { name: "audit", kinds: &[K::Directory, K::Digest] },
             Role { name: "backlog", kinds: &[K::Directory] },
@@ -77,6 +82,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "queue-depth-watch",
         experimental: false,
         fast: false,
+        windowed: false,
         roles: &[Role { name: "queue", kinds: &[K::Http] }],
     },
     Stock {
@@ -84,6 +90,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "watch-health-watch",
         experimental: false,
         fast: false,
+        windowed: false,
         roles: &[Role { name: "health", kinds: &[K::Host] }],
     },
     Stock {
@@ -91,6 +98,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "ledger-delta-watch",
         experimental: true,
         fast: false,
+        windowed: true,
         roles: &[Role { name: "spend", kinds: &[K::Sqlite] }],
     },
     Stock {
@@ -98,6 +106,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "anomaly-watch",
         experimental: true,
         fast: false,
+        windowed: true,
         roles: &[Role { name: "escalations", kinds: &[K::Sqlite] }],
     },
     Stock {
@@ -105,6 +114,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "completion-verify-watch",
         experimental: false,
         fast: false,
+        windowed: false,
         roles: &[Role { name: "outbox", kinds: &[K::Sqlite] }],
     },
     Stock {
@@ -112,6 +122,7 @@ pub const STOCK: &[Stock] = &[
         spec_name: "precedent-integrity-watch",
         experimental: false,
         fast: false,
+        windowed: false,
         roles: &[Role { name: "precedents", kinds: &[K::Digest] }],
     },
 ];
@@ -152,5 +163,7 @@ mod tests {
         assert_eq!(find("file-inbox-watch").unwrap().name, "file_inbox_watch");
         assert!(!find("anomaly_watch").unwrap().enabled(None));
         assert!(find("silence-watch").unwrap().enabled(None));
+        let windowed: Vec<&str> = STOCK.iter().filter(|s| s.windowed).map(|s| s.name).collect();
+        assert_eq!(windowed, ["ledger_delta_watch", "anomaly_watch"]);
     }
 }
