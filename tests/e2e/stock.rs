@@ -504,3 +504,54 @@ sentinels:
     assert_eq!(fired_ids(&out, "ledger_delta_watch"), windows("ledger"));
     assert_eq!(fired_ids(&out, "anomaly_watch"), windows("anomaly"));
 }
+
+#[test]
+fn the_precedent_log_appended_rewritten_truncated_deleted_recreated_fires_once_per_event_but_the_append() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let out = s.path("out");
+    std::fs::create_dir_all(data.join("council/sessions")).unwrap();
+    let index = data.join("council/sessions/index.jsonl");
+    std::fs::write(&index, "{\"s\":1}\n{\"s\":2}\n").unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  digest:\n    - { name: gw-precedents, path: council/sessions/index.jsonl }\n\
+         sentinels:\n  precedent-integrity-watch: { roles: { precedents: gw-precedents } }\n",
+    )
+    .unwrap();
+    let detectors = s.detectors_with(&[]);
+    let scan = || {
+        run_with(&detectors, &data, &out, &yaml, &[]);
+        issues_of(&out, "precedent_integrity_watch").iter().map(|i| i["count"].as_i64().unwrap()).sum::<i64>()
+    };
+    assert_eq!(scan(), 0, "the first reading");
+    std::fs::OpenOptions::new().append(true).open(&index).unwrap().write_all(b"{\"s\":3}\n").unwrap();
+    assert_eq!(scan(), 0, "an append is the log's life");
+    std::fs::write(&index, "{\"s\":1}\n{\"s\":7}\n{\"s\":3}\n").unwrap();
+    assert_eq!(scan(), 1, "rewritten in the middle");
+    std::fs::write(&index, "{\"s\":1}\n").unwrap();
+    assert_eq!(scan(), 2, "truncated");
+    std::fs::remove_file(&index).unwrap();
+    assert_eq!(scan(), 3, "deleted");
+    assert_eq!(scan(), 3, "still gone: the same event");
+    std::fs::write(&index, "{\"s\":1}\n").unwrap();
+    assert_eq!(scan(), 4, "re-created");
+    assert_eq!(scan(), 4, "unchanged since");
+    let titles: Vec<String> =
+        issues_of(&out, "precedent_integrity_watch").iter().map(|i| i["title"].as_str().unwrap().to_owned()).collect();
+    assert!(titles.iter().any(|t| t.ends_with("disappeared")), "{titles:?}");
+    assert!(titles.iter().any(|t| t.ends_with("replaced by another file")), "{titles:?}");
+    // Its replay cases, deletion and replacement included, pass.
+    let o = replay(
+        &shipped_detectors().join("precedent_integrity_watch.wasm"),
+        &root().join("detectors/precedent-integrity-watch/cases"),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
