@@ -244,23 +244,18 @@ fn a_bad_sentinels_file_is_exit_3_naming_the_key_and_the_line() {
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-#[test]
-fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+/// The long-running mode with an interval of an hour (only a kick can bring
+/// a second scan), and its summaries, one a line.
+fn long_running(
+    detectors: &Path,
+    data: &Path,
+    out: &Path,
+    yaml: &Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead;
-    let s = Scratch::new();
-    let data = s.path("gateway");
-    std::fs::create_dir_all(data.join("inbox")).unwrap();
-    let yaml = s.path("sentinels.yaml");
-    std::fs::write(
-        &yaml,
-        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
-    )
-    .unwrap();
-    let out = s.path("out");
-    // An interval of an hour: only a kick can bring the second scan.
-    let mut child = run_command(&s.detectors_with(&[]), &data, &out)
+    let mut child = run_command(detectors, data, out)
         .args(["--interval", "3600", "--json"])
-        .env("SENTINELS_CONFIG_PATH", &yaml)
+        .env("SENTINELS_CONFIG_PATH", yaml)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -275,6 +270,22 @@ fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
             }
         }
     });
+    (child, rx)
+}
+
+#[test]
+fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    std::fs::create_dir_all(data.join("inbox")).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
     let first = rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
     let first: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(detector(&first, "file_inbox_watch")["status"], "ok", "{first:#}");
@@ -330,7 +341,8 @@ fn fired_ids(out: &Path, detector: &str) -> Vec<String> {
     segments.sort();
     let mut ids = Vec::new();
     for segment in segments {
-        for line in std::fs::read_to_string(segment).unwrap().lines() {
+        // A line still being written (no newline yet) is not an entry yet.
+        for line in std::fs::read_to_string(segment).unwrap().split_inclusive('\n').filter(|l| l.ends_with('\n')) {
             let entry: Value = serde_json::from_str(line).unwrap();
             if entry["detector"] == detector && entry["type"] == "occurrence" {
                 ids.push(entry["evidenceId"].as_str().unwrap().to_owned());
@@ -554,4 +566,48 @@ fn the_precedent_log_appended_rewritten_truncated_deleted_recreated_fires_once_p
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+#[test]
+fn inbox_noise_and_files_still_being_written_do_not_fire_and_each_complete_file_fires_once() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let inbox = data.join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
+    rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
+    // An editor's swap file and a Finder droppings file.
+    std::fs::write(inbox.join("order-1.json.swp"), "x").unwrap();
+    std::fs::write(inbox.join(".DS_Store"), "x").unwrap();
+    // An rsync-style delivery: a dot-named temporary renamed into place.
+    std::fs::write(inbox.join(".order-2.json.AbCdEf"), "{\"order\":2}").unwrap();
+    std::fs::rename(inbox.join(".order-2.json.AbCdEf"), inbox.join("order-2.json")).unwrap();
+    // An upload in six chunks 200 ms apart, the watcher kicking all along.
+    {
+        let mut f = std::fs::File::create(inbox.join("upload-3.bin")).unwrap();
+        for chunk in 0..6u8 {
+            f.write_all(&[chunk; 4096]).unwrap();
+            f.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // A last file: once it has fired, every state before it has been scanned.
+    std::fs::write(inbox.join("zz-last.json"), "{}").unwrap();
+    wait_for(120, "the last file's fire", &mut child, || {
+        out.join("fires-000001.ndjson").exists()
+            && fired_ids(&out, "file_inbox_watch").contains(&"zz-last.json".to_owned())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut fired = fired_ids(&out, "file_inbox_watch");
+    fired.sort();
+    assert_eq!(fired, ["order-2.json", "upload-3.bin", "zz-last.json"], "one fire per complete file");
+    let _ = rx;
 }

@@ -217,6 +217,12 @@ impl Config {
             }
             names.push(name);
         }
+        for d in &s.directory {
+            if d.settle.as_deref().is_some_and(|t| parse_duration(t).is_none()) {
+                let message = format!("sources.directory `{}`: `settle` is a duration like \"500ms\"", d.name);
+                return Err(self.invalid_at(text, "settle", message));
+            }
+        }
         for q in &s.sqlite {
             let lower = q.query.trim_start().to_ascii_lowercase();
             if !(lower.starts_with("select") || lower.starts_with("with")) {

@@ -72,7 +72,7 @@ pub struct SourcesConfig {
     pub bots: Option<FileConfig>,
     pub events: Option<EventsConfig>,
     #[serde(default)]
-    pub directory: Vec<NamedPath>,
+    pub directory: Vec<DirectoryConfig>,
     #[serde(default)]
     pub digest: Vec<NamedPath>,
     #[serde(default)]
@@ -171,6 +171,23 @@ pub struct EventsConfig {
 pub struct NamedPath {
     pub name: String,
     pub path: String,
+}
+
+/// `[[sources.directory]]`: a directory listing, without the noise.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryConfig {
+    pub name: String,
+    pub path: String,
+    /// Names left out (`*` matches any run of characters); absent: the
+    /// editors' and uploaders' temporaries, [`crate::sources::files::directory::DEFAULT_IGNORE`].
+    pub ignore: Option<Vec<String>>,
+    /// List dot-files too (default: they are left out).
+    #[serde(default)]
+    pub hidden: bool,
+    /// How long a new or changed file must keep its size and mtime before it
+    /// is listed (a duration; default `500ms`; `0ms` lists at once).
+    pub settle: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

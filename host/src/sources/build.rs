@@ -59,7 +59,15 @@ impl Config {
         };
         for d in &s.directory {
             for name in names(&d.name) {
-                out.push(Box::new(DirectorySource { name, path: PathBuf::from(&d.path) }));
+                let mut source = DirectorySource::new(name, &d.path);
+                if let Some(ignore) = &d.ignore {
+                    source.ignore.clone_from(ignore);
+                }
+                source.hidden = d.hidden;
+                if let Some(ms) = d.settle.as_deref().and_then(parse_duration) {
+                    source.settle = Duration::from_millis(ms);
+                }
+                out.push(Box::new(source));
             }
         }
         for d in &s.digest {
