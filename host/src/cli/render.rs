@@ -90,13 +90,13 @@ fn human_raw(r: &ScanReport) -> String {
             None => {
                 let _ = writeln!(
                     s,
-                    "    ok       {} {}: {} records, {} observations, decision in {:.2} ms{}{}",
+                    "    ok       {}{} {}: {} records, {} observations, decision in {:.2} ms{}",
+                    if d.probation { sentinel_host::firelog::PROBATION_MARKER } else { "" },
                     one_line(&d.name),
                     one_line(d.version.as_deref().unwrap_or("")),
                     d.records,
                     d.observations,
                     d.finish_us as f64 / 1000.0,
-                    if d.probation { " [PROBATION]" } else { "" },
                     d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
                 );
             }
