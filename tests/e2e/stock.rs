@@ -611,3 +611,75 @@ fn inbox_noise_and_files_still_being_written_do_not_fire_and_each_complete_file_
     assert_eq!(fired, ["order-2.json", "upload-3.bin", "zz-last.json"], "one fire per complete file");
     let _ = rx;
 }
+
+#[test]
+fn the_fast_sentinel_runs_only_when_kicked_and_a_polling_one_ticks_on_its_cooldown() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    for dir in ["inbox", "audit", "backlog"] {
+        std::fs::create_dir_all(data.join(dir)).unwrap();
+    }
+    std::fs::write(data.join("audit/today.ndjson"), "{}\n").unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: inbox, path: inbox }\n    - { name: audit, path: audit }\n    - { name: backlog, path: backlog }\n\
+         sentinels:\n  file-inbox-watch: {}\n  silence-watch:\n    cooldown: 2s\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
+    let next = || -> Value {
+        let line = rx.recv_timeout(Duration::from_secs(120)).expect("a summary");
+        serde_json::from_str(&line).unwrap()
+    };
+    // A kick's folded second scan may find nothing changed: no detector ran.
+    let status = |v: &Value, d: &str| {
+        if v["unchangedSince"].is_i64() {
+            return "unchanged".to_owned();
+        }
+        detector(v, d)["status"].as_str().unwrap().to_owned()
+    };
+    let first = next();
+    assert_eq!((status(&first, "file_inbox_watch"), status(&first, "silence_watch")), ("ok".into(), "ok".into()));
+    assert!(detector(&first, "silence_watch")["nextDue"].as_i64().is_some(), "{first:#}");
+    // Nothing written, an interval of an hour: the next scan is the cooldown's tick.
+    let tick = next();
+    assert_eq!(status(&tick, "silence_watch"), "ok", "{tick:#}");
+    assert_eq!(status(&tick, "file_inbox_watch"), "not-due", "a fast sentinel does not tick");
+    // The inbox stirs: the kicked scan runs the fast sentinel.
+    std::fs::write(data.join("inbox/order-1.json"), "{}").unwrap();
+    let kicked = loop {
+        let v = next();
+        if status(&v, "file_inbox_watch") == "ok" {
+            break v;
+        }
+    };
+    assert_eq!(detector(&kicked, "file_inbox_watch")["observations"], 1, "{kicked:#}");
+    assert!(kicked["lastKick"].as_i64().is_some());
+    // And the ticks go on without it.
+    let tick = loop {
+        let v = next();
+        if status(&v, "silence_watch") == "ok" {
+            break v;
+        }
+    };
+    assert_eq!(status(&tick, "file_inbox_watch"), "not-due", "{tick:#}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // `detectors list` names the classes and the next due time.
+    let o = sentinel_host()
+        .args(["detectors", "list", "--detectors"])
+        .arg(s.path("detectors"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    let line = |name: &str| listing.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_owned();
+    assert!(line("file_inbox_watch").contains(" fast"), "{listing}");
+    assert!(line("silence_watch").contains(" polling") && line("silence_watch").contains("next due"), "{listing}");
+    assert!(line("anomaly_watch").contains(" deep"), "{listing}");
+}

@@ -93,6 +93,9 @@ pub struct SentinelConfig {
     /// Its config values, as `[detectors.NAME]` takes them.
     #[serde(default)]
     pub values: BTreeMap<String, toml::Value>,
+    /// How often a polling or deep sentinel ticks (a duration, `"5m"`);
+    /// absent: what the detector declares, else every scan.
+    pub cooldown: Option<String>,
 }
 
 /// Every limit of the sandbox; an absent key keeps its default.

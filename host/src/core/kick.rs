@@ -51,7 +51,7 @@ fn watcher(tx: mpsc::Sender<notify::Result<notify::Event>>) -> notify::Result<Bo
 
 impl Kicker {
     /// Watches `dirs` (those that exist; a missing one is skipped and
-    /// logged) and sends `ScanNow` through `handle` after each burst.
+    /// logged) and sends `Kick` through `handle` when they change.
     pub fn start(dirs: Vec<PathBuf>, handle: Handle) -> notify::Result<Kicker> {
         let (tx, rx) = mpsc::channel();
         let mut w = watcher(tx)?;
@@ -79,7 +79,7 @@ impl Kicker {
     }
 }
 
-/// A `ScanNow` at the first change; the changes already queued are seen by
+/// A `Kick` at the first change; the changes already queued are seen by
 /// that scan (it starts after they happened), so they are dropped; the ones
 /// arriving while the send waits for a running scan make one more. Until
 /// the watcher is dropped or the sentinel is gone.
@@ -92,7 +92,7 @@ fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle
         tracing::info!("a watched directory changed: kicking a scan for the fast sentinels");
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         last.store(i64::try_from(now).unwrap_or(i64::MAX), Ordering::SeqCst);
-        if handle.send(Command::ScanNow).is_err() {
+        if handle.send(Command::Kick).is_err() {
             return;
         }
     }
@@ -118,7 +118,7 @@ mod tests {
         assert_eq!(kicker.watched, [dir.path().to_owned()], "a missing directory is skipped");
         std::fs::write(dir.path().join("order.json"), "{}").unwrap();
         let request = rx.recv_timeout(Duration::from_secs(10)).expect("a kick within the poll interval");
-        assert!(matches!(request.command, Command::ScanNow));
+        assert!(matches!(request.command, Command::Kick));
         let _ = request.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
     }
 
@@ -135,7 +135,7 @@ mod tests {
         }
         let _ = running.reply.send(Ok(crate::sentinel::Applied::ScanQueued));
         let again = rx.recv_timeout(Duration::from_secs(10)).expect("one more scan for the changes during it");
-        assert!(matches!(again.command, Command::ScanNow));
+        assert!(matches!(again.command, Command::Kick));
         let _ = again.reply.send(Ok(crate::sentinel::Applied::ScanQueued));
     }
 }

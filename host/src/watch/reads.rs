@@ -74,6 +74,9 @@ pub struct SentinelView {
     pub emits: Vec<String>,
     /// Its own schedule, when it has one; else it runs with every scan.
     pub cadence_seconds: Option<u32>,
+    /// A stock sentinel's cadence class: `polling`, `deep` or `fast` (kicked).
+    #[schema(value_type = Option<String>)]
+    pub class: Option<crate::config::stock::Class>,
     /// Not disabled by the operator.
     pub enabled: bool,
     pub health: HealthView,
@@ -125,6 +128,7 @@ pub fn sentinels(state: &AppState) -> Result<Vec<SentinelView>, Problem> {
                 version: r.version,
                 emits: r.emits,
                 cadence_seconds: r.cadence_seconds,
+                class: r.class,
             }
         })
         .collect();

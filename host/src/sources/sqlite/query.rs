@@ -278,7 +278,12 @@ mod tests {
         let plain = QuerySource { reread_ms: None, ..source.clone() };
         let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows: 1, cursor: Some("1500") };
         let mut rows = 0;
-        plain.read(&ctx, &mut |b| Ok(rows += b.rows)).unwrap();
+        plain
+            .read(&ctx, &mut |b| {
+                rows += b.rows;
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(rows, 1, "only the row changed at 2000");
     }
 
