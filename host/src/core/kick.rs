@@ -133,9 +133,9 @@ mod tests {
         for i in 0..5 {
             std::fs::write(dir.path().join(format!("during-{i}.json")), "{}").unwrap();
         }
-        let _ = running.reply.send(Ok(crate::sentinel::Applied::ScanQueued));
+        let _ = running.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
         let again = rx.recv_timeout(Duration::from_secs(10)).expect("one more scan for the changes during it");
         assert!(matches!(again.command, Command::Kick));
-        let _ = again.reply.send(Ok(crate::sentinel::Applied::ScanQueued));
+        let _ = again.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
     }
 }
