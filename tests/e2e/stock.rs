@@ -273,9 +273,9 @@ fn long_running(
     (child, rx)
 }
 
-#[test]
-fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
-    let s = Scratch::new();
+/// A gateway with an inbox bound to file-inbox-watch: the data dir and the
+/// sentinels file.
+fn inbox_gateway(s: &Scratch) -> (std::path::PathBuf, std::path::PathBuf) {
     let data = s.path("gateway");
     std::fs::create_dir_all(data.join("inbox")).unwrap();
     let yaml = s.path("sentinels.yaml");
@@ -284,6 +284,13 @@ fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
         "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
     )
     .unwrap();
+    (data, yaml)
+}
+
+#[test]
+fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+    let s = Scratch::new();
+    let (data, yaml) = inbox_gateway(&s);
     let out = s.path("out");
     let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
     let first = rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
@@ -571,15 +578,8 @@ fn the_precedent_log_appended_rewritten_truncated_deleted_recreated_fires_once_p
 #[test]
 fn inbox_noise_and_files_still_being_written_do_not_fire_and_each_complete_file_fires_once() {
     let s = Scratch::new();
-    let data = s.path("gateway");
+    let (data, yaml) = inbox_gateway(&s);
     let inbox = data.join("inbox");
-    std::fs::create_dir_all(&inbox).unwrap();
-    let yaml = s.path("sentinels.yaml");
-    std::fs::write(
-        &yaml,
-        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
-    )
-    .unwrap();
     let out = s.path("out");
     let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
     rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");

@@ -204,6 +204,24 @@ impl Source for QuerySource {
 mod tests {
     use super::*;
 
+    /// The first int column of every row one read sends, and its cursor.
+    fn ids_read(
+        source: &QuerySource,
+        dir: &Path,
+        cursor: Option<&str>,
+        batch_rows: usize,
+    ) -> (Vec<i64>, Option<String>) {
+        let ctx = ReadContext { data_dir: dir, scan_time_ms: 0, batch_rows, cursor };
+        let mut ids = Vec::new();
+        let r = source
+            .read(&ctx, &mut |b| {
+                ids.extend(b.ints[..b.rows as usize].iter().copied());
+                Ok(())
+            })
+            .unwrap();
+        (ids, r.cursor)
+    }
+
     #[test]
     fn a_cursor_query_reads_only_new_rows_page_by_page() {
         let dir = tempfile::tempdir().unwrap();
@@ -222,17 +240,7 @@ mod tests {
             columns: vec![("id".into(), ColumnType::Int), ("acked".into(), ColumnType::Boolean)],
             max_rows: 100,
         };
-        let read = |cursor: Option<&str>| {
-            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows: 2, cursor };
-            let mut ids = Vec::new();
-            let r = source
-                .read(&ctx, &mut |b| {
-                    ids.extend(b.ints[..b.rows as usize].iter().copied());
-                    Ok(())
-                })
-                .unwrap();
-            (ids, r.cursor)
-        };
+        let read = |cursor: Option<&str>| ids_read(&source, dir.path(), cursor, 2);
         let (ids, cursor) = read(None);
         assert_eq!(ids, [1, 2, 3, 4, 5]);
         c.execute("INSERT INTO outbox(status, acked) VALUES('y', 1)", []).unwrap();
@@ -256,15 +264,8 @@ mod tests {
             ..outbox(dir.path(), "SELECT id, updated_at FROM outbox WHERE updated_at > :cursor ORDER BY updated_at")
         };
         let read = |cursor: Option<&str>| {
-            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows: 10, cursor };
-            let mut ids = Vec::new();
-            let r = source
-                .read(&ctx, &mut |b| {
-                    ids.extend(b.ints[..b.rows as usize].iter().copied());
-                    Ok(())
-                })
-                .unwrap();
-            (ids, r.cursor.unwrap())
+            let (ids, cursor) = ids_read(&source, dir.path(), cursor, 10);
+            (ids, cursor.unwrap())
         };
         let (ids, cursor) = read(None);
         assert_eq!((ids, cursor.as_str()), (vec![1, 2], "1500"));
