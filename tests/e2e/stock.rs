@@ -14,6 +14,12 @@ use serde_json::Value;
 
 use crate::support::*;
 
+/// Fails, showing what the command printed, unless it exited 0.
+fn exits_0(o: &std::process::Output) {
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+}
+
 /// A run with the sentinels file `yaml` (and no other config).
 fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&str]) -> Value {
     let o = run_command(detectors, data, out)
@@ -23,13 +29,7 @@ fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&st
         .env("XDG_CONFIG_HOME", data.join("no-such-config"))
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits_0(&o);
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -566,13 +566,7 @@ fn the_precedent_log_appended_rewritten_truncated_deleted_recreated_fires_once_p
         &shipped_detectors().join("precedent_integrity_watch.wasm"),
         &root().join("detectors/precedent-integrity-watch/cases"),
     );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits_0(&o);
 }
 
 #[test]
