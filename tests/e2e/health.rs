@@ -55,7 +55,12 @@ fn two_failures_quarantine_then_probation_then_restored() {
     // Probation is a field of the issue; the title (and so the issue) stays the same.
     assert_eq!(flaky_title(), "saw 2 rows", "a title never changes with health");
     assert_eq!(flaky_probation(), true, "the newest fire was made on probation");
-    at(37 * HOUR);
+    // The CLI's listing prefixes a detector that ran on probation, as the spec's `[PROBATION]`.
+    let t = (37 * HOUR).to_string();
+    let o =
+        run_command(&detectors, &data, &out).args(["--once", "--no-fast-path", "--scan-time", &t]).output().unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    assert!(listing.lines().any(|l| l.trim_start().starts_with("ok       [PROBATION] flaky")), "{listing}");
     let s6 = at(38 * HOUR);
     assert_eq!(detector(&s6, "flaky")["health"], "ok", "three clean scans restore it");
     at(39 * HOUR);

@@ -14,6 +14,12 @@ use serde_json::Value;
 
 use crate::support::*;
 
+/// Fails, showing what the command printed, unless it exited 0.
+fn exits_0(o: &std::process::Output) {
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+}
+
 /// A run with the sentinels file `yaml` (and no other config).
 fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&str]) -> Value {
     let o = run_command(detectors, data, out)
@@ -23,13 +29,7 @@ fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&st
         .env("XDG_CONFIG_HOME", data.join("no-such-config"))
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    exits_0(&o);
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -244,23 +244,18 @@ fn a_bad_sentinels_file_is_exit_3_naming_the_key_and_the_line() {
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-#[test]
-fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+/// The long-running mode with an interval of an hour (only a kick can bring
+/// a second scan), and its summaries, one a line.
+fn long_running(
+    detectors: &Path,
+    data: &Path,
+    out: &Path,
+    yaml: &Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead;
-    let s = Scratch::new();
-    let data = s.path("gateway");
-    std::fs::create_dir_all(data.join("inbox")).unwrap();
-    let yaml = s.path("sentinels.yaml");
-    std::fs::write(
-        &yaml,
-        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
-    )
-    .unwrap();
-    let out = s.path("out");
-    // An interval of an hour: only a kick can bring the second scan.
-    let mut child = run_command(&s.detectors_with(&[]), &data, &out)
+    let mut child = run_command(detectors, data, out)
         .args(["--interval", "3600", "--json"])
-        .env("SENTINELS_CONFIG_PATH", &yaml)
+        .env("SENTINELS_CONFIG_PATH", yaml)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -275,6 +270,29 @@ fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
             }
         }
     });
+    (child, rx)
+}
+
+/// A gateway with an inbox bound to file-inbox-watch: the data dir and the
+/// sentinels file.
+fn inbox_gateway(s: &Scratch) -> (std::path::PathBuf, std::path::PathBuf) {
+    let data = s.path("gateway");
+    std::fs::create_dir_all(data.join("inbox")).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox }\nsentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
+    )
+    .unwrap();
+    (data, yaml)
+}
+
+#[test]
+fn a_file_landing_in_the_inbox_is_fired_on_without_waiting_for_the_next_tick() {
+    let s = Scratch::new();
+    let (data, yaml) = inbox_gateway(&s);
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
     let first = rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
     let first: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(detector(&first, "file_inbox_watch")["status"], "ok", "{first:#}");
@@ -318,4 +336,344 @@ fn with_no_sentinels_config_the_stock_sentinels_are_inert_and_change_nothing() {
     let read = |out: &str| std::fs::read_to_string(s.path(out).join("issues.jsonl")).unwrap();
     assert!(!read("out-without").is_empty());
     assert_eq!(read("out-with"), read("out-without"), "the same issues, byte for byte");
+}
+
+/// The evidence ids of `detector`'s fires in the fire log, in order.
+fn fired_ids(out: &Path, detector: &str) -> Vec<String> {
+    let mut segments: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("fires-"))
+        .collect();
+    segments.sort();
+    let mut ids = Vec::new();
+    for segment in segments {
+        // A line still being written (no newline yet) is not an entry yet.
+        for line in std::fs::read_to_string(segment).unwrap().split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let entry: Value = serde_json::from_str(line).unwrap();
+            if entry["detector"] == detector && entry["type"] == "occurrence" {
+                ids.push(entry["evidenceId"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    ids
+}
+
+#[test]
+fn rows_acked_in_place_in_a_rollback_journal_outbox_fire_once_each_while_the_writer_commits() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let ctl = s.path("ctl");
+    let out = s.path("out");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&ctl).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        r#"sources:
+  sqlite:
+    - name: gw-outbox
+      file: outbox.db
+      query: "SELECT id, status, worker_provenance, updated_at FROM outbox WHERE updated_at > :cursor ORDER BY updated_at"
+      cursor: updated_at
+      reread: 10m
+      columns: { id: int, updated_at: int }
+sentinels:
+  completion-verify-watch: { roles: { outbox: gw-outbox } }
+"#,
+    )
+    .unwrap();
+    let detectors = s.detectors_with(&[]);
+    const PHASES: usize = 6;
+    // The application: another process, another SQLite (Python's), writing
+    // the outbox in place in rollback-journal mode.
+    let mut writer = std::process::Command::new("python3")
+        .arg(root().join("tests/e2e/outbox_writer.py"))
+        .arg(data.join("outbox.db"))
+        .arg(&ctl)
+        .arg(PHASES.to_string())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::fs::File::create(ctl.join("child.err")).unwrap())
+        .spawn()
+        .expect("python3 runs the writer");
+    for phase in 0..PHASES {
+        wait_for(120, &format!("the writer's phase {phase}"), &mut writer, || {
+            ctl.join(format!("phase-{phase}")).exists()
+        });
+        // The writer keeps committing while this scan reads.
+        run_with(&detectors, &data, &out, &yaml, &[]);
+        std::fs::write(ctl.join(format!("scanned-{phase}")), "").unwrap();
+    }
+    // The writer's own lifetime bounds this wait.
+    assert!(writer.wait().unwrap().success(), "{}", std::fs::read_to_string(ctl.join("child.err")).unwrap());
+    run_with(&detectors, &data, &out, &yaml, &[]);
+    run_with(&detectors, &data, &out, &yaml, &[]);
+
+    let done: Value = serde_json::from_str(&std::fs::read_to_string(ctl.join("done")).unwrap()).unwrap();
+    assert!(done["beats"].as_i64().unwrap() > 0, "the writer committed while the scans read");
+    let mut expected: Vec<String> =
+        done["fire"].as_array().unwrap().iter().map(|i| i.as_i64().unwrap().to_string()).collect();
+    let mut fired = fired_ids(&out, "completion_verify_watch");
+    fired.sort_by_key(|id| id.parse::<i64>().unwrap());
+    expected.sort_by_key(|id| id.parse::<i64>().unwrap());
+    assert_eq!(fired, expected, "exactly the unverified acks, once each");
+    assert_eq!(listing(&data), ["outbox.db"], "the reads created nothing beside the database");
+}
+
+#[test]
+fn windowed_sentinels_read_each_row_once_and_agree_with_a_recomputation() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let out = s.path("out");
+    std::fs::create_dir_all(&data).unwrap();
+    let db = rusqlite::Connection::open(data.join("ledger.db")).unwrap();
+    db.execute_batch(
+        "PRAGMA journal_mode=WAL;
+         CREATE TABLE spend (id INTEGER PRIMARY KEY, batch INTEGER, at INTEGER, usd REAL);
+         CREATE TABLE escalations (id INTEGER PRIMARY KEY, batch INTEGER, at INTEGER, failed INTEGER);",
+    )
+    .unwrap();
+    let sentinels = |spend_source: &str| {
+        format!(
+            r#"sources:
+  sqlite:
+{spend_source}
+    - name: gw-escalations
+      file: ledger.db
+      query: "SELECT id, at, failed FROM escalations WHERE id > :cursor ORDER BY id"
+      cursor: id
+      columns: {{ id: int, at: int, failed: boolean }}
+sentinels:
+  ledger-delta-watch:
+    enabled: true
+    roles: {{ spend: gw-spend }}
+    values: {{ window_hours: 1, baseline_windows: 3, threshold_pct: 50, min_baseline_usd: 5 }}
+  anomaly-watch:
+    enabled: true
+    roles: {{ escalations: gw-escalations }}
+    values: {{ window_hours: 1, alpha: 0.3, max_drift: 0.2, min_events: 5 }}
+"#
+        )
+    };
+    let detectors = s.detectors_with(&[]);
+    // A source that would read every row at every scan is refused.
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        sentinels(
+            "    - name: gw-spend\n      file: ledger.db\n      query: \"SELECT at, usd FROM spend\"\n      columns: { at: int, usd: float }",
+        ),
+    )
+    .unwrap();
+    let o = run_command(&detectors, &data, &out).args(["--once"]).env("SENTINELS_CONFIG_PATH", &yaml).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("sentinels.yaml") && err.contains("line 3") && err.contains("no `cursor`"), "{err}");
+    assert!(!out.join("issues.jsonl").exists(), "nothing was scanned");
+
+    std::fs::write(
+        &yaml,
+        sentinels(
+            "    - name: gw-spend\n      file: ledger.db\n      query: \"SELECT id, at, usd FROM spend WHERE id > :cursor ORDER BY id\"\n      cursor: id\n      columns: { id: int, at: int, usd: float }",
+        ),
+    )
+    .unwrap();
+    const H: i64 = 3_600_000;
+    let t0 = 500_000 * H; // on an hour
+    let scans: Vec<i64> = (0..20).map(|k| t0 + k * 20 * 60_000 + 60_000).collect();
+    for (k, &t) in scans.iter().enumerate() {
+        // Rows dated since the scan before, added before this one.
+        let since = if k == 0 { t0 } else { scans[k - 1] };
+        let window = (t - t0) / H;
+        for j in 0..3i64 {
+            let at = since + (j + 1) * (t - since) / 4;
+            let spike = if window == 3 || window == 5 { 4.0 } else { 1.0 };
+            let usd = (4.0 + ((k as i64 * 7 + j) % 5) as f64 * 0.25) * spike;
+            db.execute("INSERT INTO spend(batch, at, usd) VALUES (?1, ?2, ?3)", rusqlite::params![k as i64, at, usd])
+                .unwrap();
+        }
+        for j in 0..4i64 {
+            let at = since + (j + 1) * (t - since) / 5;
+            let failed = if window == 4 { j != 3 } else { (k as i64 + j) % 7 == 0 };
+            db.execute(
+                "INSERT INTO escalations(batch, at, failed) VALUES (?1, ?2, ?3)",
+                rusqlite::params![k as i64, at, failed],
+            )
+            .unwrap();
+        }
+        run_with(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
+    }
+    let params = serde_json::json!({
+        "scans": scans,
+        "ledger": {"window_ms": H, "baseline_windows": 3, "threshold_pct": 50.0, "min_baseline_usd": 5.0},
+        "anomaly": {"window_ms": H, "alpha": 0.3, "max_drift": 0.2, "min_events": 5},
+    });
+    let oracle = std::process::Command::new("python3")
+        .arg(root().join("tests/e2e/windowed_oracle.py"))
+        .arg(data.join("ledger.db"))
+        .arg(params.to_string())
+        .output()
+        .expect("python3 runs the oracle");
+    assert!(oracle.status.success(), "{}", String::from_utf8_lossy(&oracle.stderr));
+    let expected: Value = serde_json::from_slice(&oracle.stdout).unwrap();
+    let windows = |key: &str| -> Vec<String> {
+        expected[key].as_array().unwrap().iter().map(|w| format!("window:{}", w.as_i64().unwrap())).collect()
+    };
+    assert!(!windows("ledger").is_empty() && !windows("anomaly").is_empty(), "the data has spikes: {expected}");
+    assert_eq!(fired_ids(&out, "ledger_delta_watch"), windows("ledger"));
+    assert_eq!(fired_ids(&out, "anomaly_watch"), windows("anomaly"));
+}
+
+#[test]
+fn the_precedent_log_appended_rewritten_truncated_deleted_recreated_fires_once_per_event_but_the_append() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    let out = s.path("out");
+    std::fs::create_dir_all(data.join("council/sessions")).unwrap();
+    let index = data.join("council/sessions/index.jsonl");
+    std::fs::write(&index, "{\"s\":1}\n{\"s\":2}\n").unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  digest:\n    - { name: gw-precedents, path: council/sessions/index.jsonl }\n\
+         sentinels:\n  precedent-integrity-watch: { roles: { precedents: gw-precedents } }\n",
+    )
+    .unwrap();
+    let detectors = s.detectors_with(&[]);
+    let scan = || {
+        run_with(&detectors, &data, &out, &yaml, &[]);
+        issues_of(&out, "precedent_integrity_watch").iter().map(|i| i["count"].as_i64().unwrap()).sum::<i64>()
+    };
+    assert_eq!(scan(), 0, "the first reading");
+    std::fs::OpenOptions::new().append(true).open(&index).unwrap().write_all(b"{\"s\":3}\n").unwrap();
+    assert_eq!(scan(), 0, "an append is the log's life");
+    std::fs::write(&index, "{\"s\":1}\n{\"s\":7}\n{\"s\":3}\n").unwrap();
+    assert_eq!(scan(), 1, "rewritten in the middle");
+    std::fs::write(&index, "{\"s\":1}\n").unwrap();
+    assert_eq!(scan(), 2, "truncated");
+    std::fs::remove_file(&index).unwrap();
+    assert_eq!(scan(), 3, "deleted");
+    assert_eq!(scan(), 3, "still gone: the same event");
+    std::fs::write(&index, "{\"s\":1}\n").unwrap();
+    assert_eq!(scan(), 4, "re-created");
+    assert_eq!(scan(), 4, "unchanged since");
+    let titles: Vec<String> =
+        issues_of(&out, "precedent_integrity_watch").iter().map(|i| i["title"].as_str().unwrap().to_owned()).collect();
+    assert!(titles.iter().any(|t| t.ends_with("disappeared")), "{titles:?}");
+    assert!(titles.iter().any(|t| t.ends_with("replaced by another file")), "{titles:?}");
+    // Its replay cases, deletion and replacement included, pass.
+    let o = replay(
+        &shipped_detectors().join("precedent_integrity_watch.wasm"),
+        &root().join("detectors/precedent-integrity-watch/cases"),
+    );
+    exits_0(&o);
+}
+
+#[test]
+fn inbox_noise_and_files_still_being_written_do_not_fire_and_each_complete_file_fires_once() {
+    let s = Scratch::new();
+    let (data, yaml) = inbox_gateway(&s);
+    let inbox = data.join("inbox");
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
+    rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
+    // An editor's swap file and a Finder droppings file.
+    std::fs::write(inbox.join("order-1.json.swp"), "x").unwrap();
+    std::fs::write(inbox.join(".DS_Store"), "x").unwrap();
+    // An rsync-style delivery: a dot-named temporary renamed into place.
+    std::fs::write(inbox.join(".order-2.json.AbCdEf"), "{\"order\":2}").unwrap();
+    std::fs::rename(inbox.join(".order-2.json.AbCdEf"), inbox.join("order-2.json")).unwrap();
+    // An upload in six chunks 200 ms apart, the watcher kicking all along.
+    {
+        let mut f = std::fs::File::create(inbox.join("upload-3.bin")).unwrap();
+        for chunk in 0..6u8 {
+            f.write_all(&[chunk; 4096]).unwrap();
+            f.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // A last file: once it has fired, every state before it has been scanned.
+    std::fs::write(inbox.join("zz-last.json"), "{}").unwrap();
+    wait_for(120, "the last file's fire", &mut child, || {
+        out.join("fires-000001.ndjson").exists()
+            && fired_ids(&out, "file_inbox_watch").contains(&"zz-last.json".to_owned())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut fired = fired_ids(&out, "file_inbox_watch");
+    fired.sort();
+    assert_eq!(fired, ["order-2.json", "upload-3.bin", "zz-last.json"], "one fire per complete file");
+    let _ = rx;
+}
+
+#[test]
+fn the_fast_sentinel_runs_only_when_kicked_and_a_polling_one_ticks_on_its_cooldown() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    for dir in ["inbox", "audit", "backlog"] {
+        std::fs::create_dir_all(data.join(dir)).unwrap();
+    }
+    std::fs::write(data.join("audit/today.ndjson"), "{}\n").unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: inbox, path: inbox }\n    - { name: audit, path: audit }\n    - { name: backlog, path: backlog }\n\
+         sentinels:\n  file-inbox-watch: {}\n  silence-watch:\n    cooldown: 2s\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
+    let next = || -> Value {
+        let line = rx.recv_timeout(Duration::from_secs(120)).expect("a summary");
+        serde_json::from_str(&line).unwrap()
+    };
+    // A kick's folded second scan may find nothing changed: no detector ran.
+    let status = |v: &Value, d: &str| {
+        if v["unchangedSince"].is_i64() {
+            return "unchanged".to_owned();
+        }
+        detector(v, d)["status"].as_str().unwrap().to_owned()
+    };
+    let first = next();
+    assert_eq!((status(&first, "file_inbox_watch"), status(&first, "silence_watch")), ("ok".into(), "ok".into()));
+    assert!(detector(&first, "silence_watch")["nextDue"].as_i64().is_some(), "{first:#}");
+    // Nothing written, an interval of an hour: the next scan is the cooldown's tick.
+    let tick = next();
+    assert_eq!(status(&tick, "silence_watch"), "ok", "{tick:#}");
+    assert_eq!(status(&tick, "file_inbox_watch"), "not-due", "a fast sentinel does not tick");
+    // The inbox stirs: the kicked scan runs the fast sentinel.
+    std::fs::write(data.join("inbox/order-1.json"), "{}").unwrap();
+    let kicked = loop {
+        let v = next();
+        if status(&v, "file_inbox_watch") == "ok" {
+            break v;
+        }
+    };
+    assert_eq!(detector(&kicked, "file_inbox_watch")["observations"], 1, "{kicked:#}");
+    assert!(kicked["lastKick"].as_i64().is_some());
+    // And the ticks go on without it.
+    let tick = loop {
+        let v = next();
+        if status(&v, "silence_watch") == "ok" {
+            break v;
+        }
+    };
+    assert_eq!(status(&tick, "file_inbox_watch"), "not-due", "{tick:#}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // `detectors list` names the classes and the next due time.
+    let o = sentinel_host()
+        .args(["detectors", "list", "--detectors"])
+        .arg(s.path("detectors"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    let line = |name: &str| listing.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_owned();
+    assert!(line("file_inbox_watch").contains(" fast"), "{listing}");
+    assert!(line("silence_watch").contains(" polling") && line("silence_watch").contains("next due"), "{listing}");
+    assert!(line("anomaly_watch").contains(" deep"), "{listing}");
 }

@@ -161,6 +161,11 @@ fn json(v: Value) -> Option<(&'static str, Vec<u8>)> {
     Some(("application/json", v.to_string().into_bytes()))
 }
 
+/// The body aiming a request at the pinned canary tenant.
+fn canary() -> Option<(&'static str, Vec<u8>)> {
+    json(serde_json::json!({"tenant": "canary"}))
+}
+
 fn assert_problem(r: &(u16, String, Value), status: u16, code: &str) {
     assert_eq!(r.0, status, "{r:?}");
     assert_eq!(r.1, "application/problem+json", "{r:?}");
@@ -307,46 +312,52 @@ fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule()
         403,
         "single_tenant_violation",
     );
-    assert_problem(&call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some("adm1n"), None), 404, "not_found");
+    assert_problem(
+        &call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some("adm1n"), canary()),
+        404,
+        "not_found",
+    );
 
     // Quarantine: the core applies it, and it is a fact in the fire log.
-    let (status, _, r) = call(&s, "POST", q, Some("adm1n"), None);
+    let (status, _, r) = call(&s, "POST", q, Some("adm1n"), canary());
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["result"]["health"]["state"], "quarantined", "{r}");
     let (_, _, fires) = call(&s, "GET", "/v1/fires?type=quarantine", None, None);
     assert_eq!(fires["items"][0]["reason"], "by the operator", "{fires}");
     let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
     assert_eq!(te["health"]["standing"], "quarantined");
-    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/release", Some("adm1n"), None);
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/release", Some("adm1n"), canary());
     assert_eq!(status, 200);
     let (_, _, fires) = call(&s, "GET", "/v1/fires?type=release", None, None);
     assert_eq!(fires["items"].as_array().unwrap().len(), 1);
 
     // Disable, enable.
-    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/disable", Some("adm1n"), None);
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/disable", Some("adm1n"), canary());
     assert_eq!(status, 200);
     let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
     assert_eq!(te["enabled"], false);
     let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
     assert_eq!(gates["observing"], false, "no sentinel enabled: nothing observes");
-    call(&s, "POST", "/v1/admin/sentinels/tool_error/enable", Some("adm1n"), None);
+    call(&s, "POST", "/v1/admin/sentinels/tool_error/enable", Some("adm1n"), canary());
     let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
     assert_eq!(te["enabled"], true);
 
-    // Force-wake with no tenant lands in the pinned canary, and says so.
-    let (status, _, r) = call(&s, "POST", "/v1/admin/sentinels/tool_error/force-wake", Some("adm1n"), None);
+    // Force-wake with no tenant would land in the default tenant, not the
+    // pinned canary: refused, naming the default. Aimed at the canary, it lands.
+    let wake = "/v1/admin/sentinels/tool_error/force-wake";
+    let refused = call(&s, "POST", wake, Some("adm1n"), None);
+    assert_problem(&refused, 403, "single_tenant_violation");
+    assert!(refused.2["detail"].as_str().unwrap().contains("`sovereign`"), "{}", refused.2);
+    let (status, _, r) = call(&s, "POST", wake, Some("adm1n"), canary());
     assert_eq!(status, 200, "{r}");
-    assert_eq!((&r["tenant"], &r["tenantDefaulted"]), (&Value::from("canary"), &Value::Bool(true)), "{r}");
+    assert_eq!((&r["tenant"], &r["tenantDefaulted"]), (&Value::from("canary"), &Value::Bool(false)), "{r}");
     let seq = r["result"]["fireSeq"].as_u64().unwrap();
     let (_, _, fires) = call(&s, "GET", "/v1/fires?type=diagnostic", None, None);
     assert_eq!(fires["items"][0]["seq"].as_u64(), Some(seq));
     assert!(fires["items"][0]["reason"].as_str().unwrap().contains("tenant canary"), "{fires}");
-    let body = json(serde_json::json!({"tenant": "canary"}));
-    let (_, _, r) = call(&s, "POST", "/v1/admin/sentinels/tool_error/force-wake", Some("adm1n"), body);
-    assert_eq!(r["tenantDefaulted"], false);
 
     // The UI snapshot.
-    let (status, _, snap) = call(&s, "POST", "/v1/admin/ui-snapshot", Some("adm1n"), None);
+    let (status, _, snap) = call(&s, "POST", "/v1/admin/ui-snapshot", Some("adm1n"), canary());
     assert_eq!(status, 200);
     assert!(snap["sentinels"].as_array().unwrap().iter().any(|x| x["name"] == "tool_error"));
     assert_eq!(snap["chain"]["ok"], true, "{snap}");

@@ -1,6 +1,6 @@
 //! A gateway-shaped layout for the stock sentinels: an inbox, a backlog, an
 //! audit folder, the Council's append-only `sessions/index.jsonl`, a SQLite
-//! outbox (WAL), and a sentinels config file binding them to the sentinels'
+//! outbox (a rollback journal, rows acked in place), and a sentinels config file binding them to the sentinels'
 //! roles; then the changes that make each sentinel fire.
 //!
 //! It owns writing that layout (for `cargo xtask demo` and tests); it never
@@ -35,9 +35,12 @@ sources:
   sqlite:
     - name: gw-outbox
       file: outbox.db
-      query: "SELECT id, status, worker_provenance FROM outbox WHERE id > :cursor ORDER BY id"
-      cursor: id
-      columns: {{ id: int }}
+      # rows are written pending and acked in place: read the rows changed
+      # since the newest change seen, 10 minutes back (each ack fires once)
+      query: "SELECT id, status, worker_provenance, updated_at FROM outbox WHERE updated_at > :cursor ORDER BY updated_at"
+      cursor: updated_at
+      reread: 10m
+      columns: {{ id: int, updated_at: int }}
 sentinels:
   file-inbox-watch:
     roles: {{ inbox: gw-inbox }}
@@ -75,9 +78,14 @@ pub fn generate(dir: &Path, queue_url: &str) -> Result<PathBuf> {
     std::fs::write(dir.join("council/sessions/index.jsonl"), "{\"session\":1}\n{\"session\":2}\n{\"session\":3}\n")?;
     let db = rusqlite::Connection::open(dir.join("outbox.db"))?;
     db.execute_batch(
-        "PRAGMA journal_mode=WAL;
-         CREATE TABLE outbox (id INTEGER PRIMARY KEY, status TEXT NOT NULL, worker_provenance TEXT);
-         INSERT INTO outbox VALUES (1, 'acked', 'VerifiedExact'), (2, 'pending', NULL);",
+        "PRAGMA journal_mode=DELETE;
+         CREATE TABLE outbox (id INTEGER PRIMARY KEY, status TEXT NOT NULL, worker_provenance TEXT,
+                              updated_at INTEGER NOT NULL);",
+    )?;
+    let now = now_ms();
+    db.execute(
+        "INSERT INTO outbox VALUES (1, 'acked', 'VerifiedExact', ?1), (2, 'pending', NULL, ?1)",
+        [now - 60_000],
     )?;
     let yaml = dir.with_extension("sentinels.yaml");
     std::fs::write(&yaml, sentinels_yaml(queue_url))?;
@@ -85,15 +93,22 @@ pub fn generate(dir: &Path, queue_url: &str) -> Result<PathBuf> {
 }
 
 /// What happens next at the gateway: a new order in the inbox, pending work
-/// in the backlog (while the audit log stays silent), an acked row without
-/// verified provenance, and a precedent rewritten in the middle of the log.
+/// in the backlog (while the audit log stays silent), a pending row acked in
+/// place without provenance and a new row acked with unverified provenance,
+/// and a precedent rewritten in the middle of the log.
 pub fn stir(dir: &Path) -> Result<()> {
     std::fs::write(dir.join("inbox/order-0002.json"), "{\"order\":2}\n")?;
     std::fs::write(dir.join("backlog/job-0001.json"), "{\"job\":1}\n")?;
     let db = rusqlite::Connection::open(dir.join("outbox.db"))?;
-    db.execute_batch("INSERT INTO outbox VALUES (3, 'acked', NULL), (4, 'acked', 'Inferred');")?;
+    // Row 2, read pending by the quiet scan, is acked in place.
+    db.execute("UPDATE outbox SET status = 'acked', updated_at = ?1 WHERE id = 2", [now_ms()])?;
+    db.execute("INSERT INTO outbox VALUES (3, 'acked', 'Inferred', ?1)", [now_ms()])?;
     std::fs::write(dir.join("council/sessions/index.jsonl"), "{\"session\":1}\n{\"session\":7}\n{\"session\":3}\n")?;
     Ok(())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Serves `{"active_total": N}` on loopback for as long as the process

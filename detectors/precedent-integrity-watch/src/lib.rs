@@ -6,8 +6,11 @@
 //! whether the old content is still the file's prefix (`appended_only`). The
 //! file is an append-only byte stream: appends never fire; a shorter file,
 //! fewer lines, or a prefix whose SHA-256 no longer matches fires once per
-//! rewrite (the occurrence is the old and new hash prefixes). The evidence is
-//! the path; no content is read by the guest.
+//! rewrite (the occurrence is the old and new hash prefixes). The log
+//! disappearing fires, and so does it coming back or another file taking its
+//! name (another inode): once per event, the occurrence being the source's
+//! generation, which counts those events. The evidence is the path; no
+//! content is read by the guest.
 
 use sentinel_sdk::prelude::*;
 
@@ -25,9 +28,28 @@ pub struct Reading<'a> {
     pub prev_lines: Option<i64>,
     pub prev_sha: Option<&'a str>,
     pub appended_only: Option<bool>,
+    /// False when the scan found the file gone.
+    pub present: bool,
+    /// Back after it was gone, or another file under its name.
+    pub replaced: bool,
+    pub generation: i64,
+}
+
+fn fire(what: &str, title: &str, occurrence: &str, r: &Reading<'_>, scan_time: i64) -> Observation {
+    Observation::new(KIND, what, title, scan_time, occurrence, (ROLE, r.path))
+        .origin(Origin::Harness)
+        .severity(Severity::High)
 }
 
 pub fn observe(r: &Reading<'_>, scan_time: i64) -> Option<Observation> {
+    if !r.present {
+        let title = "the append-only precedent log disappeared";
+        return Some(fire("disappeared", title, &format!("gone:{}", r.generation), r, scan_time));
+    }
+    if r.replaced {
+        let title = "the append-only precedent log was replaced by another file";
+        return Some(fire("replaced", title, &format!("replaced:{}", r.generation), r, scan_time));
+    }
     let (Some(prev_bytes), Some(prev_lines)) = (r.prev_bytes, r.prev_lines) else {
         return None; // the first reading: nothing to compare with
     };
@@ -41,12 +63,7 @@ pub fn observe(r: &Reading<'_>, scan_time: i64) -> Option<Observation> {
         return None;
     };
     let title = format!("the append-only precedent log was rewritten: it {what}");
-    let occurrence = format!("rewrite:{}:{}", r.prev_sha.unwrap_or("-"), r.sha);
-    Some(
-        Observation::new(KIND, what, &title, scan_time, &occurrence, (ROLE, r.path))
-            .origin(Origin::Harness)
-            .severity(Severity::High),
-    )
+    Some(fire(what, &title, &format!("rewrite:{}:{}", r.prev_sha.unwrap_or("-"), r.sha), r, scan_time))
 }
 
 #[derive(Debug)]
@@ -70,6 +87,7 @@ impl Detector for PrecedentIntegrityWatch {
         let c = |n| batch.column(n);
         let cols = [c("path"), c("bytes"), c("lines"), c("sha256_prefix"), c("prev_bytes"), c("prev_lines")];
         let (prev_sha, appended) = (c("prev_sha256_prefix"), c("appended_only"));
+        let (present, replaced, generation) = (c("present"), c("replaced"), c("generation"));
         for row in 0..batch.rows() {
             let text = |col: Option<usize>| col.and_then(|col| batch.text(col, row));
             let int = |col: Option<usize>| col.and_then(|col| batch.int(col, row));
@@ -82,6 +100,9 @@ impl Detector for PrecedentIntegrityWatch {
                 prev_lines: int(cols[5]),
                 prev_sha: text(prev_sha),
                 appended_only: appended.and_then(|col| batch.boolean(col, row)),
+                present: present.and_then(|col| batch.boolean(col, row)).unwrap_or(true),
+                replaced: replaced.and_then(|col| batch.boolean(col, row)).unwrap_or(false),
+                generation: int(generation).unwrap_or(0),
             };
             out.extend(observe(&r, self.scan_time));
         }
@@ -105,6 +126,9 @@ mod tests {
             prev_lines: appended_only.map(|_| 10),
             prev_sha: Some("old"),
             appended_only,
+            present: true,
+            replaced: false,
+            generation: 0,
         }
     }
 
@@ -115,5 +139,15 @@ mod tests {
         assert!(observe(&reading(180, 12, Some(true)), 0).is_none(), "appended");
         assert_eq!(observe(&reading(180, 12, Some(false)), 0).unwrap().signature(), "changed before its end");
         assert_eq!(observe(&reading(60, 6, None.or(Some(false))), 0).unwrap().signature(), "shrank");
+    }
+
+    #[test]
+    fn a_deletion_and_a_replacement_fire_once_per_generation() {
+        let gone = Reading { present: false, generation: 1, ..reading(0, 0, None) };
+        let fired = observe(&gone, 0).unwrap();
+        assert_eq!((fired.signature(), fired.occurrence()), ("disappeared", "gone:1"));
+        let back = Reading { replaced: true, generation: 2, ..reading(180, 12, Some(true)) };
+        let fired = observe(&back, 0).unwrap();
+        assert_eq!((fired.signature(), fired.occurrence()), ("replaced", "replaced:2"));
     }
 }

@@ -90,13 +90,13 @@ fn human_raw(r: &ScanReport) -> String {
             None => {
                 let _ = writeln!(
                     s,
-                    "    ok       {} {}: {} records, {} observations, decision in {:.2} ms{}{}",
+                    "    ok       {}{} {}: {} records, {} observations, decision in {:.2} ms{}",
+                    if d.probation { sentinel_host::firelog::PROBATION_MARKER } else { "" },
                     one_line(&d.name),
                     one_line(d.version.as_deref().unwrap_or("")),
                     d.records,
                     d.observations,
                     d.finish_us as f64 / 1000.0,
-                    if d.probation { " [PROBATION]" } else { "" },
                     d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
                 );
             }
@@ -145,14 +145,16 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
             (None, None) => "ok (never run here)".to_owned(),
         };
         let name = one_line(&name);
+        let due = info.next_due.map(|t| format!("  next due {t}")).unwrap_or_default();
         let _ = writeln!(
             s,
-            "{name:<20} {:<8} wit {:<6} {:<24} {:>9} bytes  sha256 {}",
+            "{name:<20} {:<8} wit {:<6} {:<24} {:>9} bytes  sha256 {}  {}{due}",
             one_line(i.descriptor.as_ref().map_or("-", |d| d.version.as_str())),
             i.wit_version.as_deref().unwrap_or("-"),
             health,
             i.size.unwrap_or(0),
-            i.sha256.as_deref().map_or("-", |h| &h[..16.min(h.len())])
+            i.sha256.as_deref().map_or("-", |h| &h[..16.min(h.len())]),
+            info.class.map_or("-", |c| c.label()),
         );
         if !full {
             continue;

@@ -154,6 +154,10 @@ pub(crate) fn run_long(
         None => None,
     };
     let kicker = kicker(&sentinel, handle);
+    if kicker.is_some() {
+        // The fast sentinels now run when kicked, not on every scan.
+        sentinel.watch_for_kicks();
+    }
     let mut scans = 0u64;
     let mut fatal: Option<anyhow::Error> = None;
     let end = sentinel_host::core::daemon::run_every(&mut sentinel, interval, Some(&commands), |result| {

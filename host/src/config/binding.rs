@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::stock::{Role, STOCK, SourceKind, Stock, find};
+use super::stock::{Class, Role, STOCK, SourceKind, Stock, find};
 use super::{Config, ConfigError, SentinelConfig};
 
 impl Config {
@@ -44,6 +44,9 @@ impl Config {
                     format!("sentinels.{name}: not a stock sentinel (one of {})", known.join(", ")),
                 ));
             };
+            if let Some(problem) = cooldown_problem(stock, sc) {
+                return Err(self.invalid_at(text, "cooldown", format!("sentinels.{name}.cooldown: {problem}")));
+            }
             for (role, source) in &sc.roles {
                 let key = format!("sentinels.{name}.roles.{role}");
                 let problem = self.binding_problem(stock, role, source).or_else(|| match bound.insert(role, source) {
@@ -55,6 +58,40 @@ impl Config {
                 if let Some(problem) = problem {
                     return Err(self.invalid_at(text, role, format!("{key}: {problem}")));
                 }
+            }
+        }
+        self.check_windowed(text)
+    }
+
+    /// A windowed sentinel (sums, rates) counts each row it reads: a SQLite
+    /// source filling its role must read each row once, so one without a
+    /// `cursor` (every scan reads every row again) or with a `reread` is
+    /// refused, naming the source's line.
+    fn check_windowed(&self, text: &str) -> Result<(), ConfigError> {
+        for stock in STOCK.iter().filter(|s| s.windowed) {
+            if self.sentinel_off(stock.name).is_some() {
+                continue;
+            }
+            let sc = self.sentinel(stock.name);
+            for role in stock.roles {
+                let source = sc.and_then(|c| c.roles.get(role.name)).map_or(role.name, String::as_str);
+                let Some(q) = self.sources.sqlite.iter().find(|q| q.name == source) else { continue };
+                let problem = if q.cursor.is_none() {
+                    "has no `cursor`, so every scan would read every row again"
+                } else if q.reread.is_some() {
+                    "has a `reread`, so rows would be read again"
+                } else {
+                    continue;
+                };
+                return Err(self.invalid_at(
+                    text,
+                    source,
+                    format!(
+                        "sources.sqlite `{source}` {problem}: {} counts each row it reads, give the source a \
+                         `cursor` (an id, WHERE id > :cursor) and no `reread`",
+                        stock.spec_name
+                    ),
+                ));
             }
         }
         Ok(())
@@ -83,6 +120,14 @@ impl Config {
             return Some(format!("another source is already named `{role}`; bind that one or rename it"));
         }
         None
+    }
+
+    /// The cadence `detector` ticks on, in seconds: the sentinels file's
+    /// `cooldown` for a stock sentinel, else what the detector declares
+    /// (none: every scan).
+    pub fn cooldown_seconds(&self, detector: &str, declared: Option<u32>) -> Option<u32> {
+        let set = self.sentinel(detector).and_then(|sc| sc.cooldown.as_deref()).and_then(crate::config::parse_duration);
+        set.map(|ms| u32::try_from(ms / 1000).unwrap_or(u32::MAX)).or(declared)
     }
 
     /// The stock sentinel `detector`'s settings, if the config has any.
@@ -119,7 +164,7 @@ impl Config {
     /// bindings, to configured directory sources.
     pub fn fast_dirs(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        for stock in STOCK.iter().filter(|s| s.fast) {
+        for stock in STOCK.iter().filter(|s| s.class == Class::Fast) {
             let sc = self.sentinel(stock.name);
             if sc.is_none() || self.sentinel_off(stock.name).is_some() {
                 continue;
@@ -149,5 +194,60 @@ impl Config {
             }
         }
         out
+    }
+}
+
+/// What is wrong with a sentinel's `cooldown`, if anything: a duration of
+/// whole seconds, at least one, and none for a fast sentinel.
+fn cooldown_problem(stock: &Stock, sc: &SentinelConfig) -> Option<String> {
+    let text = sc.cooldown.as_deref()?;
+    if stock.class == Class::Fast {
+        return Some(format!("{} is fast: it runs when kicked and has no cooldown", stock.spec_name));
+    }
+    match crate::config::parse_duration(text) {
+        Some(ms) if ms >= 1000 && ms % 1000 == 0 && ms / 1000 <= u64::from(u32::MAX) => None,
+        _ => Some(format!("`{text}` is not a duration of whole seconds, at least 1 s (\"60s\", \"5m\")")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cooldown_sets_the_cadence_and_a_fast_sentinel_has_none() {
+        let parse = |text: &str| Config::parse_yaml(text, std::path::Path::new("sentinels.yaml"));
+        let c = parse("sentinels:\n  queue-depth-watch:\n    cooldown: 5m\n").unwrap();
+        assert_eq!(c.cooldown_seconds("queue_depth_watch", None), Some(300));
+        assert_eq!(c.cooldown_seconds("silence_watch", Some(60)), Some(60), "declared, when not set");
+        let err = parse("sentinels:\n  file-inbox-watch:\n    cooldown: 5m\n").unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("is fast"), "{err}");
+        let err = parse("sentinels:\n  silence-watch:\n    cooldown: 250ms\n").unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("whole seconds"), "{err}");
+        assert_eq!(find("file-inbox-watch").unwrap().class, Class::Fast);
+        assert_eq!(find("anomaly-watch").unwrap().class, Class::Deep);
+    }
+
+    #[test]
+    fn a_windowed_sentinel_refuses_a_source_that_reads_rows_again() {
+        let yaml = |source: &str| {
+            format!(
+                "sources:\n  sqlite:\n    - name: gw-spend\n      file: s.db\n{source}\
+                 sentinels:\n  ledger-delta-watch:\n    enabled: true\n    roles: {{ spend: gw-spend }}\n"
+            )
+        };
+        let parse = |text: &str| Config::parse_yaml(text, std::path::Path::new("sentinels.yaml"));
+        let no_cursor = yaml("      query: \"SELECT at, usd FROM spend\"\n");
+        let err = parse(&no_cursor).unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("no `cursor`"), "{err}");
+        let reread = yaml(
+            "      query: \"SELECT id, at, usd FROM spend WHERE id > :cursor\"\n      cursor: id\n      reread: 5m\n",
+        );
+        let err = parse(&reread).unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("`reread`"), "{err}");
+        let once = yaml("      query: \"SELECT id, at, usd FROM spend WHERE id > :cursor\"\n      cursor: id\n");
+        parse(&once).unwrap();
+        // Off, it reads nothing: nothing to refuse.
+        parse(&no_cursor.replace("enabled: true", "enabled: false")).unwrap();
     }
 }

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Config, ConfigError, LimitsConfig, to_config_value};
+use super::{Config, ConfigError, LimitsConfig, parse_duration, to_config_value};
 use crate::model::record::parse_column_type;
 
 /// The variable naming the sentinels file.
@@ -217,6 +217,12 @@ impl Config {
             }
             names.push(name);
         }
+        for d in &s.directory {
+            if d.settle.as_deref().is_some_and(|t| parse_duration(t).is_none()) {
+                let message = format!("sources.directory `{}`: `settle` is a duration like \"500ms\"", d.name);
+                return Err(self.invalid_at(text, "settle", message));
+            }
+        }
         for q in &s.sqlite {
             let lower = q.query.trim_start().to_ascii_lowercase();
             if !(lower.starts_with("select") || lower.starts_with("with")) {
@@ -227,6 +233,18 @@ impl Config {
                     "sources.sqlite `{}`: a `cursor` column needs `:cursor` in the query (WHERE col > :cursor)",
                     q.name
                 )));
+            }
+            if let Some(reread) = &q.reread {
+                let problem = if q.cursor.is_none() {
+                    Some("`reread` moves a cursor back: it needs a `cursor` column (a change time in ms)")
+                } else if parse_duration(reread).is_none() {
+                    Some("`reread` is a duration like \"10m\"")
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    return Err(self.invalid_at(text, "reread", format!("sources.sqlite `{}`: {problem}", q.name)));
+                }
             }
             for (col, ty) in &q.columns {
                 if parse_column_type(ty).is_none() {

@@ -72,7 +72,7 @@ pub struct SourcesConfig {
     pub bots: Option<FileConfig>,
     pub events: Option<EventsConfig>,
     #[serde(default)]
-    pub directory: Vec<NamedPath>,
+    pub directory: Vec<DirectoryConfig>,
     #[serde(default)]
     pub digest: Vec<NamedPath>,
     #[serde(default)]
@@ -93,6 +93,9 @@ pub struct SentinelConfig {
     /// Its config values, as `[detectors.NAME]` takes them.
     #[serde(default)]
     pub values: BTreeMap<String, toml::Value>,
+    /// How often a polling or deep sentinel ticks (a duration, `"5m"`);
+    /// absent: what the detector declares, else every scan.
+    pub cooldown: Option<String>,
 }
 
 /// Every limit of the sandbox; an absent key keeps its default.
@@ -173,6 +176,23 @@ pub struct NamedPath {
     pub path: String,
 }
 
+/// `[[sources.directory]]`: a directory listing, without the noise.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryConfig {
+    pub name: String,
+    pub path: String,
+    /// Names left out (`*` matches any run of characters); absent: the
+    /// editors' and uploaders' temporaries, [`crate::sources::files::directory::DEFAULT_IGNORE`].
+    pub ignore: Option<Vec<String>>,
+    /// List dot-files too (default: they are left out).
+    #[serde(default)]
+    pub hidden: bool,
+    /// How long a new or changed file must keep its size and mtime before it
+    /// is listed (a duration; default `500ms`; `0ms` lists at once).
+    pub settle: Option<String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
@@ -197,6 +217,12 @@ pub struct QueryConfig {
     /// An integer column whose highest value is kept; the query reads only
     /// newer rows by using `:cursor`.
     pub cursor: Option<String>,
+    /// A trailing window (a duration, `"10m"`) the cursor is moved back by
+    /// before each read, for rows that change in place: the cursor is then a
+    /// change column in ms (`updated_at`), and the rows changed within the
+    /// window are read again (their detectors' occurrence keys count each
+    /// state once).
+    pub reread: Option<String>,
     /// Column types (`text`, `int`, `float`, `boolean`); others are text.
     #[serde(default)]
     pub columns: BTreeMap<String, String>,

@@ -2,7 +2,7 @@
 //! reads, and which kind of configured source may fill each role.
 //!
 //! It owns the table of the eight (their detector names, the spec's spelling,
-//! whether they are experimental or fast), as data: the rules of binding a
+//! whether they are experimental, their cadence class), as data: the rules of binding a
 //! role to a source are [`super::binding`]'s, `sources` builds the sources,
 //! `scan::plan` reports what is unbound. It imports nothing of the config,
 //! never reads a source or the data dir, and never guesses a binding.
@@ -30,6 +30,29 @@ impl SourceKind {
     }
 }
 
+/// The spec's cadence classes: polling and deep sentinels tick on their
+/// cooldown (every scan without one); a fast one does not tick at all, it
+/// runs when kicked (the inbox watcher), and under a schedule, where
+/// nothing can kick, each run is the kick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    Polling,
+    /// Polling over long windows of statistics (the windowed two).
+    Deep,
+    Fast,
+}
+
+impl Class {
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::Polling => "polling",
+            Class::Deep => "deep",
+            Class::Fast => "fast",
+        }
+    }
+}
+
 /// One role of a stock sentinel and the kinds of source that may fill it.
 #[derive(Debug, Clone, Copy)]
 pub struct Role {
@@ -46,8 +69,11 @@ pub struct Stock {
     pub spec_name: &'static str,
     /// Off unless the config enables it.
     pub experimental: bool,
-    /// Kicked when its source stirs (the long-running mode), besides every scan.
-    pub fast: bool,
+    /// Its cadence class (a fast one is kicked when its source stirs).
+    pub class: Class,
+    /// It sums or rates rows per window, so its SQLite sources must read
+    /// each row once: a `cursor`, no `reread` (checked with the config).
+    pub windowed: bool,
     pub roles: &'static [Role],
 }
 
@@ -59,14 +85,16 @@ pub const STOCK: &[Stock] = &[
         name: "file_inbox_watch",
         spec_name: "file-inbox-watch",
         experimental: false,
-        fast: true,
+        class: Class::Fast,
+        windowed: false,
         roles: &[Role { name: "inbox", kinds: &[K::Directory] }],
     },
     Stock {
         name: "silence_watch",
         spec_name: "silence-watch",
         experimental: false,
-        fast: false,
+        class: Class::Polling,
+        windowed: false,
         roles: &[
             Role { name: "audit", kinds: &[K::Directory, K::Digest] },
             Role { name: "backlog", kinds: &[K::Directory] },
@@ -76,42 +104,48 @@ pub const STOCK: &[Stock] = &[
         name: "queue_depth_watch",
         spec_name: "queue-depth-watch",
         experimental: false,
-        fast: false,
+        class: Class::Polling,
+        windowed: false,
         roles: &[Role { name: "queue", kinds: &[K::Http] }],
     },
     Stock {
         name: "watch_health_watch",
         spec_name: "watch-health-watch",
         experimental: false,
-        fast: false,
+        class: Class::Polling,
+        windowed: false,
         roles: &[Role { name: "health", kinds: &[K::Host] }],
     },
     Stock {
         name: "ledger_delta_watch",
         spec_name: "ledger-delta-watch",
         experimental: true,
-        fast: false,
+        class: Class::Deep,
+        windowed: true,
         roles: &[Role { name: "spend", kinds: &[K::Sqlite] }],
     },
     Stock {
         name: "anomaly_watch",
         spec_name: "anomaly-watch",
         experimental: true,
-        fast: false,
+        class: Class::Deep,
+        windowed: true,
         roles: &[Role { name: "escalations", kinds: &[K::Sqlite] }],
     },
     Stock {
         name: "completion_verify_watch",
         spec_name: "completion-verify-watch",
         experimental: false,
-        fast: false,
+        class: Class::Polling,
+        windowed: false,
         roles: &[Role { name: "outbox", kinds: &[K::Sqlite] }],
     },
     Stock {
         name: "precedent_integrity_watch",
         spec_name: "precedent-integrity-watch",
         experimental: false,
-        fast: false,
+        class: Class::Polling,
+        windowed: false,
         roles: &[Role { name: "precedents", kinds: &[K::Digest] }],
     },
 ];
@@ -152,5 +186,7 @@ mod tests {
         assert_eq!(find("file-inbox-watch").unwrap().name, "file_inbox_watch");
         assert!(!find("anomaly_watch").unwrap().enabled(None));
         assert!(find("silence-watch").unwrap().enabled(None));
+        let windowed: Vec<&str> = STOCK.iter().filter(|s| s.windowed).map(|s| s.name).collect();
+        assert_eq!(windowed, ["ledger_delta_watch", "anomaly_watch"]);
     }
 }

@@ -1,7 +1,8 @@
 //! The long-running mode: one scan every interval until asked to stop, with
 //! the operator's commands applied between scans.
 //!
-//! It owns the loop only: when the next scan starts, taking commands from the
+//! It owns the loop only: when the next scan starts (at the interval, or
+//! sooner when a detector's cooldown makes it due), taking commands from the
 //! [`Handle`](crate::core::sentinel::Handle)'s channel while it waits (a command
 //! that asks for a scan starts one at once), and stopping between scans or in
 //! the middle of one. The [`Sentinel`] it drives keeps the runtime, the
@@ -45,23 +46,45 @@ pub fn run_every(
     mut each: impl FnMut(Result<ScanReport, ScanError>) -> bool,
 ) -> LoopEnd {
     let mut commands = commands;
+    // The first cooldown due (ms), from the last full scan: a scan that found
+    // nothing changed ran no detector and leaves it where it was.
+    let mut due: Option<i64> = None;
     loop {
         if sentinel.options().stopped() {
             return LoopEnd::Stopped;
         }
         let started = Instant::now();
+        let mut next = started + interval;
         match sentinel.scan() {
             Err(ScanError::Interrupted) => return LoopEnd::StoppedMidScan,
             result => {
+                if let Ok(report) = &result
+                    && report.unchanged_since.is_none()
+                {
+                    due = report.detectors.iter().filter_map(|d| d.next_due).min();
+                }
+                if let Some(wait) = due.map(cooldown_wait) {
+                    next = next.min(Instant::now() + wait);
+                }
                 if !each(result) {
                     return LoopEnd::Ended;
                 }
             }
         }
-        if let Some(end) = wait(sentinel, started + interval, &mut commands) {
+        if let Some(end) = wait(sentinel, next, &mut commands) {
             return end;
         }
     }
+}
+
+/// How long until `due`, the first detector's cooldown due time (at least
+/// a second), so polling and deep sentinels
+/// tick on their cooldown whatever the interval. Measured on the wall clock
+/// the due time is on, so the scan it brings is at or past it.
+fn cooldown_wait(due: i64) -> Duration {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let ms = u64::try_from(i128::from(due) + 1 - now as i128).unwrap_or(0);
+    Duration::from_millis(ms).max(Duration::from_secs(1))
 }
 
 /// Waits until `next`, applying commands; `Some` when the loop must end.

@@ -4,9 +4,13 @@
 //!
 //! It owns one file-system watcher (the `notify` crate: inotify on Linux,
 //! the spec's 1 s `PollWatcher` on macOS, the platform's own elsewhere) over
-//! the directories it is given, non-recursively, and a thread that turns a
-//! burst of events into one "scan now" command sent through the sentinel's
-//! [`Handle`] (a short settle delay collects a burst). It never reads a
+//! the directories it is given, non-recursively, and a thread that turns
+//! events into "scan now" commands sent through the sentinel's [`Handle`]:
+//! the first event kicks at once (no settle delay), and the events that
+//! arrive while that scan runs (the send waits until the sentinel applies
+//! it, between scans) are folded into one more scan. A file still being
+//! written is the directory source's concern (it waits for the next scan,
+//! which the writer's next event kicks). It never reads a
 //! file, never scans and never decides: the scan reads the directory as any
 //! scan does, so a kick changes only when the scan happens, never what it
 //! sees (a missed event costs at most one interval).
@@ -19,9 +23,6 @@ use std::time::Duration;
 use notify::Watcher;
 
 use crate::core::sentinel::{Command, Handle};
-
-/// How long a burst of events is collected before the scan is asked for.
-pub const SETTLE: Duration = Duration::from_millis(150);
 
 /// A running watcher; dropping it stops the watching (the thread ends when
 /// the watcher's channel closes).
@@ -50,7 +51,7 @@ fn watcher(tx: mpsc::Sender<notify::Result<notify::Event>>) -> notify::Result<Bo
 
 impl Kicker {
     /// Watches `dirs` (those that exist; a missing one is skipped and
-    /// logged) and sends `ScanNow` through `handle` after each burst.
+    /// logged) and sends `Kick` through `handle` when they change.
     pub fn start(dirs: Vec<PathBuf>, handle: Handle) -> notify::Result<Kicker> {
         let (tx, rx) = mpsc::channel();
         let mut w = watcher(tx)?;
@@ -78,19 +79,20 @@ impl Kicker {
     }
 }
 
-/// One `ScanNow` per burst of changes, until the watcher is dropped or the
-/// sentinel is gone.
+/// A `Kick` at the first change; the changes already queued are seen by
+/// that scan (it starts after they happened), so they are dropped; the ones
+/// arriving while the send waits for a running scan make one more. Until
+/// the watcher is dropped or the sentinel is gone.
 fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle, last: &AtomicI64) {
     while let Ok(first) = rx.recv() {
         if !stirs(&first) {
             continue;
         }
-        // Collect the rest of the burst.
-        while rx.recv_timeout(SETTLE).is_ok() {}
+        while rx.try_recv().is_ok() {}
         tracing::info!("a watched directory changed: kicking a scan for the fast sentinels");
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         last.store(i64::try_from(now).unwrap_or(i64::MAX), Ordering::SeqCst);
-        if handle.send(Command::ScanNow).is_err() {
+        if handle.send(Command::Kick).is_err() {
             return;
         }
     }
@@ -116,7 +118,24 @@ mod tests {
         assert_eq!(kicker.watched, [dir.path().to_owned()], "a missing directory is skipped");
         std::fs::write(dir.path().join("order.json"), "{}").unwrap();
         let request = rx.recv_timeout(Duration::from_secs(10)).expect("a kick within the poll interval");
-        assert!(matches!(request.command, Command::ScanNow));
+        assert!(matches!(request.command, Command::Kick));
         let _ = request.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
+    }
+
+    #[test]
+    fn changes_during_a_scan_are_folded_into_one_more_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let (handle, rx) = Handle::channel();
+        let _kicker = Kicker::start(vec![dir.path().to_owned()], handle).unwrap();
+        std::fs::write(dir.path().join("first.json"), "{}").unwrap();
+        // The first kick is asked for, and held unanswered: a scan running.
+        let running = rx.recv_timeout(Duration::from_secs(10)).expect("the first kick");
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("during-{i}.json")), "{}").unwrap();
+        }
+        let _ = running.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
+        let again = rx.recv_timeout(Duration::from_secs(10)).expect("one more scan for the changes during it");
+        assert!(matches!(again.command, Command::Kick));
+        let _ = again.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
     }
 }

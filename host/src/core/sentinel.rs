@@ -30,6 +30,9 @@ use crate::scan::{Scan, ScanError, ScanOptions, ScanReport, resolve_data_dir};
 pub enum Command {
     /// Scan now instead of at the next interval.
     ScanNow,
+    /// A watched directory changed: scan now, and this scan runs the fast
+    /// sentinels (the kicker's command).
+    Kick,
     /// Look at the detectors folder again now (changed files are reloaded).
     Reload,
     /// Bench a detector: not run for the quarantine time.
@@ -48,12 +51,12 @@ pub enum Command {
 impl Command {
     /// Whether the long-running mode should scan at once after applying it.
     pub fn scans(&self) -> bool {
-        matches!(self, Command::ScanNow | Command::ForceWake { .. })
+        matches!(self, Command::ScanNow | Command::Kick | Command::ForceWake { .. })
     }
 
     fn detector(&self) -> Option<&str> {
         match self {
-            Command::ScanNow | Command::Reload => None,
+            Command::ScanNow | Command::Kick | Command::Reload => None,
             Command::Quarantine(d)
             | Command::Release(d)
             | Command::Enable(d)
@@ -97,7 +100,10 @@ pub struct RosterEntry {
     pub name: String,
     pub version: String,
     pub emits: Vec<String>,
+    /// Its cooldown (a stock sentinel's from the sentinels file), seconds.
     pub cadence_seconds: Option<u32>,
+    /// A stock sentinel's cadence class.
+    pub class: Option<crate::config::stock::Class>,
     pub path: PathBuf,
 }
 
@@ -175,6 +181,8 @@ pub struct Sentinel {
     /// Why the ledger was started again when it was opened, told once.
     state_reset: Option<String>,
     roster: Roster,
+    /// A kick arrived since the last scan (see [`Sentinel::watch_for_kicks`]).
+    kick_pending: bool,
 }
 
 impl std::fmt::Debug for Sentinel {
@@ -215,6 +223,7 @@ impl Sentinel {
             catalog: Catalog::default(),
             state_reset,
             roster: Roster::default(),
+            kick_pending: false,
         })
     }
 
@@ -260,7 +269,11 @@ impl Sentinel {
                     name: d.descriptor.name.clone(),
                     version: d.descriptor.version.clone(),
                     emits: d.descriptor.emits.clone(),
-                    cadence_seconds: d.descriptor.cadence_seconds,
+                    cadence_seconds: self
+                        .opts
+                        .config
+                        .cooldown_seconds(&d.descriptor.name, d.descriptor.cadence_seconds),
+                    class: crate::config::stock::find(&d.descriptor.name).map(|s| s.class),
                     path: d.path.clone(),
                 })
                 .collect(),
@@ -269,6 +282,13 @@ impl Sentinel {
     }
 
     /// The loaded detectors as published after every look at the folder.
+    /// From now on the fast sentinels run only in scans a [`Command::Kick`]
+    /// asked for (a watcher kicks them), and in the first scan they ever
+    /// run; without this, every scan is a kick (a run under a schedule).
+    pub fn watch_for_kicks(&mut self) {
+        self.opts.kicked = Some(false);
+    }
+
     pub fn roster(&self) -> Roster {
         self.roster.clone()
     }
@@ -277,6 +297,9 @@ impl Sentinel {
     /// fan out → stage → settle → commit, with the detectors kept loaded.
     pub fn scan(&mut self) -> Result<ScanReport, ScanError> {
         let started = Instant::now();
+        if self.opts.kicked.is_some() {
+            self.opts.kicked = Some(std::mem::take(&mut self.kick_pending));
+        }
         // The watchdog's budget runs for this scan only, never between scans.
         self.opts.deadline = self.opts.scan_budget.map(|b| started + b);
         let result = self.scan_from(started);
@@ -345,6 +368,10 @@ impl Sentinel {
         };
         Ok(match command {
             Command::ScanNow => Applied::ScanQueued,
+            Command::Kick => {
+                self.kick_pending = true;
+                Applied::ScanQueued
+            }
             Command::Reload => {
                 let r = self.reload()?;
                 Applied::Reloaded { loaded: r.loaded, dropped: r.dropped }

@@ -131,7 +131,23 @@ pub struct FireEntry {
     pub hash: String,
 }
 
+/// What prefixes a probation fire's summary wherever a fire is shown.
+pub const PROBATION_MARKER: &str = "[PROBATION] ";
+
 impl FireEntry {
+    /// One line naming the fire: `[PROBATION] ` first for a fire from a
+    /// sentinel on probation, then its type, sentinel and kind (what the
+    /// watch API, the status page and the dispatcher show).
+    pub fn summary(&self) -> String {
+        format!(
+            "{}{} by {}{}",
+            if self.probation { PROBATION_MARKER } else { "" },
+            self.fire_type.as_str(),
+            self.detector,
+            self.kind.as_deref().map(|k| format!(": {k}")).unwrap_or_default()
+        )
+    }
+
     /// SHA-256 of `"sentinel-fire-v1\0"`, the previous hash (32 bytes), then
     /// every field but `prev` and `hash` in declaration order, each as a
     /// 4-byte big-endian length and its UTF-8 text (integers in decimal,

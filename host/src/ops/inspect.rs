@@ -25,6 +25,10 @@ pub struct DetectorInfo {
     pub inspection: crate::runtime::Inspection,
     /// From the ledger of the output folder, when there is one.
     pub health: Option<Health>,
+    /// A stock sentinel's cadence class.
+    pub class: Option<crate::config::stock::Class>,
+    /// When its cooldown next makes it due (ms), as the last scan planned it.
+    pub next_due: Option<i64>,
 }
 
 /// Inspects every `*.wasm` in `detectors_dir`, with health from the ledger of
@@ -38,19 +42,24 @@ pub fn inspect_detectors(
     let runtime = runtime_for_checks(out.as_deref())?;
     let files = crate::runtime::detector_files(detectors_dir)?;
     // A reader: never the writer's lock, never a migration, never blocks a scan.
-    let healths: Vec<Health> = match out.as_deref().map(LedgerView::open).transpose()?.flatten() {
+    let view = out.as_deref().map(LedgerView::open).transpose()?.flatten();
+    let healths: Vec<Health> = match &view {
         Some(view) => view.health()?,
         None => Vec::new(),
     };
-    Ok(files
-        .iter()
-        .map(|f| {
-            let inspection = runtime.inspect(f);
-            let name = inspection.descriptor.as_ref().map(|d| d.name.clone());
-            let health = name.and_then(|n| healths.iter().find(|h| h.detector == n).cloned());
-            DetectorInfo { inspection, health }
-        })
-        .collect())
+    let mut infos = Vec::with_capacity(files.len());
+    for f in &files {
+        let inspection = runtime.inspect(f);
+        let name = inspection.descriptor.as_ref().map(|d| d.name.clone()).unwrap_or_default();
+        let health = healths.iter().find(|h| h.detector == name).cloned();
+        let next_due = match &view {
+            Some(v) => v.meta(&crate::scan::plan::due_key(&name))?.and_then(|t| t.parse().ok()),
+            None => None,
+        };
+        let class = crate::config::stock::find(&name).map(|s| s.class);
+        infos.push(DetectorInfo { inspection, health, class, next_due });
+    }
+    Ok(infos)
 }
 
 /// A runtime for checking detectors outside a scan (`detectors inspect`,

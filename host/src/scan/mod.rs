@@ -78,6 +78,11 @@ pub struct ScanOptions {
     /// started stops before its commit and returns [`ScanError::Overrun`]
     /// naming what held it. `None`: no budget (the binary's default is 300 s).
     pub scan_budget: Option<Duration>,
+    /// Whether a watcher kicks the fast sentinels: `None`, nothing does (a
+    /// run under a schedule, `--once`), so every scan is a kick; `Some(b)`,
+    /// the long-running mode's watcher does, and `b` says whether this scan
+    /// was kicked (set by the sentinel as each scan starts).
+    pub kicked: Option<bool>,
     /// When the scan in flight overruns its budget (set as each scan starts).
     pub(crate) deadline: Option<Instant>,
 }
@@ -130,6 +135,7 @@ impl ScanOptions {
             stop: None,
             progress: None,
             scan_budget: None,
+            kicked: None,
             deadline: None,
         }
     }

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ScanOptions;
 use super::report::{DetectorStatus, DetectorSummary, FailureSummary};
 use crate::config::parse_duration;
+use crate::config::stock::{self, Class};
 use crate::ledger::{Admin, Ledger, LedgerError};
 use crate::model::observation::{ConfigValue, Descriptor};
 use crate::model::standing::{self, Gate, Health};
@@ -120,7 +121,7 @@ pub(crate) fn plan<'r>(
         }
     }
     let candidate: Vec<bool> = slots.iter_mut().map(|s| gate(s, scan_time)).collect();
-    let (runs, next_due, meta) = cadence(&mut slots, &candidate, sources, ledger, scan_time)?;
+    let (runs, next_due, meta) = cadence(&mut slots, &candidate, sources, ledger, opts, scan_time)?;
     let from_file = opts.config.detector_values();
     for (slot, run) in slots.iter_mut().zip(&runs) {
         if *run {
@@ -199,26 +200,39 @@ fn cadence(
     candidate: &[bool],
     sources: &[Box<dyn Source>],
     ledger: &Ledger,
+    opts: &ScanOptions,
     scan_time: i64,
 ) -> Result<Cadence, LedgerError> {
+    let config = &opts.config;
     let mut last_runs = Vec::with_capacity(slots.len());
-    // An inert detector's cadence wakes nobody: it runs with the others.
+    // An inert detector's cadence wakes nobody: it runs with the others. A
+    // stock sentinel's `cooldown` in the sentinels file wins over the
+    // cadence its detector declares.
     let cadences: Vec<Option<u32>> = slots
         .iter()
-        .map(|s| if reads_nothing(s, sources) { None } else { s.detector.descriptor.cadence_seconds })
+        .map(|s| {
+            let declared = s.detector.descriptor.cadence_seconds;
+            if reads_nothing(s, sources) { None } else { config.cooldown_seconds(s.name(), declared) }
+        })
         .collect();
-    for (s, cadence) in slots.iter().zip(&cadences) {
+    // A fast sentinel does not tick: it runs when kicked (every scan is a
+    // kick when nothing watches), and the first time.
+    let fast: Vec<bool> =
+        slots.iter().map(|s| stock::find(s.name()).is_some_and(|st| st.class == Class::Fast)).collect();
+    for ((s, cadence), &fast) in slots.iter().zip(&cadences).zip(&fast) {
         last_runs.push(match cadence {
             Some(_) => ledger.meta(&cadence_key(s.name()))?.and_then(|v| v.parse().ok()),
+            None if fast => ledger.meta(&cadence_key(s.name()))?.and_then(|v| v.parse().ok()),
             None => None,
         });
     }
-    let due: Vec<bool> = slots
-        .iter()
-        .zip(&last_runs)
-        .zip(candidate)
-        .zip(&cadences)
-        .map(|(((s, last), &c), cadence)| c && (s.admin.wake || is_due(*cadence, *last, scan_time)))
+    let kicked = opts.kicked != Some(false);
+    let due: Vec<bool> = (0..slots.len())
+        .map(|i| {
+            let ticks =
+                if fast[i] { kicked || last_runs[i].is_none() } else { is_due(cadences[i], last_runs[i], scan_time) };
+            candidate[i] && (slots[i].admin.wake || ticks)
+        })
         .collect();
     let subscriptions: Vec<BTreeSet<&str>> =
         slots.iter().zip(candidate).map(|(s, &c)| if c { s.sources() } else { BTreeSet::new() }).collect();
@@ -236,13 +250,14 @@ fn cadence(
         if let Some(next) = next_due(cadence, last_run) {
             next_wake = Some(next_wake.map_or(next, |w: i64| w.min(next)));
             slot.summary.next_due = Some(next);
+            meta.push((due_key(slot.name()), Some(next.to_string())));
         }
         if !runs[i] {
             slot.summary.status = DetectorStatus::NotDue;
             continue;
         }
         slot.woken = slot.admin.wake;
-        if cadence.is_some() {
+        if cadence.is_some() || fast[i] {
             meta.push((cadence_key(slot.name()), Some(scan_time.to_string())));
         }
     }
@@ -321,6 +336,12 @@ fn units(
 /// The ledger key of a detector's last run, for its cadence.
 fn cadence_key(detector: &str) -> String {
     format!("cadence.{detector}")
+}
+
+/// The ledger's meta key of a detector's next due time (ms), as the last
+/// scan planned it (`detectors list` shows it).
+pub fn due_key(detector: &str) -> String {
+    format!("due.{detector}")
 }
 
 /// When a detector with a cadence is next due: a cadence after its last run.

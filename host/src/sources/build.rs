@@ -12,7 +12,7 @@ use super::{
     BotsSource, DigestSource, DirectorySource, EventsSource, HttpSource, MessagesSource, QuerySource, QueueSource,
     Source,
 };
-use crate::config::{Config, FileConfig};
+use crate::config::{Config, FileConfig, parse_duration};
 use crate::model::record::parse_column_type;
 
 impl Config {
@@ -59,7 +59,15 @@ impl Config {
         };
         for d in &s.directory {
             for name in names(&d.name) {
-                out.push(Box::new(DirectorySource { name, path: PathBuf::from(&d.path) }));
+                let mut source = DirectorySource::new(name, &d.path);
+                if let Some(ignore) = &d.ignore {
+                    source.ignore.clone_from(ignore);
+                }
+                source.hidden = d.hidden;
+                if let Some(ms) = d.settle.as_deref().and_then(parse_duration) {
+                    source.settle = Duration::from_millis(ms);
+                }
+                out.push(Box::new(source));
             }
         }
         for d in &s.digest {
@@ -85,6 +93,11 @@ impl Config {
                     kind: q.kind.clone(),
                     query: q.query.clone(),
                     cursor: q.cursor.clone(),
+                    reread_ms: q
+                        .reread
+                        .as_deref()
+                        .and_then(parse_duration)
+                        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
                     columns: q.columns.iter().filter_map(|(k, v)| Some((k.clone(), parse_column_type(v)?))).collect(),
                     max_rows: q.max_rows,
                 }));

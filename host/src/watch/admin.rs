@@ -163,7 +163,7 @@ pub struct Snapshot {
     pub gates: GateState,
     pub sentinels: Vec<reads::SentinelView>,
     #[schema(value_type = Vec<Object>)]
-    pub fires: Vec<crate::firelog::FireEntry>,
+    pub fires: Vec<reads::ShownFire>,
     pub chain: ChainSummary,
 }
 

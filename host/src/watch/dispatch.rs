@@ -57,16 +57,10 @@ pub fn idempotency_key(f: &FireEntry) -> String {
 
 impl<'a> Delivery<'a> {
     pub fn of(fire: &'a FireEntry, armed: bool) -> Self {
-        let marker = if fire.probation { "[PROBATION] " } else { "" };
-        let ty = fire.fire_type.as_str();
         Delivery {
             idempotency_key: idempotency_key(fire),
-            marker,
-            summary: format!(
-                "{marker}{ty} by {}{}",
-                fire.detector,
-                fire.kind.as_deref().map(|k| format!(": {k}")).unwrap_or_default()
-            ),
+            marker: if fire.probation { crate::firelog::PROBATION_MARKER } else { "" },
+            summary: fire.summary(),
             action_production_armed: armed,
             fire,
         }

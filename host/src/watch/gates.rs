@@ -86,23 +86,32 @@ impl WatchEnv {
         self.dispatcher_enabled && self.target.is_some()
     }
 
-    /// The tenant a request lands in: the one it names, which must be the
-    /// pinned canary when one is pinned (else 403 `single_tenant_violation`);
-    /// with none named, the canary when pinned, else the default tenant.
-    /// The bool says whether the tenant was defaulted.
+    /// The tenant a request lands in: the one it names, else the default
+    /// tenant (`sovereign`, the spec's "no tenant means sovereign"). When a
+    /// canary is pinned, any other tenant, the default included, is refused
+    /// with 403 `single_tenant_violation`, so nothing lands where nobody
+    /// aimed. The bool says whether the tenant was defaulted.
     pub fn tenant(&self, asked: Option<&str>) -> Result<(String, bool), Problem> {
-        match (asked, &self.canary_tenant) {
-            (Some(t), Some(pin)) if t != pin => Err(Problem::new(
-                StatusCode::FORBIDDEN,
-                "single_tenant_violation",
+        let (tenant, defaulted) = match asked {
+            Some(t) => (t, false),
+            None => (DEFAULT_TENANT, true),
+        };
+        if let Some(pin) = &self.canary_tenant
+            && tenant != pin
+        {
+            let detail = if defaulted {
                 format!(
-                    "this sentinel is pinned to the canary tenant `{pin}` (WATCH_CANARY_TENANT); `{t}` is another tenant"
-                ),
-            )),
-            (Some(t), _) => Ok((t.to_owned(), false)),
-            (None, Some(pin)) => Ok((pin.clone(), true)),
-            (None, None) => Ok((DEFAULT_TENANT.to_owned(), true)),
+                    "this sentinel is pinned to the canary tenant `{pin}` (WATCH_CANARY_TENANT); the request names no \
+                     tenant, so it would land in the default tenant `{DEFAULT_TENANT}`: name `{pin}` in the body"
+                )
+            } else {
+                format!(
+                    "this sentinel is pinned to the canary tenant `{pin}` (WATCH_CANARY_TENANT); `{tenant}` is another tenant"
+                )
+            };
+            return Err(Problem::new(StatusCode::FORBIDDEN, "single_tenant_violation", detail));
         }
+        Ok((tenant.to_owned(), defaulted))
     }
 }
 
@@ -197,12 +206,16 @@ mod tests {
     }
 
     #[test]
-    fn the_canary_pin_refuses_other_tenants_and_catches_the_default() {
+    fn the_canary_pin_refuses_other_tenants_and_the_default_no_tenant_means_sovereign() {
         let e = env(&[("WATCH_CANARY_TENANT", "canary")]);
         assert_eq!(e.tenant(Some("other")).unwrap_err().code, "single_tenant_violation");
         assert_eq!(e.tenant(Some("canary")).unwrap(), ("canary".into(), false));
-        assert_eq!(e.tenant(None).unwrap(), ("canary".into(), true));
+        let refused = e.tenant(None).unwrap_err();
+        assert_eq!(refused.code, "single_tenant_violation");
+        assert!(refused.detail.contains("`sovereign`"), "names the default: {}", refused.detail);
         assert_eq!(env(&[]).tenant(None).unwrap(), (DEFAULT_TENANT.into(), true));
+        let sovereign = env(&[("WATCH_CANARY_TENANT", DEFAULT_TENANT)]);
+        assert_eq!(sovereign.tenant(None).unwrap(), (DEFAULT_TENANT.into(), true));
     }
 
     #[test]

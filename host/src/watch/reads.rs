@@ -74,6 +74,9 @@ pub struct SentinelView {
     pub emits: Vec<String>,
     /// Its own schedule, when it has one; else it runs with every scan.
     pub cadence_seconds: Option<u32>,
+    /// A stock sentinel's cadence class: `polling`, `deep` or `fast` (kicked).
+    #[schema(value_type = Option<String>)]
+    pub class: Option<crate::config::stock::Class>,
     /// Not disabled by the operator.
     pub enabled: bool,
     pub health: HealthView,
@@ -125,6 +128,7 @@ pub fn sentinels(state: &AppState) -> Result<Vec<SentinelView>, Problem> {
                 version: r.version,
                 emits: r.emits,
                 cadence_seconds: r.cadence_seconds,
+                class: r.class,
             }
         })
         .collect();
@@ -225,7 +229,23 @@ pub struct Page<T> {
     pub next_before_id: Option<i64>,
 }
 
-pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Problem> {
+/// A fire as the API shows it: the fire-log entry and its `summary`, which a
+/// probation fire's `[PROBATION] ` prefixes ([`FireEntry::summary`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownFire {
+    #[serde(flatten)]
+    pub fire: FireEntry,
+    pub summary: String,
+}
+
+impl std::ops::Deref for ShownFire {
+    type Target = FireEntry;
+    fn deref(&self) -> &FireEntry {
+        &self.fire
+    }
+}
+
+pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<ShownFire>, Problem> {
     q.check()?;
     let limit = q.limit()?;
     let filter = FireFilter { detector: q.sentinel.clone(), kind: q.kind.clone(), fire_type: q.fire_type()? };
@@ -234,6 +254,7 @@ pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Pr
         None => Vec::new(),
     };
     let next_before_id = (items.len() as u32 == limit).then(|| items.last().map(|f| f.seq as i64)).flatten();
+    let items = items.into_iter().map(|fire| ShownFire { summary: fire.summary(), fire }).collect();
     Ok(Page { items, next_before_id })
 }
 
@@ -244,7 +265,7 @@ pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<FireEntry>, Pr
 pub async fn fires(
     State(state): State<Arc<AppState>>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Page<FireEntry>>, Problem> {
+) -> Result<Json<Page<ShownFire>>, Problem> {
     let Query(q) = q?;
     blocking(move || fires_page(&state, &q)).await.map(Json)
 }
@@ -344,6 +365,22 @@ mod tests {
     use crate::core::sentinel::{Handle, Roster};
     use crate::ledger::Ledger;
     use crate::model::standing::{Policy, quarantine_by_hand, release};
+
+    #[test]
+    fn a_probation_fire_is_shown_with_its_summary_prefixed() {
+        let line = r#"{"seq":7,"type":"occurrence","recordedAt":1,"at":1,"detector":"cost","kind":"cost",
+            "probation":true,"prev":"00","hash":"ab"}"#;
+        let fire: FireEntry = serde_json::from_str(line).unwrap();
+        let shown = serde_json::to_value(ShownFire { summary: fire.summary(), fire: fire.clone() }).unwrap();
+        assert_eq!(shown["summary"], "[PROBATION] occurrence by cost: cost");
+        assert_eq!(
+            (shown["seq"].as_u64(), shown["probation"].as_bool()),
+            (Some(7), Some(true)),
+            "the entry, flattened"
+        );
+        let quiet = FireEntry { probation: false, ..fire };
+        assert_eq!(quiet.summary(), "occurrence by cost: cost");
+    }
 
     fn state(out: &std::path::Path) -> AppState {
         AppState {

@@ -8,7 +8,13 @@
 //! that one path and nothing else. Its cursor remembers the size, line count and
 //! sha256 prefix of the file as it was last time; while streaming, this scan
 //! also hashes the first `prev_bytes` bytes, so `appended_only` says whether the
-//! old content is still there unchanged. A missing file is reported, never fatal.
+//! old content is still there unchanged. It also keeps the file's identity
+//! (its inode, on Unix) and a generation that counts the times the file
+//! disappeared or was replaced, so a deletion, a re-creation and another file
+//! renamed into place are facts of their own: the scan that first finds the
+//! file gone sends one row saying so (`present` false); the scan that finds
+//! it back, or finds another file under its name, sends `replaced` true. A
+//! missing file is reported, never fatal.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -27,6 +33,9 @@ const COLUMNS: &[Column] = &[
     Column::int("prev_lines"),
     Column::text("prev_sha256_prefix"),
     Column::boolean("appended_only"),
+    Column::boolean("present"),
+    Column::boolean("replaced"),
+    Column::int("generation"),
 ];
 
 /// Bytes read per `read` call.
@@ -45,6 +54,26 @@ struct Cursor {
     /// was none, or when the file had shrunk below it).
     #[serde(default)]
     prefix_sha256_at_prev_len: Option<String>,
+    /// The file's inode when it was read (none where the platform has none).
+    #[serde(default)]
+    inode: Option<u64>,
+    /// The file was gone at the last scan (the other fields are from before).
+    #[serde(default)]
+    gone: bool,
+    /// How many times the file disappeared or was replaced.
+    #[serde(default)]
+    generation: u64,
+}
+
+#[cfg(unix)]
+fn inode(meta: &std::fs::Metadata) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Some(meta.ino())
+}
+
+#[cfg(not(unix))]
+fn inode(_meta: &std::fs::Metadata) -> Option<u64> {
+    None
 }
 
 /// Digests one append-only file (`kind = digest`).
@@ -89,18 +118,23 @@ impl Source for DigestSource {
 
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
         let path = ctx.data_dir.join(&self.path);
+        // An unreadable cursor counts as no cursor: this is then a first scan.
+        let prev: Option<Cursor> = ctx.cursor.and_then(|c| serde_json::from_str(c).ok());
         let mut file = match super::safe_fs::open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.is_not_found() => {
-                return Ok(SourceReport::missing(ctx));
+                return match prev {
+                    Some(p) if !p.gone => self.disappeared(p, sink),
+                    _ => Ok(SourceReport::missing(ctx)),
+                };
             }
             Err(e) => {
                 return Err(SourceError::Open { source_name: self.name.clone(), path, source: Box::new(e) });
             }
         };
-
-        // An unreadable cursor counts as no cursor: this is then a first scan.
-        let prev: Option<Cursor> = ctx.cursor.and_then(|c| serde_json::from_str(c).ok());
+        let ino = file.metadata().ok().as_ref().and_then(inode);
+        let replaced = prev.as_ref().map(|p| p.gone || (p.inode.is_some() && ino.is_some() && p.inode != ino));
+        let generation = prev.as_ref().map_or(0, |p| p.generation + u64::from(replaced == Some(true)));
         let prev_len = prev.as_ref().map(|p| p.bytes);
 
         let mut whole = Sha256::new();
@@ -148,18 +182,61 @@ impl Source for DigestSource {
             prev.as_ref().map_or(Cell::Null, |p| Cell::Int(as_i64(p.lines))),
             prev.as_ref().map_or(Cell::Null, |p| Cell::Text(&p.sha256_prefix)),
             appended_only.map_or(Cell::Null, Cell::Boolean),
+            Cell::Boolean(true),
+            replaced.map_or(Cell::Null, Cell::Boolean),
+            Cell::Int(as_i64(generation)),
         ];
-        let mut builder = BatchBuilder::new(&self.name, "digest", COLUMNS);
-        builder.push_row(&row).map_err(|e| self.stopped(e.to_string()))?;
-        sink(builder.take()).map_err(|reason| self.stopped(reason))?;
+        self.send(&row, sink)?;
+        let cursor = Cursor {
+            bytes,
+            lines,
+            sha256_prefix,
+            prefix_sha256_at_prev_len: head_prefix,
+            inode: ino,
+            gone: false,
+            generation,
+        };
+        self.report(&cursor)
+    }
+}
 
-        let cursor = Cursor { bytes, lines, sha256_prefix, prefix_sha256_at_prev_len: head_prefix };
-        let cursor = serde_json::to_string(&cursor).map_err(|e| SourceError::Read {
+impl DigestSource {
+    fn send(&self, row: &[Cell<'_>], sink: &mut Sink<'_>) -> Result<(), SourceError> {
+        let mut builder = BatchBuilder::new(&self.name, "digest", COLUMNS);
+        builder.push_row(row).map_err(|e| self.stopped(e.to_string()))?;
+        sink(builder.take()).map_err(|reason| self.stopped(reason))
+    }
+
+    fn report(&self, cursor: &Cursor) -> Result<SourceReport, SourceError> {
+        let cursor = serde_json::to_string(cursor).map_err(|e| SourceError::Read {
             source_name: self.name.clone(),
-            path: path.clone(),
+            path: self.path.clone(),
             source: Box::new(e),
         })?;
         Ok(SourceReport { records: 1, cursor: Some(cursor), ..SourceReport::default() })
+    }
+
+    /// The first scan to find the file gone: one row saying so (the previous
+    /// reading beside it), and a cursor that remembers it is gone, so the
+    /// next scans send nothing until it is back.
+    fn disappeared(&self, prev: Cursor, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
+        let shown = self.path.to_string_lossy();
+        let generation = prev.generation + 1;
+        let row = [
+            Cell::Text(&shown),
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            Cell::Int(as_i64(prev.bytes)),
+            Cell::Int(as_i64(prev.lines)),
+            Cell::Text(&prev.sha256_prefix),
+            Cell::Null,
+            Cell::Boolean(false),
+            Cell::Boolean(false),
+            Cell::Int(as_i64(generation)),
+        ];
+        self.send(&row, sink)?;
+        self.report(&Cursor { gone: true, generation, ..prev })
     }
 }
 
@@ -207,6 +284,11 @@ mod tests {
             prev_sha: (!is_null(b, 6)).then(|| text(2)),
             appended_only: (!is_null(b, 7)).then_some(b.ints[4] == 1),
         }
+    }
+
+    /// `(present, replaced, generation)` of a digest row.
+    fn identity(b: &Batch) -> (bool, Option<bool>, i64) {
+        (b.ints[5] == 1, (!is_null(b, 9)).then_some(b.ints[6] == 1), b.ints[7])
     }
 
     fn scan(src: &DigestSource, dir: &Path, cursor: Option<&str>) -> (SourceReport, Option<Row>) {
@@ -307,6 +389,41 @@ mod tests {
         assert_eq!((row.bytes, row.prev_bytes, row.appended_only), (4, Some(8), Some(false)));
         let next: serde_json::Value = serde_json::from_str(report.cursor.as_deref().unwrap()).unwrap();
         assert!(next["prefix_sha256_at_prev_len"].is_null());
+    }
+
+    #[test]
+    fn a_deletion_a_recreation_and_a_file_renamed_into_place_are_each_sent_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("index.jsonl");
+        fs::write(&path, b"one\n").unwrap();
+        let src = DigestSource::new("p", "index.jsonl");
+        let mut cursor: Option<String> = None;
+        let mut step = || {
+            let ctx = ReadContext { data_dir: tmp.path(), scan_time_ms: 0, batch_rows: 1, cursor: cursor.as_deref() };
+            let mut seen = Vec::new();
+            let report = src
+                .read(&ctx, &mut |b| {
+                    seen.push(identity(&b));
+                    Ok(())
+                })
+                .unwrap();
+            cursor = report.cursor;
+            seen
+        };
+        assert_eq!(step(), [(true, None, 0)], "the first reading");
+        fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"two\n").unwrap();
+        assert_eq!(step(), [(true, Some(false), 0)], "appended in place");
+        fs::remove_file(&path).unwrap();
+        assert_eq!(step(), [(false, Some(false), 1)], "gone: one row");
+        assert_eq!(step(), [], "still gone: nothing more");
+        fs::write(&path, b"one\ntwo\n").unwrap();
+        assert_eq!(step(), [(true, Some(true), 2)], "back: replaced");
+        assert_eq!(step(), [(true, Some(false), 2)]);
+        // Another file with the same bytes renamed into place.
+        let other = tmp.path().join("other");
+        fs::write(&other, b"one\ntwo\nthree\n").unwrap();
+        fs::rename(&other, &path).unwrap();
+        assert_eq!(step(), [(true, Some(true), 3)], "another inode");
     }
 
     #[test]

@@ -9,10 +9,19 @@
 //! the directory's own regular files are. Its cursor is the previous listing
 //! (`{name: [size, mtime]}`), so each record says whether its file is new or
 //! different since then. A missing directory is reported, never fatal.
+//!
+//! Noise stays out: dot-files (`.gitkeep`, `.DS_Store`, an uploader's
+//! `.name.part` before it is renamed into place) are not listed unless
+//! `hidden` is set, nor are names matching the `ignore` patterns (default
+//! [`DEFAULT_IGNORE`]). A file still being written is not listed either: a new
+//! or changed file modified less than `settle` ago is looked at a second
+//! time once `settle` has passed since its mtime (one wait per scan, at most
+//! `settle`), and if its size or mtime moved between the two looks it waits
+//! for the next scan (its previous listing stays in the cursor).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::UNIX_EPOCH;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::model::record::{BatchBuilder, Cell, Column};
 use crate::sources::{ReadContext, Sink, Source, SourceError, SourceReport};
@@ -23,6 +32,12 @@ const COLUMNS: &[Column] =
 /// The cursor: per file name, `[size, mtime]` as listed last time.
 type Listing = BTreeMap<String, (i64, Option<i64>)>;
 
+/// Names left out by default: editors' swap and backup files, lock files,
+/// and temporaries.
+pub const DEFAULT_IGNORE: &[&str] = &["*.tmp", "*.swp", "*~", ".#*"];
+/// How long a new or changed file must hold still before it is listed.
+pub const DEFAULT_SETTLE: Duration = Duration::from_millis(500);
+
 /// Lists the regular files of one directory (`kind = file`).
 #[derive(Debug, Clone)]
 pub struct DirectorySource {
@@ -30,11 +45,53 @@ pub struct DirectorySource {
     pub name: String,
     /// The directory, relative to the data dir unless absolute.
     pub path: PathBuf,
+    /// Name patterns left out (`*` matches any run of characters).
+    pub ignore: Vec<String>,
+    /// Whether dot-files are listed.
+    pub hidden: bool,
+    /// How long a new or changed file must keep its size and mtime.
+    pub settle: Duration,
 }
 
 impl DirectorySource {
     pub fn new(name: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        DirectorySource { name: name.into(), path: path.into() }
+        DirectorySource {
+            name: name.into(),
+            path: path.into(),
+            ignore: DEFAULT_IGNORE.iter().map(|p| (*p).to_owned()).collect(),
+            hidden: false,
+            settle: DEFAULT_SETTLE,
+        }
+    }
+
+    /// Whether a name is noise: a dot-file (unless `hidden`) or an ignored pattern.
+    fn is_noise(&self, name: &str) -> bool {
+        (!self.hidden && name.starts_with('.')) || self.ignore.iter().any(|p| super::events::glob_match(p, name))
+    }
+
+    /// The files of `files` still being written: new or changed since
+    /// `previous`, modified less than `settle` ago, and different at a
+    /// second look once `settle` has passed since the youngest one's mtime.
+    fn still_written(&self, dir: &Path, files: &[(String, i64, Option<i64>)], previous: &Listing) -> Vec<String> {
+        let now = mtime_of(SystemTime::now());
+        let settle_ms = i64::try_from(self.settle.as_millis()).unwrap_or(i64::MAX);
+        let young: Vec<&(String, i64, Option<i64>)> = files
+            .iter()
+            .filter(|(name, size, mtime)| {
+                previous.get(name) != Some(&(*size, *mtime)) && mtime.is_some_and(|m| now - m < settle_ms)
+            })
+            .collect();
+        let Some(youngest) = young.iter().filter_map(|f| f.2).max() else { return Vec::new() };
+        let wait = (youngest + settle_ms - now).clamp(0, settle_ms);
+        std::thread::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0)));
+        young
+            .into_iter()
+            .filter(|(name, size, mtime)| {
+                let again = std::fs::symlink_metadata(dir.join(name)).ok();
+                again.is_none_or(|m| (i64::try_from(m.len()).unwrap_or(i64::MAX), mtime_ms(&m)) != (*size, *mtime))
+            })
+            .map(|f| f.0.clone())
+            .collect()
     }
 
     fn stopped(&self, reason: String) -> SourceError {
@@ -45,12 +102,14 @@ impl DirectorySource {
 /// Modification time in ms since the epoch (negative before it), if the
 /// platform reports one.
 fn mtime_ms(meta: &std::fs::Metadata) -> Option<i64> {
-    let modified = meta.modified().ok()?;
-    let ms = match modified.duration_since(UNIX_EPOCH) {
+    Some(mtime_of(meta.modified().ok()?))
+}
+
+fn mtime_of(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
-    };
-    Some(ms)
+    }
 }
 
 impl Source for DirectorySource {
@@ -106,6 +165,9 @@ impl Source for DirectorySource {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
+            if self.is_noise(&name) {
+                continue;
+            }
             let size = i64::try_from(meta.len()).unwrap_or(i64::MAX);
             files.push((name, size, mtime_ms(&meta)));
         }
@@ -113,10 +175,18 @@ impl Source for DirectorySource {
 
         // An unreadable cursor counts as no cursor: every file is then new.
         let previous: Listing = ctx.cursor.and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
+        let waiting = self.still_written(&dir, &files, &previous);
         let mut listing = Listing::new();
         let mut builder = BatchBuilder::new(&self.name, "file", COLUMNS);
         let batch_rows = ctx.batch_rows.max(1);
         for (name, size, mtime) in &files {
+            if waiting.contains(name) {
+                // Still being written: listed by a later scan.
+                if let Some(before) = previous.get(name) {
+                    listing.insert(name.clone(), *before);
+                }
+                continue;
+            }
             let changed = previous.get(name) != Some(&(*size, *mtime));
             let row = [Cell::Text(name), Cell::Int(*size), mtime.map_or(Cell::Null, Cell::Int), Cell::Boolean(changed)];
             builder.push_row(&row).map_err(|e| self.stopped(e.to_string()))?;
@@ -142,6 +212,7 @@ impl Source for DirectorySource {
 #[cfg(test)]
 mod tests {
     use std::fs;
+    use std::io::Write;
     use std::path::Path;
 
     use super::*;
@@ -293,6 +364,50 @@ mod tests {
         let src = DirectorySource::new("d", "");
         let err = src.read(&ctx(tmp.path(), None, 10), &mut |_| Err("full".into())).unwrap_err();
         assert!(matches!(err, SourceError::Stopped { ref reason, .. } if reason == "full"), "{err}");
+    }
+
+    #[test]
+    fn dot_files_and_ignored_names_are_noise_unless_configured() {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in
+            [".gitkeep", ".DS_Store", ".order.json.part", "order.json.swp", "x.tmp", "notes~", ".#lock", "order.json"]
+        {
+            fs::write(tmp.path().join(f), b"1").unwrap();
+            set_mtime(&tmp.path().join(f), 1_700_000_000);
+        }
+        let src = DirectorySource::new("d", "");
+        let (_, batches) = read_all(&src, &ctx(tmp.path(), None, 10));
+        let names: Vec<String> = rows(&batches).into_iter().map(|r| r.0).collect();
+        assert_eq!(names, ["order.json"]);
+        let all = DirectorySource { hidden: true, ignore: vec!["*.swp".into()], ..src };
+        let (_, batches) = read_all(&all, &ctx(tmp.path(), None, 10));
+        assert_eq!(rows(&batches).len(), 7, "only the .swp left out");
+    }
+
+    #[test]
+    fn a_file_still_being_written_waits_for_the_next_scan() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("upload.bin");
+        fs::write(&path, [0u8; 4096]).unwrap();
+        fs::write(tmp.path().join("whole.json"), b"{}").unwrap();
+        let src = DirectorySource { settle: Duration::from_secs(2), ..DirectorySource::new("d", "") };
+        // The uploader writes its next chunk between the two looks.
+        let writer = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&[1u8; 4096]).unwrap();
+            })
+        };
+        let (report, batches) = read_all(&src, &ctx(tmp.path(), None, 10));
+        writer.join().unwrap();
+        let names: Vec<String> = rows(&batches).into_iter().map(|r| r.0).collect();
+        assert_eq!(names, ["whole.json"], "the file whose size moved waits");
+        let cursor = report.cursor.unwrap();
+        assert!(!cursor.contains("upload.bin"), "{cursor}");
+        // Next scan, nothing more written: listed, as new, at its full size.
+        let (_, batches) = read_all(&src, &ctx(tmp.path(), Some(&cursor), 10));
+        assert!(rows(&batches).contains(&("upload.bin".into(), 8192, true)), "{:?}", rows(&batches));
     }
 
     #[cfg(unix)]

@@ -1,16 +1,22 @@
 //! Opening an application's SQLite database without ever writing, creating
 //! or locking anything beside it.
 //!
-//! When the database has a `-wal` file (the application is running, or
-//! stopped without a final checkpoint), it is opened `SQLITE_OPEN_READONLY`:
-//! the application's own `-wal` and `-shm` are used and the newest rows,
-//! which live only in the `-wal`, are read. When it has no `-wal`, the
-//! database is quiescent and wholly in its main file; a read-only WAL
-//! connection would then create `-wal` and `-shm` files in the data dir, so
-//! it is opened `immutable=1` instead, which reads the main file and creates
-//! nothing. (The scanner spec says "never immutable" because immutable skips
-//! the `-wal`; with no `-wal` there is nothing to skip.) If a `-wal` appears
-//! while such a read runs, the caller reads again in the normal mode. A `-wal`
+//! The journal mode decides how it is opened; the database header says which
+//! (bytes 18-19: 2 for WAL, 1 for a rollback journal). A **rollback-journal**
+//! database (an outbox often is one) is opened `SQLITE_OPEN_READONLY` with its
+//! normal shared lock: the application writing it in place takes the
+//! exclusive lock to commit, so a read never sees a page mid-write, and a
+//! reader in rollback mode creates no file. A **WAL** database with a `-wal`
+//! file (the application is running, or stopped without a final checkpoint)
+//! is opened `SQLITE_OPEN_READONLY`: the application's own `-wal` and `-shm`
+//! are used and the newest rows, which live only in the `-wal`, are read. A
+//! WAL database with no `-wal` is quiescent and wholly in its main file; a
+//! read-only WAL connection would then create `-wal` and `-shm` files in the
+//! data dir, so it (and only it) is opened `immutable=1` instead, which reads
+//! the main file and creates nothing. (The scanner spec says "never
+//! immutable" because immutable skips the `-wal`; with no `-wal` there is
+//! nothing to skip.) If a `-wal` appears while such a read runs, the caller
+//! reads again in the normal mode. A `-wal`
 //! without its `-shm` (a writer that crashed, or a cleaned-up `-shm`) still
 //! holds committed rows, but reading it in place would create the `-shm`: the
 //! database and its `-wal` are then copied to a private temporary folder and
@@ -67,8 +73,11 @@ const COPY_PREFIX: &str = "sentinel-sqlite-";
 pub enum OpenMode {
     /// `SQLITE_OPEN_READONLY`, sharing the writer's `-wal` and `-shm`.
     ReadOnly,
-    /// `immutable=1`: no `-wal` existed, so nothing could be skipped.
+    /// `immutable=1`: a WAL database with no `-wal`, so nothing could be skipped.
     Quiescent,
+    /// `SQLITE_OPEN_READONLY` on a rollback-journal database, under its
+    /// normal shared lock.
+    Shared,
     /// A private copy of the database and its orphaned `-wal`.
     Copied,
 }
@@ -98,6 +107,26 @@ fn immutable_uri(path: &Path) -> String {
     }
     uri.push_str("?immutable=1");
     uri
+}
+
+/// Whether the database's header records WAL mode (its read and write
+/// versions, bytes 18 and 19, are 2). A file shorter than the header (a
+/// database not yet written) is not WAL.
+fn header_says_wal(path: &Path) -> rusqlite::Result<bool> {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    let file = safe_fs::open_regular(path).map_err(|e| cant_open(format!("{}: {e}", path.display())))?;
+    let mut read = 0;
+    let mut file = file.take(header.len() as u64);
+    while read < header.len() {
+        match file.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(cant_open(format!("{}: {e}", path.display()))),
+        }
+    }
+    Ok(read == header.len() && header[18] == 2 && header[19] == 2)
 }
 
 fn cant_open(message: String) -> rusqlite::Error {
@@ -214,8 +243,8 @@ fn copy_orphan(path: &Path, wal: &Path) -> Result<(tempfile::TempDir, PathBuf), 
     Ok((dir, db))
 }
 
-/// Opens `path` read-only, choosing the mode by whether a `-wal` (and its
-/// `-shm`) exist. A copy lives as long as the returned folder.
+/// Opens `path` read-only, choosing the mode by its journal mode and whether
+/// a `-wal` (and its `-shm`) exist. A copy lives as long as the returned folder.
 pub fn open(path: &Path) -> rusqlite::Result<(Connection, OpenMode, Option<tempfile::TempDir>)> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let wal = wal_path(path);
@@ -231,6 +260,8 @@ pub fn open(path: &Path) -> rusqlite::Result<(Connection, OpenMode, Option<tempf
     }
     let (mut conn, mode) = if has_wal {
         (Connection::open_with_flags(path, flags)?, OpenMode::ReadOnly)
+    } else if !header_says_wal(path)? {
+        (Connection::open_with_flags(path, flags)?, OpenMode::Shared)
     } else {
         (Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)?, OpenMode::Quiescent)
     };
@@ -319,6 +350,31 @@ mod tests {
         let n: i64 = with_db(&db, |c| c.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))).unwrap();
         assert_eq!(n, 2);
         assert_eq!(listing(dir.path()), before);
+    }
+
+    #[test]
+    fn a_rollback_journal_database_is_read_under_its_shared_lock_creating_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("outbox.db");
+        let writer = Connection::open(&db).unwrap();
+        writer.execute_batch("PRAGMA journal_mode=DELETE; CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
+        writer.busy_timeout(Duration::ZERO).unwrap();
+        let before = listing(dir.path());
+        assert_eq!(open(&db).unwrap().1, OpenMode::Shared, "never immutable: the writer writes in place");
+        // While a read is inside its query, the writer cannot commit: the
+        // read holds the shared lock (immutable=1 would hold none).
+        let blocked = with_db(&db, |c| {
+            let mut stmt = c.prepare("SELECT x FROM t")?;
+            let mut rows = stmt.query([])?;
+            let _first = rows.next()?;
+            Ok(writer.execute("INSERT INTO t VALUES (2)", []).map_err(|e| e.to_string()))
+        })
+        .unwrap();
+        assert!(blocked.unwrap_err().contains("locked"), "the commit waits for the read");
+        writer.execute("INSERT INTO t VALUES (3)", []).unwrap();
+        let n: i64 = with_db(&db, |c| c.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(listing(dir.path()), before, "no file created beside the database");
     }
 
     #[test]

@@ -9,6 +9,16 @@
 //! `max_rows` rows. Values are typed by the configured column types, text
 //! otherwise; a value that does not fit its type is null.
 //!
+//! Rows that change in place (an outbox row written `pending`, later
+//! `acked`) are read with `reread`: the cursor is then a change column in ms
+//! (`updated_at`), and each read starts that far back before the highest
+//! value seen, so a row updated since is read again, and so is a row whose
+//! change time ties with the highest one but committed after the read. A
+//! row is then read more than once; the detectors reading such a source key
+//! their observations by row and state (occurrence keys), and the windowed
+//! sentinels refuse it (`stock`). (Rows tying on the change column across
+//! a page boundary are read by the next scan's window.)
+//!
 //! Paging is strict: a row whose cursor value is not an integer is never
 //! paged over (it cannot be ordered against the cursor); such rows are counted
 //! as skipped by one count query at the end of the read. A full page that does
@@ -33,6 +43,9 @@ pub struct QuerySource {
     pub kind: String,
     pub query: String,
     pub cursor: Option<String>,
+    /// How far back before the highest cursor value each read starts (the
+    /// cursor's units, ms); none: only rows past it.
+    pub reread_ms: Option<i64>,
     pub columns: Vec<(String, ColumnType)>,
     pub max_rows: usize,
 }
@@ -90,7 +103,8 @@ impl Source for QuerySource {
         if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             return Ok(SourceReport::missing(ctx));
         }
-        let mut after: i64 = ctx.cursor.and_then(|c| c.parse().ok()).unwrap_or(i64::MIN);
+        let highest: i64 = ctx.cursor.and_then(|c| c.parse().ok()).unwrap_or(i64::MIN);
+        let mut after = highest.saturating_sub(self.reread_ms.unwrap_or(0));
         let page_rows = ctx.batch_rows.max(1);
         // Pages see only rows whose cursor value is an integer: the others
         // cannot be ordered against the cursor and would come back forever.
@@ -179,7 +193,8 @@ impl Source for QuerySource {
             })
             .map_err(|e| self.err(&path, e))?;
             report.skipped += u64::try_from(mistyped).unwrap_or(0);
-            report.cursor = Some(after.to_string());
+            // A re-read that found fewer rows (some deleted) keeps the highest.
+            report.cursor = Some(after.max(highest).to_string());
         }
         Ok(report)
     }
@@ -188,6 +203,24 @@ impl Source for QuerySource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first int column of every row one read sends, and its cursor.
+    fn ids_read(
+        source: &QuerySource,
+        dir: &Path,
+        cursor: Option<&str>,
+        batch_rows: usize,
+    ) -> (Vec<i64>, Option<String>) {
+        let ctx = ReadContext { data_dir: dir, scan_time_ms: 0, batch_rows, cursor };
+        let mut ids = Vec::new();
+        let r = source
+            .read(&ctx, &mut |b| {
+                ids.extend(b.ints[..b.rows as usize].iter().copied());
+                Ok(())
+            })
+            .unwrap();
+        (ids, r.cursor)
+    }
 
     #[test]
     fn a_cursor_query_reads_only_new_rows_page_by_page() {
@@ -203,25 +236,56 @@ mod tests {
             kind: "row".into(),
             query: "SELECT id, status, acked FROM outbox WHERE id > :cursor ORDER BY id".into(),
             cursor: Some("id".into()),
+            reread_ms: None,
             columns: vec![("id".into(), ColumnType::Int), ("acked".into(), ColumnType::Boolean)],
             max_rows: 100,
         };
-        let read = |cursor: Option<&str>| {
-            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows: 2, cursor };
-            let mut ids = Vec::new();
-            let r = source
-                .read(&ctx, &mut |b| {
-                    ids.extend(b.ints[..b.rows as usize].iter().copied());
-                    Ok(())
-                })
-                .unwrap();
-            (ids, r.cursor)
-        };
+        let read = |cursor: Option<&str>| ids_read(&source, dir.path(), cursor, 2);
         let (ids, cursor) = read(None);
         assert_eq!(ids, [1, 2, 3, 4, 5]);
         c.execute("INSERT INTO outbox(status, acked) VALUES('y', 1)", []).unwrap();
         let (ids, _) = read(cursor.as_deref());
         assert_eq!(ids, [6]);
+    }
+
+    #[test]
+    fn a_reread_window_reads_a_row_again_after_it_changes_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = rusqlite::Connection::open(dir.path().join("o.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE outbox(id INTEGER PRIMARY KEY, status TEXT, updated_at INTEGER);
+             INSERT INTO outbox VALUES (1, 'pending', 1000), (2, 'pending', 1500);",
+        )
+        .unwrap();
+        let source = QuerySource {
+            reread_ms: Some(10_000),
+            cursor: Some("updated_at".into()),
+            columns: vec![("id".into(), ColumnType::Int), ("updated_at".into(), ColumnType::Int)],
+            ..outbox(dir.path(), "SELECT id, updated_at FROM outbox WHERE updated_at > :cursor ORDER BY updated_at")
+        };
+        let read = |cursor: Option<&str>| {
+            let (ids, cursor) = ids_read(&source, dir.path(), cursor, 10);
+            (ids, cursor.unwrap())
+        };
+        let (ids, cursor) = read(None);
+        assert_eq!((ids, cursor.as_str()), (vec![1, 2], "1500"));
+        // Row 1 is acked in place; a row ties with the highest change time.
+        c.execute_batch("UPDATE outbox SET status = 'acked', updated_at = 2000 WHERE id = 1;").unwrap();
+        c.execute_batch("INSERT INTO outbox VALUES (3, 'pending', 1500);").unwrap();
+        let (ids, cursor) = read(Some(&cursor));
+        assert_eq!(ids, [2, 3, 1], "the changed row and the late tie are read (again)");
+        assert_eq!(cursor, "2000");
+        // Without the window, the ack is never seen.
+        let plain = QuerySource { reread_ms: None, ..source.clone() };
+        let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows: 1, cursor: Some("1500") };
+        let mut rows = 0;
+        plain
+            .read(&ctx, &mut |b| {
+                rows += b.rows;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(rows, 1, "only the row changed at 2000");
     }
 
     fn outbox(dir: &Path, query: &str) -> QuerySource {
@@ -231,6 +295,7 @@ mod tests {
             kind: "row".into(),
             query: query.into(),
             cursor: Some("id".into()),
+            reread_ms: None,
             columns: vec![("id".into(), ColumnType::Int)],
             max_rows: 1000,
         }
