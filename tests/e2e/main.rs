@@ -26,4 +26,5 @@ mod tool_error;
 mod twins;
 mod wal;
 mod watch;
+mod watch_defences;
 mod wit;

@@ -6,7 +6,7 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,21 +16,46 @@ use xtask::datagen::{self, Activity};
 use crate::support::*;
 
 const HOUR: i64 = 3_600_000;
+/// Tokens as long as the watch API asks (16 bytes at least).
+pub(crate) const ADMIN: &str = "adm1n-token-0123456789";
+pub(crate) const WRONG: &str = "adm1n-token-012345678X";
+pub(crate) const ARMING: &str = "arming-token-0123456789";
 
 /// A running `serve`, stopped with SIGTERM when dropped.
-struct Served {
-    child: Child,
-    base: String,
-    out: PathBuf,
-    data: PathBuf,
-    stderr: PathBuf,
-    _scratch: Scratch,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) base: String,
+    pub(crate) out: PathBuf,
+    pub(crate) data: PathBuf,
+    pub(crate) stderr: PathBuf,
+    scratch: Option<Scratch>,
+}
+
+impl Served {
+    /// Stops it with SIGTERM and waits; its folders stay for a next start.
+    pub(crate) fn stop(mut self) -> (std::process::ExitStatus, Scratch) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let status = self.child.wait().unwrap();
+        (status, self.scratch.take().unwrap())
+    }
+
+    /// What it logged so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// `host:port` of its listening address.
+    pub(crate) fn authority(&self) -> &str {
+        self.base.strip_prefix("http://").unwrap()
+    }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let _ = self.child.wait();
+        if self.scratch.is_some() {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -48,31 +73,47 @@ fn add_failures(data: &std::path::Path, batch: &str, n: u32) {
 /// `serve --listen 127.0.0.1:0` over tool_error and a few failures, with
 /// only the `WATCH_*` variables given; returns once the first scan's fires
 /// are readable.
-fn serve(vars: &[(&str, &str)]) -> Served {
-    let s = Scratch::new();
-    let data = s.path("data");
-    std::fs::create_dir_all(&data).unwrap();
-    add_failures(&data, "a", 5);
+pub(crate) fn serve(vars: &[(&str, &str)]) -> Served {
+    serve_with(Scratch::new(), vars, &[])
+}
+
+/// The command `serve_with` runs, before its environment is set.
+fn serve_command(s: &Scratch, args: &[&str]) -> Command {
     let detectors = s.detectors_in("detectors", &["tool_error"], &[]);
-    let out = s.path("out");
-    let stderr = s.path("stderr.log");
     let mut cmd = sentinel_host();
     cmd.arg("serve")
         .arg("--detectors")
         .arg(&detectors)
         .arg("--data-dir")
-        .arg(&data)
+        .arg(s.path("data"))
         .arg("--out")
-        .arg(&out)
+        .arg(s.path("out"))
         .arg("--cache-dir")
         .arg(shared_cache())
-        .args(["--deadline-ms", TEST_DEADLINE_MS])
-        .args(["--listen", "127.0.0.1:0", "--interval", "1"]);
+        .args(["--deadline-ms", TEST_DEADLINE_MS, "--interval", "1"]);
+    if !args.contains(&"--listen") {
+        cmd.args(["--listen", "127.0.0.1:0"]);
+    }
+    cmd.args(args);
     for (k, _) in std::env::vars() {
         if k.starts_with("WATCH_") || k == "BOOTSTRAP_TOKEN" {
             cmd.env_remove(k);
         }
     }
+    cmd
+}
+
+/// [`serve`] in `s` (its data and output folders made on the first start,
+/// kept on the next), with more flags.
+pub(crate) fn serve_with(s: Scratch, vars: &[(&str, &str)], args: &[&str]) -> Served {
+    let data = s.path("data");
+    if !data.exists() {
+        std::fs::create_dir_all(&data).unwrap();
+        add_failures(&data, "a", 5);
+    }
+    let out = s.path("out");
+    let stderr = s.path("stderr.log");
+    let mut cmd = serve_command(&s, args);
     cmd.envs(vars.iter().copied());
     let mut child =
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&stderr).unwrap()).spawn().unwrap();
@@ -81,28 +122,34 @@ fn serve(vars: &[(&str, &str)]) -> Served {
         let log = std::fs::read_to_string(&stderr).unwrap_or_default();
         match log.split("watch API listening on ").nth(1) {
             Some(rest) => {
-                base = rest.split_whitespace().next().unwrap().to_owned();
+                base = rest.split_whitespace().next().unwrap().replace("http://0.0.0.0:", "http://127.0.0.1:");
                 true
             }
             None => false,
         }
     });
     assert!(base.starts_with("http://127.0.0.1:"), "{base}");
-    let served = Served { child, base, out, data, stderr, _scratch: s };
+    let served = Served { child, base, out, data, stderr, scratch: Some(s) };
     let child_check = || served_fires(&served) >= 5;
     let deadline = Instant::now() + Duration::from_secs(120);
     while !child_check() {
-        assert!(
-            Instant::now() < deadline,
-            "no fires within 120 s: {}",
-            std::fs::read_to_string(&served.stderr).unwrap()
-        );
+        assert!(Instant::now() < deadline, "no fires within 120 s: {}", served.log());
         std::thread::sleep(Duration::from_millis(100));
     }
     served
 }
 
-fn served_fires(s: &Served) -> usize {
+/// `serve` with these variables and flags, expected to refuse to start:
+/// its exit status and what it said.
+pub(crate) fn serve_refused(vars: &[(&str, &str)], args: &[&str]) -> Output {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path("data")).unwrap();
+    let mut cmd = serve_command(&s, args);
+    cmd.envs(vars.iter().copied()).stdin(Stdio::null());
+    run_within(cmd, Duration::from_secs(120))
+}
+
+pub(crate) fn served_fires(s: &Served) -> usize {
     let (status, _, body) = call(s, "GET", "/v1/fires?type=occurrence", None, None);
     if status != 200 {
         return 0;
@@ -110,7 +157,7 @@ fn served_fires(s: &Served) -> usize {
     body["items"].as_array().map_or(0, Vec::len)
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -121,7 +168,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// One request; (status, content type, JSON body or Null).
-fn call(
+pub(crate) fn call(
     s: &Served,
     method: &str,
     path: &str,
@@ -157,7 +204,7 @@ fn call(
     (status, ct, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
-fn json(v: Value) -> Option<(&'static str, Vec<u8>)> {
+pub(crate) fn json(v: Value) -> Option<(&'static str, Vec<u8>)> {
     Some(("application/json", v.to_string().into_bytes()))
 }
 
@@ -166,7 +213,7 @@ fn canary() -> Option<(&'static str, Vec<u8>)> {
     json(serde_json::json!({"tenant": "canary"}))
 }
 
-fn assert_problem(r: &(u16, String, Value), status: u16, code: &str) {
+pub(crate) fn assert_problem(r: &(u16, String, Value), status: u16, code: &str) {
     assert_eq!(r.0, status, "{r:?}");
     assert_eq!(r.1, "application/problem+json", "{r:?}");
     assert_eq!(r.2["status"], status, "{r:?}");
@@ -233,6 +280,8 @@ fn serve_answers_the_public_reads_while_it_scans() {
     assert_eq!(key["kid"], format!("sidecar-v1-{}", &hex[..8]));
     let (status, _, chain) = call(&s, "GET", "/v1/chain", None, None);
     assert_eq!((status, &chain["ok"]), (200, &Value::Bool(true)), "{chain}");
+    let here = s.out.display().to_string();
+    assert!(!chain.to_string().contains(&here), "no path of this machine: {chain}");
     let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
     assert_eq!(gates, serde_json::json!({"observing": true, "dispatching": false, "action_production_armed": false}));
 
@@ -290,65 +339,65 @@ fn every_refusal_is_problem_json_and_admin_routes_are_shut_without_a_token() {
 
 #[test]
 fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule() {
-    let s = serve(&[("BOOTSTRAP_TOKEN", "adm1n"), ("WATCH_CANARY_TENANT", "canary"), ("WATCH_ARMING_TOKEN", "arm")]);
+    let s = serve(&[("BOOTSTRAP_TOKEN", ADMIN), ("WATCH_CANARY_TENANT", "canary"), ("WATCH_ARMING_TOKEN", ARMING)]);
     let q = "/v1/admin/sentinels/tool_error/quarantine";
     assert_problem(&call(&s, "POST", q, None, None), 401, "unauthorized");
-    assert_problem(&call(&s, "POST", q, Some("adm1"), None), 401, "unauthorized");
-    assert_problem(&call(&s, "POST", q, Some("adm1n"), json(serde_json::json!({"bogus": 1}))), 422, "invalid_request");
+    assert_problem(&call(&s, "POST", q, Some(WRONG), None), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", q, Some(ADMIN), json(serde_json::json!({"bogus": 1}))), 422, "invalid_request");
     assert_problem(
-        &call(&s, "POST", q, Some("adm1n"), Some(("application/json", b"{not json".to_vec()))),
+        &call(&s, "POST", q, Some(ADMIN), Some(("application/json", b"{not json".to_vec()))),
         422,
         "invalid_request",
     );
     assert_problem(
-        &call(&s, "POST", q, Some("adm1n"), Some(("text/plain", b"x".to_vec()))),
+        &call(&s, "POST", q, Some(ADMIN), Some(("text/plain", b"x".to_vec()))),
         415,
         "unsupported_media_type",
     );
     let huge = serde_json::json!({"tenant": "t".repeat(64 * 1024)});
-    assert_problem(&call(&s, "POST", q, Some("adm1n"), json(huge)), 413, "body_too_large");
+    assert_problem(&call(&s, "POST", q, Some(ADMIN), json(huge)), 413, "body_too_large");
     assert_problem(
-        &call(&s, "POST", q, Some("adm1n"), json(serde_json::json!({"tenant": "other"}))),
+        &call(&s, "POST", q, Some(ADMIN), json(serde_json::json!({"tenant": "other"}))),
         403,
         "single_tenant_violation",
     );
     assert_problem(
-        &call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some("adm1n"), canary()),
+        &call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some(ADMIN), canary()),
         404,
         "not_found",
     );
 
     // Quarantine: the core applies it, and it is a fact in the fire log.
-    let (status, _, r) = call(&s, "POST", q, Some("adm1n"), canary());
+    let (status, _, r) = call(&s, "POST", q, Some(ADMIN), canary());
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["result"]["health"]["state"], "quarantined", "{r}");
     let (_, _, fires) = call(&s, "GET", "/v1/fires?type=quarantine", None, None);
     assert_eq!(fires["items"][0]["reason"], "by the operator", "{fires}");
     let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
     assert_eq!(te["health"]["standing"], "quarantined");
-    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/release", Some("adm1n"), canary());
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/release", Some(ADMIN), canary());
     assert_eq!(status, 200);
     let (_, _, fires) = call(&s, "GET", "/v1/fires?type=release", None, None);
     assert_eq!(fires["items"].as_array().unwrap().len(), 1);
 
     // Disable, enable.
-    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/disable", Some("adm1n"), canary());
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/disable", Some(ADMIN), canary());
     assert_eq!(status, 200);
     let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
     assert_eq!(te["enabled"], false);
     let (_, _, gates) = call(&s, "GET", "/v1/gates", None, None);
     assert_eq!(gates["observing"], false, "no sentinel enabled: nothing observes");
-    call(&s, "POST", "/v1/admin/sentinels/tool_error/enable", Some("adm1n"), canary());
+    call(&s, "POST", "/v1/admin/sentinels/tool_error/enable", Some(ADMIN), canary());
     let (_, _, te) = call(&s, "GET", "/v1/sentinels/tool_error", None, None);
     assert_eq!(te["enabled"], true);
 
     // Force-wake with no tenant would land in the default tenant, not the
     // pinned canary: refused, naming the default. Aimed at the canary, it lands.
     let wake = "/v1/admin/sentinels/tool_error/force-wake";
-    let refused = call(&s, "POST", wake, Some("adm1n"), None);
+    let refused = call(&s, "POST", wake, Some(ADMIN), None);
     assert_problem(&refused, 403, "single_tenant_violation");
     assert!(refused.2["detail"].as_str().unwrap().contains("`sovereign`"), "{}", refused.2);
-    let (status, _, r) = call(&s, "POST", wake, Some("adm1n"), canary());
+    let (status, _, r) = call(&s, "POST", wake, Some(ADMIN), canary());
     assert_eq!(status, 200, "{r}");
     assert_eq!((&r["tenant"], &r["tenantDefaulted"]), (&Value::from("canary"), &Value::Bool(false)), "{r}");
     let seq = r["result"]["fireSeq"].as_u64().unwrap();
@@ -357,16 +406,16 @@ fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule()
     assert!(fires["items"][0]["reason"].as_str().unwrap().contains("tenant canary"), "{fires}");
 
     // The UI snapshot.
-    let (status, _, snap) = call(&s, "POST", "/v1/admin/ui-snapshot", Some("adm1n"), canary());
+    let (status, _, snap) = call(&s, "POST", "/v1/admin/ui-snapshot", Some(ADMIN), canary());
     assert_eq!(status, 200);
     assert!(snap["sentinels"].as_array().unwrap().iter().any(|x| x["name"] == "tool_error"));
     assert_eq!(snap["chain"]["ok"], true, "{snap}");
 
     // Arming: its own principal; the admin token does not open it; arming opens nothing else.
     let arm = json(serde_json::json!({"armed": true}));
-    assert_problem(&call(&s, "POST", "/v1/admin/arming", Some("adm1n"), arm.clone()), 401, "unauthorized");
-    assert_problem(&call(&s, "POST", "/v1/admin/arming", Some("arm"), None), 422, "invalid_request");
-    let (status, _, gates) = call(&s, "POST", "/v1/admin/arming", Some("arm"), arm);
+    assert_problem(&call(&s, "POST", "/v1/admin/arming", Some(ADMIN), arm.clone()), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", "/v1/admin/arming", Some(ARMING), None), 422, "invalid_request");
+    let (status, _, gates) = call(&s, "POST", "/v1/admin/arming", Some(ARMING), arm);
     assert_eq!(status, 200);
     assert_eq!(gates, serde_json::json!({"observing": true, "dispatching": false, "action_production_armed": true}));
 
@@ -376,47 +425,61 @@ fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule()
 }
 
 /// What the receiver got: each request's idempotency key and body.
-type Received = Arc<Mutex<Vec<(String, Value)>>>;
+pub(crate) type Received = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// A loopback HTTP receiver that answers 200 and keeps every request's
 /// idempotency key and body.
-fn receiver() -> (String, Received) {
+pub(crate) fn receiver() -> (String, Received) {
     receiver_answering("200 OK")
 }
 
 /// A loopback HTTP receiver that answers every request with `status` and
 /// keeps its idempotency key and body.
-fn receiver_answering(status: &'static str) -> (String, Received) {
+pub(crate) fn receiver_answering(status: &'static str) -> (String, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let got = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&got);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let (mut length, mut key) = (0usize, String::new());
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                if lower.starts_with("idempotency-key:") {
-                    key = line["idempotency-key:".len()..].trim().to_owned();
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
+            let Ok(stream) = stream else { continue };
+            let Some((key, body)) = read_request(&stream) else { continue };
             seen.lock().unwrap().push((key, serde_json::from_slice(&body).unwrap_or(Value::Null)));
-            let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            let _ = stream.write_all(answer.as_bytes());
+            answer(stream, status);
         }
     });
     (url, got)
+}
+
+/// Reads one delivery's head and body: its idempotency key (empty when it
+/// has none) and the body; `None` when the connection ends first.
+pub(crate) fn read_request(stream: &std::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let (mut length, mut key) = (0usize, String::new());
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("idempotency-key:") {
+            key = line["idempotency-key:".len()..].trim().to_owned();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((key, body))
+}
+
+/// Answers a delivery with `status` and closes.
+pub(crate) fn answer(mut stream: std::net::TcpStream, status: &str) {
+    let _ = stream.write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes());
 }
 
 #[test]
@@ -468,7 +531,7 @@ fn with_only_observing_on_nothing_is_sent_and_with_dispatching_on_every_fire_is_
 
 /// Polls `f` until it is true, or fails after a minute saying `what` and
 /// showing the server's log.
-fn until(s: &Served, what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn until(s: &Served, what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !f() {
         assert!(Instant::now() < deadline, "{what}: {}", std::fs::read_to_string(&s.stderr).unwrap_or_default());
@@ -476,11 +539,11 @@ fn until(s: &Served, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn dispatch_cursor(s: &Served) -> u64 {
+pub(crate) fn dispatch_cursor(s: &Served) -> u64 {
     std::fs::read_to_string(s.out.join("dispatch.cursor")).ok().and_then(|c| c.trim().parse().ok()).unwrap_or(0)
 }
 
-fn dead_letters(s: &Served) -> Vec<Value> {
+pub(crate) fn dead_letters(s: &Served) -> Vec<Value> {
     let text = std::fs::read_to_string(s.out.join("dispatch-dead-letter.ndjson")).unwrap_or_default();
     // The dispatcher may be appending while the test polls: only lines it has
     // ended with a newline are whole (a half-written one is read next time).
@@ -518,18 +581,13 @@ fn a_command_target_gets_each_fire_on_stdin_with_its_key_and_a_failed_attempt_is
     // A command (no shell between: argv split on whitespace) that fails each
     // fire's first attempt and delivers its second, keeping what it got.
     let scratch = Scratch::new();
-    let log = scratch.path("got");
-    std::fs::create_dir_all(&log).unwrap();
-    let script = scratch.path("deliver.sh");
-    std::fs::write(
-        &script,
+    let (log, command) = script_target(
+        &scratch,
         "key=\"$SENTINEL_IDEMPOTENCY_KEY\"\n\
          echo \"$key $SENTINEL_PROBATION\" >> \"$1/attempts\"\n\
          if [ ! -e \"$1/failed-$key\" ]; then : > \"$1/failed-$key\"; exit 3; fi\n\
          cat > \"$1/delivered-$key.json\"\n",
-    )
-    .unwrap();
-    let command = format!("/bin/sh {} {}", script.display(), log.display());
+    );
     assert!(!command.contains("  ") && command.split_whitespace().count() == 3, "{command}");
     let s = serve(&[
         ("WATCH_DISPATCH_COMMAND", command.as_str()),
@@ -556,16 +614,27 @@ fn a_command_target_gets_each_fire_on_stdin_with_its_key_and_a_failed_attempt_is
     assert!(dead_letters(&s).is_empty(), "a retried fire that got through is not dead-lettered");
 }
 
+/// A `/bin/sh` script as a dispatch command (no shell between: argv split
+/// on whitespace), given a folder of its own as `$1`: (that folder, the
+/// `WATCH_DISPATCH_COMMAND` value).
+pub(crate) fn script_target(scratch: &Scratch, script: &str) -> (PathBuf, String) {
+    let dir = scratch.path("script-out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = scratch.path("target.sh");
+    std::fs::write(&path, script).unwrap();
+    (dir.clone(), format!("/bin/sh {} {}", path.display(), dir.display()))
+}
+
 /// Debian's headless Chromium (`cargo xtask test` installs it).
-fn chromium() -> &'static str {
+pub(crate) fn chromium() -> &'static str {
     if Command::new("chromium").arg("--version").output().is_ok() { "chromium" } else { "chromium-browser" }
 }
 
 #[test]
 fn the_status_page_shows_sentinels_heat_fires_and_the_chain_in_headless_chromium() {
-    let s = serve(&[("WATCH_ADMIN_TOKEN", "adm1n")]);
+    let s = serve(&[("WATCH_ADMIN_TOKEN", ADMIN)]);
     // A quarantine fire, so the page has more than one type of fire.
-    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/quarantine", Some("adm1n"), None);
+    let (status, _, _) = call(&s, "POST", "/v1/admin/sentinels/tool_error/quarantine", Some(ADMIN), None);
     assert_eq!(status, 200);
     let artifacts = root().join("target/e2e/artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();

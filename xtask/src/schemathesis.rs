@@ -104,6 +104,9 @@ pub fn run(root: &Path) -> Result<()> {
         .arg(&out)
         .args(["--listen", "127.0.0.1:0", "--interval", "5"])
         .env("WATCH_ADMIN_TOKEN", ADMIN_TOKEN)
+        // Its negative cases send wrong tokens on purpose: the per-client
+        // limit (429) would leave the admin routes' logic untested.
+        .env("WATCH_TOKEN_FAILURES", "1000000")
         // Never the real user cache folder (as for cargo test).
         .env("XDG_CACHE_HOME", root.join("target/test-xdg-cache"))
         .env_remove("WATCH_DISPATCHER_ENABLED")

@@ -53,8 +53,18 @@ struct Args {
     markdown: Option<PathBuf>,
 }
 
-const ENDPOINTS: &[&str] =
-    &["/v1/sentinels", "/v1/fires?limit=50", "/v1/issues?limit=50", "/v1/gates", "/v1/public-key"];
+/// The reads under load; `/v1/chain` and `/` verify the whole fire log
+/// when it changed, and answer from the kept verification while it did not.
+const ENDPOINTS: &[&str] = &[
+    "/v1/sentinels",
+    "/v1/fires?limit=50",
+    "/v1/issues?limit=50",
+    "/v1/gates",
+    "/v1/public-key",
+    "/v1/chain",
+    "/",
+    "/v1/fires?limit=50&sentinel=tool_error",
+];
 const SCANNERS: &[&str] = &["tool_error", "turn_stop", "queue_wait", "cost", "retry_loop"];
 
 fn main() {

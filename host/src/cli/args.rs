@@ -218,6 +218,37 @@ pub(crate) struct ServeArgs {
     /// is said in the startup log (`127.0.0.1:0`: a port the OS chooses).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
     pub(crate) listen: std::net::SocketAddr,
+    /// Another name the watch API answers to in `Host` and `Origin` (`NAME`
+    /// with the bound port, or `NAME:PORT`), beside the listening address and
+    /// loopback; repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub(crate) allow_host: Vec<String>,
+    /// Seconds a request's headers may take to arrive, and a kept-alive
+    /// connection may wait idle for its next request.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) header_timeout: u64,
+    /// Seconds one request may take, from its headers to its answer (503 after).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) request_timeout: u64,
+    /// Connections open at once; one more is answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: u32,
+}
+
+impl ServeArgs {
+    /// The HTTP side's options these flags say.
+    pub(crate) fn http(&self) -> sentinel_host::watch::HttpOptions {
+        sentinel_host::watch::HttpOptions {
+            listen: self.listen,
+            allow_hosts: self.allow_host.clone(),
+            bounds: sentinel_host::watch::server::Bounds {
+                header_read: std::time::Duration::from_secs(self.header_timeout),
+                request: std::time::Duration::from_secs(self.request_timeout),
+                max_connections: self.max_connections as usize,
+                ..Default::default()
+            },
+        }
+    }
 }
 
 #[derive(Args, Debug)]

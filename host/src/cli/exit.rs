@@ -49,6 +49,7 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         return USAGE;
     }
     if err.downcast_ref::<ConfigError>().is_some()
+        || err.downcast_ref::<sentinel_host::watch::gates::EnvError>().is_some()
         || err.downcast_ref::<sentinel_host::ops::replay::ReplayError>().is_some()
         || err.downcast_ref::<sentinel_host::runtime::LoadError>().is_some()
     {

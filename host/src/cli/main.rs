@@ -45,7 +45,10 @@ fn main() -> ExitCode {
             eprintln!("sentinel-host: error: serve keeps running: --once is for `run`");
             return ExitCode::from(exit::USAGE);
         }
-        Command::Serve(args) => run::run(&args.run, Some(args.listen)),
+        Command::Serve(args) => match sentinel_host::watch::WatchEnv::from_process() {
+            Ok(env) => run::run(&args.run, Some(run::WatchSetup { http: args.http(), env })),
+            Err(e) => Err(anyhow::Error::new(e).context("the watch API's environment is refused")),
+        },
         Command::Reset(args) => commands::reset(&args),
         Command::Verify(args) => commands::verify(&args),
         Command::Replay(args) => commands::replay(&args),

@@ -21,7 +21,14 @@ use sentinel_host::{ScanError, ScanOptions, run_scan};
 use crate::args::RunArgs;
 use crate::{exit, progress, render};
 
-pub(crate) fn run(args: &RunArgs, listen: Option<std::net::SocketAddr>) -> anyhow::Result<u8> {
+/// The watch API's side of `serve`: its flags and its environment, read
+/// before anything else starts.
+pub(crate) struct WatchSetup {
+    pub(crate) http: sentinel_host::watch::HttpOptions,
+    pub(crate) env: sentinel_host::watch::WatchEnv,
+}
+
+pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<u8> {
     let sentinels = args.sentinels.clone().or_else(sentinel_host::config::sentinels_path);
     let config = Config::load_with(args.config.as_deref(), sentinels.as_deref()).context("cannot load the config")?;
     // Defaults, then the config file's [limits], then the flags.
@@ -80,11 +87,11 @@ pub(crate) struct ListenError {
 pub(crate) fn start_watch(
     sentinel: &sentinel_host::core::sentinel::Sentinel,
     handle: sentinel_host::core::sentinel::Handle,
-    listen: std::net::SocketAddr,
+    setup: WatchSetup,
     live: Arc<sentinel_host::watch::Live>,
 ) -> anyhow::Result<sentinel_host::watch::WatchServer> {
-    use sentinel_host::watch::{AppState, Gates, WatchEnv, WatchServer};
-    let env = WatchEnv::from_process();
+    use sentinel_host::watch::{AppState, Gates, WatchServer, limiter::FailedAttempts};
+    let WatchSetup { http, env } = setup;
     let gates = Arc::new(Gates::new(env.dispatching()));
     if env.dispatcher_enabled && env.target.is_none() {
         tracing::warn!(
@@ -99,13 +106,22 @@ pub(crate) fn start_watch(
         env: env.clone(),
         gates,
         heat: Default::default(),
+        hosts: Default::default(),
+        attempts: FailedAttempts::new(env.token_failures),
+        dispatch: Default::default(),
+        chain: Default::default(),
+        public_titles: false,
     };
-    let server = WatchServer::start(listen, state).map_err(|source| ListenError { addr: listen, source })?;
+    let server = WatchServer::start(&http, state).map_err(|source| ListenError { addr: http.listen, source })?;
     if !server.addr.ip().is_loopback() {
-        tracing::warn!(listen = %server.addr, "the watch API listens on a non-loopback address: anyone who can reach it can read everything");
+        tracing::warn!(
+            listen = %server.addr,
+            read_token = env.read_token.is_some(),
+            "the watch API listens on a non-loopback address: anyone who can reach it reads what holds no title; the page, issues and failure details need WATCH_READ_TOKEN"
+        );
     }
     tracing::info!(
-        admin = env.admin_token.as_deref().is_some_and(|t| !t.is_empty()),
+        admin = env.admin_token.is_some(),
         dispatching = env.dispatching(),
         "watch API listening on http://{}",
         server.addr
@@ -133,7 +149,7 @@ pub(crate) fn run_long(
     args: &RunArgs,
     mut opts: ScanOptions,
     line: Option<Arc<progress::Line>>,
-    listen: Option<std::net::SocketAddr>,
+    listen: Option<WatchSetup>,
 ) -> anyhow::Result<u8> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
@@ -150,7 +166,7 @@ pub(crate) fn run_long(
     let (handle, commands) = sentinel_host::core::sentinel::Handle::channel();
     let live = Arc::new(sentinel_host::watch::Live::default());
     let watch = match listen {
-        Some(addr) => Some(start_watch(&sentinel, handle.clone(), addr, Arc::clone(&live))?),
+        Some(setup) => Some(start_watch(&sentinel, handle.clone(), setup, Arc::clone(&live))?),
         None => None,
     };
     let kicker = kicker(&sentinel, handle);

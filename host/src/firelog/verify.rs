@@ -1,6 +1,7 @@
 //! Verifying an exported fire log from its files alone.
 //!
-//! It owns [`verify_dir`]: every segment present and in order, every entry
+//! It owns [`verify_dir`] (and [`verify_dir_from`], which trusts the closed
+//! segments a caller checked before): every segment present and in order, every entry
 //! chained to the one before, the head signed by the key and matching the
 //! last entry; the first bad place is named as a [`Finding`]. It reads only
 //! the exported `fires-*.ndjson` segments, `fires.head.json` and a public key;
@@ -63,6 +64,23 @@ pub struct Verification {
 /// place and names it. Reading errors are findings too: a log that cannot
 /// be read cannot be trusted.
 pub fn verify_dir(dir: &Path, public_key: Option<&Path>) -> Verification {
+    verify_dir_from(dir, public_key, None).0
+}
+
+/// Where a verification may start instead of the first entry: the closed
+/// segments before `segment` are trusted (checked before and unchanged
+/// since, which the caller vouches for), and the chain stands at entry
+/// `seq` with hash `prev` at their end. The last segment is always read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    pub segment: u64,
+    pub seq: u64,
+    pub prev: [u8; 32],
+}
+
+/// [`verify_dir`], trusting the closed segments before `from`'s; with it,
+/// where the last segment started, for the next call to resume at.
+pub fn verify_dir_from(dir: &Path, public_key: Option<&Path>, from: Option<Resume>) -> (Verification, Option<Resume>) {
     let mut v = Verification {
         ok: false,
         dir: dir.to_owned(),
@@ -74,11 +92,12 @@ pub fn verify_dir(dir: &Path, public_key: Option<&Path>) -> Verification {
         finding: None,
         ledger_checked: false,
     };
-    match check(dir, public_key, &mut v) {
+    let mut last = None;
+    match check(dir, public_key, &mut v, from, &mut last) {
         Ok(()) => v.ok = true,
         Err(f) => v.finding = Some(f),
     }
-    v
+    (v, last)
 }
 
 pub fn finding(file: Option<&str>, line: Option<u64>, seq: Option<u64>, problem: impl Into<String>) -> Finding {
@@ -103,7 +122,13 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Finding> {
     Ok(found)
 }
 
-fn check(dir: &Path, public_key: Option<&Path>, v: &mut Verification) -> Result<(), Finding> {
+fn check(
+    dir: &Path,
+    public_key: Option<&Path>,
+    v: &mut Verification,
+    from: Option<Resume>,
+    last: &mut Option<Resume>,
+) -> Result<(), Finding> {
     let key = load_public_key(dir, public_key, v)?;
     let head_text = std::fs::read_to_string(dir.join(HEAD_FILE))
         .map_err(|e| finding(Some(HEAD_FILE), None, None, format!("cannot read the head: {e}")))?;
@@ -124,6 +149,14 @@ fn check(dir: &Path, public_key: Option<&Path>, v: &mut Verification) -> Result<
                 Some(seq + 1),
                 "segment missing: the chain has a gap",
             ));
+        }
+        if let Some(r) = from.filter(|r| *index < r.segment && *index < last_index) {
+            (seq, prev) = (r.seq, r.prev);
+            v.segments += 1;
+            continue;
+        }
+        if *index == last_index {
+            *last = Some(Resume { segment: last_index, seq, prev });
         }
         let text =
             std::fs::read_to_string(path).map_err(|e| finding(Some(&name), None, None, format!("cannot read: {e}")))?;

@@ -40,7 +40,7 @@ pub use count::rule::{CommitReport, issue_sig};
 pub use export::issues::{EvidenceRef, IssueLine};
 pub use lock::{LockError, WriterLock};
 pub use store::Admin;
-pub use verify::verify_out_dir;
+pub use verify::{verify_out_dir, verify_out_dir_from};
 pub use view::{FireFact, FireFilter, FireSample, LedgerView};
 
 /// Bumped whenever the store's shape, or the meaning of what it stores,

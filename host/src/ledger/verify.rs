@@ -1,20 +1,35 @@
 //! The fire log checked against the ledger beside it.
 //!
-//! It owns [`verify_out_dir`]: [`verify_dir`] over the exported files, then,
+//! It owns [`verify_out_dir`] (and [`verify_out_dir_from`], resuming where a
+//! caller's earlier check ended): [`verify_dir`](crate::firelog::verify_dir) over the exported files, then,
 //! when the output folder has its ledger, the files against the ledger's own
 //! copy of the head and of the last entry's hash. It only reads (through a
 //! [`LedgerView`], no lock) and never writes.
 
 use std::path::Path;
 
-use crate::firelog::{HEAD_FILE, Verification, finding, verify_dir};
+use crate::firelog::{HEAD_FILE, Resume, Verification, finding, verify_dir_from};
 use crate::ledger::LedgerView;
 
 /// [`verify_dir`], then, when the output folder has its ledger, the files
 /// against the ledger's own copy: a head put back to an older one, or a log
 /// cut together with its head, still differs from what the ledger signed.
 pub fn verify_out_dir(dir: &Path, public_key: Option<&Path>) -> Verification {
-    let mut v = verify_dir(dir, public_key);
+    verify_out_dir_from(dir, public_key, None).0
+}
+
+/// [`verify_out_dir`], resuming as [`verify_dir_from`] does: with it, where
+/// the next call may resume.
+pub fn verify_out_dir_from(
+    dir: &Path,
+    public_key: Option<&Path>,
+    from: Option<Resume>,
+) -> (Verification, Option<Resume>) {
+    let (v, resume) = verify_dir_from(dir, public_key, from);
+    (against_ledger(dir, v), resume)
+}
+
+fn against_ledger(dir: &Path, mut v: Verification) -> Verification {
     if !v.ok {
         return v;
     }

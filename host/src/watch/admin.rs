@@ -9,12 +9,13 @@
 //! quarantine, a release, a force-wake's diagnostic fire) in the fire log;
 //! this module never writes the ledger, never scans and never delivers.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -63,8 +64,33 @@ pub fn parse_body<T: DeserializeOwned>(headers: &HeaderMap, body: &Bytes, empty:
     })
 }
 
-fn admin(state: &AppState, headers: &HeaderMap) -> Result<(), Problem> {
-    check_bearer(headers, state.env.admin_token.as_deref(), "WATCH_ADMIN_TOKEN (or BOOTSTRAP_TOKEN)")
+/// Checks a bearer token for `client`: refused at once while the client is
+/// over its failed attempts ([`FailedAttempts`](super::limiter::FailedAttempts)),
+/// and a wrong token counts as one more.
+pub fn authorize(
+    state: &AppState,
+    client: SocketAddr,
+    headers: &HeaderMap,
+    expected: Option<&str>,
+    variable: &str,
+) -> Result<(), Problem> {
+    let now = std::time::Instant::now();
+    state.attempts.check(client.ip(), now)?;
+    check_bearer(headers, expected, variable).inspect_err(|_| {
+        // A closed route (no token set) cannot be guessed open, and another
+        // principal's own token on the wrong route is no guess: not counted.
+        let env = &state.env;
+        let known = [&env.admin_token, &env.arming_token, &env.read_token]
+            .into_iter()
+            .any(|t| t.is_some() && check_bearer(headers, t.as_deref(), variable).is_ok());
+        if expected.is_some() && !known {
+            state.attempts.failed(client.ip(), now);
+        }
+    })
+}
+
+fn admin(state: &AppState, client: SocketAddr, headers: &HeaderMap) -> Result<(), Problem> {
+    authorize(state, client, headers, state.env.admin_token.as_deref(), "WATCH_ADMIN_TOKEN (or BOOTSTRAP_TOKEN)")
 }
 
 /// What a mutation did.
@@ -98,18 +124,22 @@ fn command_problem(e: CommandError) -> Problem {
             Problem::not_found(format!("no sentinel named `{}` is loaded", crate::base::sanitize::one_line(&name)))
         }
         CommandError::Gone => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "core_gone", e.to_string()),
-        e => Problem::internal(crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)).into_owned()),
+        e => {
+            tracing::error!(error = %crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)), "an admin mutation failed");
+            Problem::internal("the core could not apply it; the server's log says why")
+        }
     }
 }
 
 async fn mutate(
     state: Arc<AppState>,
+    client: SocketAddr,
     name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     action: Action,
 ) -> Result<Json<Mutation>, Problem> {
-    admin(&state, &headers)?;
+    admin(&state, client, &headers)?;
     let Path(name) = name?;
     let body: AdminBody = parse_body(&headers, &body?, Some(AdminBody::default()))?;
     let (tenant, tenant_defaulted) = state.env.tenant(body.tenant.as_deref())?;
@@ -140,11 +170,12 @@ macro_rules! mutation {
                                         (status = 422, body = Problem, content_type = "application/problem+json")))]
         pub async fn $fn(
             State(state): State<Arc<AppState>>,
+            ConnectInfo(client): ConnectInfo<SocketAddr>,
             name: Result<Path<String>, PathRejection>,
             headers: HeaderMap,
             body: Result<Bytes, BytesRejection>,
         ) -> Result<Json<Mutation>, Problem> {
-            mutate(state, name, headers, body, $action).await
+            mutate(state, client, name, headers, body, $action).await
         }
     };
 }
@@ -176,9 +207,9 @@ pub struct ChainSummary {
     pub finding: Option<String>,
 }
 
-/// The snapshot the page renders: sentinels, the latest fires, the chain, the gates.
-pub fn snapshot(state: &AppState, fires: u32) -> Result<Snapshot, Problem> {
-    let v = crate::ledger::verify_out_dir(&state.out, None);
+/// The snapshot the page renders: sentinels, the latest fires, the chain
+/// (its verification `v`, from [`chain::current`](super::chain::current)), the gates.
+pub fn snapshot(state: &AppState, fires: u32, v: crate::firelog::Verification) -> Result<Snapshot, Problem> {
     Ok(Snapshot {
         taken_at: reads::now_ms(),
         gates: reads::gate_state(state)?,
@@ -204,13 +235,15 @@ pub fn snapshot(state: &AppState, fires: u32) -> Result<Snapshot, Problem> {
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn ui_snapshot(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Snapshot>, Problem> {
-    admin(&state, &headers)?;
+    admin(&state, client, &headers)?;
     let body: AdminBody = parse_body(&headers, &body?, Some(AdminBody::default()))?;
     state.env.tenant(body.tenant.as_deref())?;
-    blocking(move || snapshot(&state, 20)).await.map(Json)
+    let chain = super::chain::current(&state).await?;
+    blocking(move || snapshot(&state, 20, chain)).await.map(Json)
 }
 
 /// Arming (`action_production_armed`): only the holder of
@@ -225,10 +258,11 @@ pub async fn ui_snapshot(
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn arming(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<GateState>, Problem> {
-    check_bearer(&headers, state.env.arming_token.as_deref(), "WATCH_ARMING_TOKEN")?;
+    authorize(&state, client, &headers, state.env.arming_token.as_deref(), "WATCH_ARMING_TOKEN")?;
     let body: ArmingBody = parse_body(&headers, &body?, None)?;
     state.gates.set_armed(body.armed);
     tracing::warn!(armed = body.armed, "action_production_armed switched by the arming principal");

@@ -31,34 +31,98 @@ pub enum Target {
     Command(Vec<String>),
 }
 
+/// The shortest token accepted: a shorter one is guessed too soon.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// A token the environment sets that the watch API refuses to start with.
+/// Each names the variable, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    #[error("{0} is only whitespace: set a token of at least {min} bytes, or leave it empty to turn it off", min = MIN_TOKEN_LEN)]
+    Blank(&'static str),
+    #[error("{0} is shorter than {min} bytes", min = MIN_TOKEN_LEN)]
+    Short(&'static str),
+    #[error("WATCH_ARMING_TOKEN is the same as {0}: arming is a principal of its own")]
+    ArmingIsShared(&'static str),
+}
+
 /// The watch API's environment, read once.
 #[derive(Debug, Clone, Default)]
 pub struct WatchEnv {
-    /// `WATCH_ADMIN_TOKEN`, else `BOOTSTRAP_TOKEN`; empty means no admin.
+    /// `WATCH_ADMIN_TOKEN`, else `BOOTSTRAP_TOKEN`; unset or empty means no admin.
     pub admin_token: Option<String>,
     /// `WATCH_ARMING_TOKEN`: the only principal that may arm.
     pub arming_token: Option<String>,
+    /// `WATCH_READ_TOKEN`: what the titles need on a non-loopback `--listen`.
+    pub read_token: Option<String>,
     /// `WATCH_CANARY_TENANT`: the one tenant requests may aim at.
     pub canary_tenant: Option<String>,
     /// `WATCH_DISPATCHER_ENABLED` (`1`, `true`, `yes`, `on`).
     pub dispatcher_enabled: bool,
     /// `WATCH_DISPATCH_WEBHOOK` or `WATCH_DISPATCH_COMMAND`.
     pub target: Option<Target>,
+    /// How each delivery is tried (retries, waits, timeouts, in flight).
+    pub delivery: DeliveryEnv,
+    /// `WATCH_TOKEN_FAILURES`: wrong tokens allowed per client address and
+    /// minute (default 5).
+    pub token_failures: u32,
+}
+
+/// How the dispatcher tries each fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryEnv {
     /// `WATCH_DISPATCH_RETRIES`: attempts after the first (default 5).
     pub retries: u32,
     /// `WATCH_DISPATCH_BACKOFF_MS`: the first retry's wait, doubled each time (default 200).
     pub backoff_ms: u64,
+    /// `WATCH_DISPATCH_CONNECT_TIMEOUT_MS`: one attempt's connect (default 2000).
+    pub connect_timeout_ms: u64,
+    /// `WATCH_DISPATCH_TIMEOUT_MS`: one attempt, start to answer (default 5000).
+    pub attempt_timeout_ms: u64,
+    /// `WATCH_DISPATCH_IN_FLIGHT`: deliveries at once (default 4, at least 1).
+    pub in_flight: usize,
+}
+
+impl Default for DeliveryEnv {
+    fn default() -> Self {
+        DeliveryEnv { retries: 5, backoff_ms: 200, connect_timeout_ms: 2000, attempt_timeout_ms: 5000, in_flight: 4 }
+    }
 }
 
 fn truthy(v: &str) -> bool {
     matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
 }
 
+/// One token variable: unset or empty is off; whitespace-only or shorter
+/// than [`MIN_TOKEN_LEN`] is refused; surrounding whitespace (a newline
+/// from a file) is not part of it.
+fn token(get: &impl Fn(&str) -> Option<String>, variable: &'static str) -> Result<Option<String>, EnvError> {
+    let Some(raw) = get(variable).filter(|v| !v.is_empty()) else { return Ok(None) };
+    let t = raw.trim();
+    if t.is_empty() {
+        return Err(EnvError::Blank(variable));
+    }
+    if t.len() < MIN_TOKEN_LEN {
+        return Err(EnvError::Short(variable));
+    }
+    Ok(Some(t.to_owned()))
+}
+
 impl WatchEnv {
     /// Reads the variables through `get` (the process environment in the
-    /// binary, a map in tests).
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Self {
-        let admin_token = get("WATCH_ADMIN_TOKEN").or_else(|| get("BOOTSTRAP_TOKEN"));
+    /// binary, a map in tests); refuses a token that cannot be meant.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
+        let admin_var = if get("WATCH_ADMIN_TOKEN").is_some() { "WATCH_ADMIN_TOKEN" } else { "BOOTSTRAP_TOKEN" };
+        let admin_token = token(&get, admin_var)?;
+        let arming_token = token(&get, "WATCH_ARMING_TOKEN")?;
+        let read_token = token(&get, "WATCH_READ_TOKEN")?;
+        if let Some(arming) = &arming_token {
+            for (var, other) in [(admin_var, &admin_token), ("WATCH_READ_TOKEN", &read_token)] {
+                if other.as_ref() == Some(arming) {
+                    return Err(EnvError::ArmingIsShared(var));
+                }
+            }
+        }
         let target = match (get("WATCH_DISPATCH_WEBHOOK"), get("WATCH_DISPATCH_COMMAND")) {
             (Some(url), _) if !url.trim().is_empty() => Some(Target::Webhook(url.trim().to_owned())),
             (_, Some(cmd)) if !cmd.trim().is_empty() => {
@@ -66,18 +130,29 @@ impl WatchEnv {
             }
             _ => None,
         };
-        WatchEnv {
+        let d = DeliveryEnv::default();
+        let num = |var: &str, default: u64| get(var).and_then(|v| v.trim().parse().ok()).unwrap_or(default);
+        let delivery = DeliveryEnv {
+            retries: get("WATCH_DISPATCH_RETRIES").and_then(|v| v.trim().parse().ok()).unwrap_or(d.retries),
+            backoff_ms: num("WATCH_DISPATCH_BACKOFF_MS", d.backoff_ms),
+            connect_timeout_ms: num("WATCH_DISPATCH_CONNECT_TIMEOUT_MS", d.connect_timeout_ms).max(1),
+            attempt_timeout_ms: num("WATCH_DISPATCH_TIMEOUT_MS", d.attempt_timeout_ms).max(1),
+            in_flight: usize::try_from(num("WATCH_DISPATCH_IN_FLIGHT", d.in_flight as u64)).unwrap_or(1).clamp(1, 64),
+        };
+        Ok(WatchEnv {
             admin_token,
-            arming_token: get("WATCH_ARMING_TOKEN"),
+            arming_token,
+            read_token,
             canary_tenant: get("WATCH_CANARY_TENANT").filter(|t| !t.trim().is_empty()),
             dispatcher_enabled: get("WATCH_DISPATCHER_ENABLED").is_some_and(|v| truthy(&v)),
             target,
-            retries: get("WATCH_DISPATCH_RETRIES").and_then(|v| v.parse().ok()).unwrap_or(5),
-            backoff_ms: get("WATCH_DISPATCH_BACKOFF_MS").and_then(|v| v.parse().ok()).unwrap_or(200),
-        }
+            delivery,
+            token_failures: u32::try_from(num("WATCH_TOKEN_FAILURES", u64::from(super::limiter::MAX_FAILURES)))
+                .unwrap_or(u32::MAX),
+        })
     }
 
-    pub fn from_process() -> Self {
+    pub fn from_process() -> Result<Self, EnvError> {
         WatchEnv::from_vars(|k| std::env::var(k).ok())
     }
 
@@ -176,9 +251,13 @@ impl Gates {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> WatchEnv {
+    fn vars(vars: &[(&str, &str)]) -> Result<WatchEnv, EnvError> {
         let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         WatchEnv::from_vars(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    fn env(v: &[(&str, &str)]) -> WatchEnv {
+        vars(v).unwrap()
     }
 
     fn bearer(t: &str) -> HeaderMap {
@@ -186,6 +265,8 @@ mod tests {
         h.insert(header::AUTHORIZATION, format!("Bearer {t}").parse().unwrap());
         h
     }
+
+    const ADMIN: &str = "admin-token-0123456789";
 
     #[test]
     fn an_empty_or_unset_token_closes_every_admin_route() {
@@ -197,12 +278,37 @@ mod tests {
 
     #[test]
     fn the_admin_token_comes_from_either_variable_and_must_match() {
-        let e = env(&[("BOOTSTRAP_TOKEN", "s3cret")]);
-        assert!(check_bearer(&bearer("s3cret"), e.admin_token.as_deref(), "x").is_ok());
-        assert_eq!(check_bearer(&bearer("s3cre"), e.admin_token.as_deref(), "x").unwrap_err().status, 401);
+        let e = env(&[("BOOTSTRAP_TOKEN", ADMIN)]);
+        assert!(check_bearer(&bearer(ADMIN), e.admin_token.as_deref(), "x").is_ok());
+        assert_eq!(check_bearer(&bearer(&ADMIN[1..]), e.admin_token.as_deref(), "x").unwrap_err().status, 401);
         assert_eq!(check_bearer(&HeaderMap::new(), e.admin_token.as_deref(), "x").unwrap_err().status, 401);
-        let e = env(&[("WATCH_ADMIN_TOKEN", "a"), ("BOOTSTRAP_TOKEN", "b")]);
-        assert!(check_bearer(&bearer("a"), e.admin_token.as_deref(), "x").is_ok());
+        let e = env(&[("WATCH_ADMIN_TOKEN", ADMIN), ("BOOTSTRAP_TOKEN", "bootstrap-token-0123456789")]);
+        assert!(check_bearer(&bearer(ADMIN), e.admin_token.as_deref(), "x").is_ok());
+    }
+
+    #[test]
+    fn a_blank_or_short_token_or_a_shared_arming_token_is_refused_naming_the_variable_not_the_value() {
+        let cases = [
+            (vec![("WATCH_ADMIN_TOKEN", " \t\n")], EnvError::Blank("WATCH_ADMIN_TOKEN")),
+            (vec![("BOOTSTRAP_TOKEN", "short-secret")], EnvError::Short("BOOTSTRAP_TOKEN")),
+            (vec![("WATCH_READ_TOKEN", "   ")], EnvError::Blank("WATCH_READ_TOKEN")),
+            (
+                vec![("WATCH_ADMIN_TOKEN", ADMIN), ("WATCH_ARMING_TOKEN", ADMIN)],
+                EnvError::ArmingIsShared("WATCH_ADMIN_TOKEN"),
+            ),
+            (
+                vec![("WATCH_READ_TOKEN", ADMIN), ("WATCH_ARMING_TOKEN", ADMIN)],
+                EnvError::ArmingIsShared("WATCH_READ_TOKEN"),
+            ),
+        ];
+        for (v, want) in cases {
+            let got = vars(&v).unwrap_err();
+            assert_eq!(got, want);
+            let text = got.to_string();
+            assert!(v.iter().all(|(_, value)| value.trim().is_empty() || !text.contains(value.trim())), "{text}");
+        }
+        let e = env(&[("WATCH_ARMING_TOKEN", " arming-token-0123456789\n")]);
+        assert_eq!(e.arming_token.as_deref(), Some("arming-token-0123456789"), "a file's newline is not part of it");
     }
 
     #[test]

@@ -2,26 +2,34 @@
 //! readable over HTTP; mutations behind the admin token; arming behind a
 //! principal of its own; the dispatcher behind its gate.
 //!
-//! It owns the HTTP side only: one thread running a tokio runtime that
-//! serves axum ([`routes`]), reads through a fresh read-only
+//! It owns the HTTP side only: one thread running a tokio runtime whose
+//! accept loop ([`server`]: hyper with its timeouts and a connection cap)
+//! serves axum ([`routes`]) behind the `Host` and `Origin` check
+//! ([`guard`]), reads through a fresh read-only
 //! [`LedgerView`](crate::ledger::LedgerView) per request (SQLite WAL: a read
 //! never waits for the scan's commit and never holds it up), sends every
 //! mutation through the core's [`Handle`] and waits for the single writer's
-//! answer, and, when its gate is open, the dispatcher's thread
-//! ([`dispatch`]). It never opens the writer, never scans, never loads a
+//! answer, and, when its gate is open, the dispatcher's threads
+//! ([`dispatch`]). Dropping it stops all of that within a bound, whatever
+//! clients do. It never opens the writer, never scans, never loads a
 //! component and never prints: the core ([`crate::core::sentinel`]) and the
 //! long-running loop ([`crate::core::daemon`]) keep doing that on their own
 //! thread, exactly as `run --interval` does.
 
 pub mod admin;
+pub mod chain;
+pub mod deliver;
 pub mod dispatch;
 pub mod gates;
+pub mod guard;
 pub mod heat;
+pub mod limiter;
 pub mod openapi;
 pub mod page;
 pub mod problem;
 pub mod reads;
 pub mod routes;
+pub mod server;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -102,9 +110,39 @@ pub struct AppState {
     pub gates: Arc<Gates>,
     /// The newest fires the heat is counted over, kept between reads.
     pub heat: std::sync::Mutex<heat::HeatWindow>,
+    /// The names requests may carry in `Host` and `Origin` (set when bound).
+    pub hosts: guard::AllowedHosts,
+    /// Failed token attempts per client address.
+    pub attempts: limiter::FailedAttempts,
+    /// Where the dispatcher stands (all zero while it does not run).
+    pub dispatch: Arc<dispatch::Stats>,
+    /// The chain's verification, kept while the log is unchanged.
+    pub chain: chain::ChainCache,
+    /// Titles (the page, issues, failure details) are public: the server
+    /// listens on loopback. Elsewhere they need `WATCH_READ_TOKEN`.
+    pub public_titles: bool,
 }
 
-/// The running HTTP side; dropping it stops the server and the dispatcher.
+/// What `serve`'s flags say about the HTTP side.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub listen: SocketAddr,
+    /// `--allow-host`: names beyond the listening address and loopback.
+    pub allow_hosts: Vec<String>,
+    /// The connections' bounds in time and count.
+    pub bounds: server::Bounds,
+}
+
+/// Reads running at once on blocking threads (SQLite calls, the chain's
+/// verification); more wait in line.
+const MAX_BLOCKING: usize = 16;
+
+/// What a stop waits, after the drain, for reads still on a blocking thread.
+const SHUTDOWN_LEFTOVERS: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The running HTTP side; dropping it stops the server and the dispatcher,
+/// within [`server::Bounds::drain`] and [`SHUTDOWN_LEFTOVERS`] whatever
+/// clients do.
 #[derive(Debug)]
 pub struct WatchServer {
     pub addr: SocketAddr,
@@ -117,38 +155,40 @@ impl WatchServer {
     /// Binds `listen` (so the bound address, an OS-chosen port included, is
     /// known at once) and serves on a thread of its own; starts the
     /// dispatcher when its gate is open.
-    pub fn start(listen: SocketAddr, state: AppState) -> std::io::Result<WatchServer> {
-        let listener = TcpListener::bind(listen)?;
+    pub fn start(options: &HttpOptions, mut state: AppState) -> std::io::Result<WatchServer> {
+        let listener = TcpListener::bind(options.listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let dispatcher = state
-            .env
-            .dispatching()
-            .then(|| dispatch::Dispatcher::start(state.out.clone(), state.env.clone(), Arc::clone(&state.gates)));
+        state.hosts = guard::AllowedHosts::new(addr, &options.allow_hosts);
+        state.public_titles = addr.ip().is_loopback();
+        let dispatcher = state.env.dispatching().then(|| {
+            dispatch::Dispatcher::start(
+                state.out.clone(),
+                state.env.clone(),
+                Arc::clone(&state.gates),
+                Arc::clone(&state.dispatch),
+            )
+        });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("watch-http")
+            .max_blocking_threads(MAX_BLOCKING)
             .enable_io()
             .enable_time()
             .build()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let app = routes::router(Arc::new(state));
+        let bounds = options.bounds;
         let thread = std::thread::Builder::new().name("watch-api".into()).spawn(move || {
             runtime.block_on(async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!(error = %e, "the watch API cannot listen");
-                        return;
-                    }
-                };
-                let served = axum::serve(listener, app).with_graceful_shutdown(async {
-                    let _ = rx.await;
-                });
-                if let Err(e) = served.await {
-                    tracing::error!(error = %e, "the watch API stopped");
+                match tokio::net::TcpListener::from_std(listener) {
+                    Ok(listener) => server::serve(listener, app, bounds, rx).await,
+                    Err(e) => tracing::error!(error = %e, "the watch API cannot listen"),
                 }
             });
+            // A read still running on a blocking thread (a long ledger
+            // query) does not hold the stop up.
+            runtime.shutdown_timeout(SHUTDOWN_LEFTOVERS);
         })?;
         Ok(WatchServer { addr, shutdown: Some(tx), thread: Some(thread), dispatcher })
     }

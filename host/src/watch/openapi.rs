@@ -1,8 +1,9 @@
 //! The OpenAPI document served at `/openapi.json`, generated from the
 //! handlers' and types' annotations (utoipa).
 //!
-//! It owns the list of documented paths and schemas and the two security
-//! schemes (the admin bearer token, the arming bearer token). It never
+//! It owns the list of documented paths and schemas, the three security
+//! schemes (the admin, arming and read bearer tokens), and the refusals
+//! every route can give before its handler runs. It never
 //! serves anything itself but its own route; a test keeps the document and
 //! [`ROUTES`](super::routes::ROUTES) equal, path for path and method for
 //! method.
@@ -15,10 +16,56 @@ use super::{admin, gates, page, problem, reads};
 
 struct Security;
 
+/// The refusals every route can give before its handler runs (the guard,
+/// the server's bounds), and the admin routes' rate limit: added to each
+/// operation here rather than repeated in every annotation.
+struct Refusals;
+
+fn problem(description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::Response> {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let content = ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build();
+    ResponseBuilder::new().description(description).content(super::problem::CONTENT_TYPE, content).build().into()
+}
+
+impl utoipa::Modify for Refusals {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let every = [
+            ("421", "`misdirected_host`: the Host is not one this server answers to"),
+            ("403", "`cross_origin`: the Origin is another site's (or the tenant rule, on admin routes)"),
+            ("503", "`request_timeout` or `too_many_connections`"),
+        ];
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                let responses = &mut op.responses.responses;
+                for (status, what) in every {
+                    responses.entry(status.to_owned()).or_insert_with(|| problem(what));
+                }
+                if path.starts_with("/v1/admin/")
+                    || path == "/"
+                    || path == "/v1/issues"
+                    || path.starts_with("/v1/sentinels")
+                {
+                    responses
+                        .entry("401".to_owned())
+                        .or_insert_with(|| problem("`unauthorized`: a token is needed here"));
+                    let limited =
+                        "`too_many_failed_attempts`: too many wrong tokens from this address; see Retry-After";
+                    responses.entry("429".to_owned()).or_insert_with(|| problem(limited));
+                }
+            }
+        }
+    }
+}
+
 impl utoipa::Modify for Security {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        for (name, what) in [("bearer", "WATCH_ADMIN_TOKEN or BOOTSTRAP_TOKEN"), ("arming", "WATCH_ARMING_TOKEN")] {
+        let schemes = [
+            ("bearer", "WATCH_ADMIN_TOKEN or BOOTSTRAP_TOKEN"),
+            ("arming", "WATCH_ARMING_TOKEN"),
+            ("read", "WATCH_READ_TOKEN: the titles, on a non-loopback --listen only"),
+        ];
+        for (name, what) in schemes {
             components.add_security_scheme(
                 name,
                 SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(what)).build()),
@@ -29,7 +76,7 @@ impl utoipa::Modify for Security {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "sentinel watch API", description = "Reads are public; mutations are admin; arming is a different principal entirely (docs/watch-api.md)."),
+    info(title = "sentinel watch API", description = "Reads are public on loopback (elsewhere titles need WATCH_READ_TOKEN); mutations are admin; arming is a different principal entirely; a foreign Host is 421, a foreign Origin 403 (docs/watch-api.md)."),
     paths(
         page::status_page,
         openapi_json,
@@ -40,6 +87,7 @@ impl utoipa::Modify for Security {
         reads::chain,
         reads::public_key,
         reads::gates,
+        reads::dispatch,
         admin::quarantine,
         admin::release,
         admin::enable,
@@ -48,8 +96,8 @@ impl utoipa::Modify for Security {
         admin::ui_snapshot,
         admin::arming,
     ),
-    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, admin::AdminBody, admin::ArmingBody)),
-    modifiers(&Security)
+    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, admin::AdminBody, admin::ArmingBody)),
+    modifiers(&Security, &Refusals)
 )]
 pub struct ApiDoc;
 

@@ -8,9 +8,11 @@
 //! mutates anything.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
+use axum::http::HeaderMap;
 use axum::response::Html;
 
 use super::AppState;
@@ -107,9 +109,15 @@ pub fn render(s: &Snapshot) -> String {
 }
 
 /// The status page.
-#[utoipa::path(get, path = "/", tag = "reads", responses((status = 200, description = "the status page", content_type = "text/html", body = String)))]
-pub async fn status_page(State(state): State<Arc<AppState>>) -> Result<Html<String>, Problem> {
-    blocking(move || snapshot(&state, 20)).await.map(|s| Html(render(&s)))
+#[utoipa::path(get, path = "/", tag = "reads", security((), ("read" = [])), responses((status = 200, description = "the status page", content_type = "text/html", body = String)))]
+pub async fn status_page(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Html<String>, Problem> {
+    super::reads::titles(&state, client, &headers)?;
+    let chain = super::chain::current(&state).await?;
+    blocking(move || snapshot(&state, 20, chain)).await.map(|s| Html(render(&s)))
 }
 
 #[cfg(test)]

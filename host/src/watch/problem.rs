@@ -23,6 +23,14 @@ pub struct Problem {
     /// A stable, machine-readable name of the problem (`unauthorized`,
     /// `single_tenant_violation`, ...).
     pub code: &'static str,
+    /// Seconds a client is to wait (`Retry-After`), for a 429 or a 503.
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
+    /// The refused page's own origin, named back to it in
+    /// `Access-Control-Allow-Origin` so it can read why it was refused
+    /// (this refusal only; no other answer ever carries it).
+    #[serde(skip)]
+    pub readable_by: Option<String>,
 }
 
 impl Problem {
@@ -33,7 +41,14 @@ impl Problem {
             status: status.as_u16(),
             detail: detail.into(),
             code,
+            retry_after: None,
+            readable_by: None,
         }
+    }
+
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub fn unauthorized(detail: impl Into<String>) -> Self {
@@ -65,6 +80,13 @@ impl IntoResponse for Problem {
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(origin) = self.readable_by.and_then(|o| HeaderValue::from_str(&o).ok()) {
+            response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            response.headers_mut().insert(header::VARY, HeaderValue::from_static("Origin"));
         }
         response
     }

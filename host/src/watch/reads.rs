@@ -9,10 +9,12 @@
 //! command to the core.
 
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 
 use super::gates::GateState;
@@ -29,6 +31,26 @@ pub const MAX_LIMIT: u32 = 500;
 /// The longest filter value accepted (a detector name or a kind).
 pub const MAX_FILTER_LEN: usize = 128;
 
+/// Whether this request may see titles: always on a loopback `--listen`;
+/// elsewhere only with `WATCH_READ_TOKEN` (401, counted as a failed
+/// attempt, when it is wrong or missing).
+pub fn titles(state: &AppState, client: SocketAddr, headers: &HeaderMap) -> Result<(), Problem> {
+    if state.public_titles {
+        return Ok(());
+    }
+    super::admin::authorize(state, client, headers, state.env.read_token.as_deref(), "WATCH_READ_TOKEN")
+}
+
+/// [`titles`] for a read that answers without them: no token sent is not a
+/// failed attempt, just an answer without the details.
+fn details(state: &AppState, client: SocketAddr, headers: &HeaderMap) -> Result<bool, Problem> {
+    if state.public_titles || headers.contains_key(header::AUTHORIZATION) {
+        titles(state, client, headers).map(|()| true)
+    } else {
+        Ok(false)
+    }
+}
+
 /// Runs `f` on a blocking thread: ledger reads are SQLite calls.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Problem> + Send + 'static,
@@ -38,11 +60,14 @@ pub async fn blocking<T: Send + 'static>(
 
 /// Opens the view; `None` before the first scan made a ledger.
 pub fn view(state: &AppState) -> Result<Option<LedgerView>, Problem> {
-    LedgerView::open(&state.out).map_err(|e| Problem::internal(format!("cannot read the ledger: {e}")))
+    LedgerView::open(&state.out).map_err(ledger_problem)
 }
 
-fn ledger_problem(e: crate::ledger::LedgerError) -> Problem {
-    Problem::internal(format!("cannot read the ledger: {e}"))
+/// A ledger error as a 500: the whole error (which names files) goes to the
+/// server's log, the answer names no path of this machine.
+pub fn ledger_problem(e: crate::ledger::LedgerError) -> Problem {
+    tracing::error!(error = %crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)), "a watch API read failed");
+    Problem::internal("cannot read the ledger; the server's log says why")
 }
 
 pub fn now_ms() -> i64 {
@@ -147,10 +172,25 @@ pub struct SentinelList {
 /// Every loaded sentinel with its health, heat, cadence and last run.
 #[utoipa::path(get, path = "/v1/sentinels", tag = "reads",
     responses((status = 200, body = SentinelList), (status = 500, body = Problem, content_type = "application/problem+json")))]
-pub async fn list_sentinels(State(state): State<Arc<AppState>>) -> Result<Json<SentinelList>, Problem> {
+pub async fn list_sentinels(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Json<SentinelList>, Problem> {
+    let details = details(&state, client, &headers)?;
     let s = Arc::clone(&state);
     let items = blocking(move || sentinels(&s)).await?;
-    Ok(Json(SentinelList { items, last_scan: state.live.last_scan() }))
+    Ok(Json(SentinelList { items: without_details(items, details), last_scan: state.live.last_scan() }))
+}
+
+/// Drops what a failure said (it can quote the data) when the reader may not see it.
+fn without_details(mut items: Vec<SentinelView>, details: bool) -> Vec<SentinelView> {
+    if !details {
+        for s in &mut items {
+            s.health.last_failure = None;
+        }
+    }
+    items
 }
 
 /// One loaded sentinel.
@@ -158,9 +198,12 @@ pub async fn list_sentinels(State(state): State<Arc<AppState>>) -> Result<Json<S
     responses((status = 200, body = SentinelView), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn one_sentinel(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<SentinelView>, Problem> {
-    let items = blocking(move || sentinels(&state)).await?;
+    let details = details(&state, client, &headers)?;
+    let items = without_details(blocking(move || sentinels(&state)).await?, details);
     items.into_iter().find(|s| s.name == name).map(Json).ok_or_else(|| {
         Problem::not_found(format!("no sentinel named `{}` is loaded", crate::base::sanitize::one_line(&name)))
     })
@@ -249,11 +292,16 @@ pub fn fires_page(state: &AppState, q: &PageQuery) -> Result<Page<ShownFire>, Pr
     q.check()?;
     let limit = q.limit()?;
     let filter = FireFilter { detector: q.sentinel.clone(), kind: q.kind.clone(), fire_type: q.fire_type()? };
-    let items = match view(state)? {
+    // A sentinel that is not loaded has no fires to look for.
+    if q.sentinel.as_ref().is_some_and(|name| !state.roster.get().iter().any(|r| &r.name == name)) {
+        return Ok(Page { items: Vec::new(), next_before_id: None });
+    }
+    let (items, unread_before) = match view(state)? {
         Some(v) => v.fires_page(q.before_id, limit, &filter).map_err(ledger_problem)?,
-        None => Vec::new(),
+        None => (Vec::new(), None),
     };
-    let next_before_id = (items.len() as u32 == limit).then(|| items.last().map(|f| f.seq as i64)).flatten();
+    let next_before_id =
+        if items.len() as u32 == limit { items.last().map(|f| f.seq as i64) } else { unread_before.map(|s| s as i64) };
     let items = items.into_iter().map(|fire| ShownFire { summary: fire.summary(), fire }).collect();
     Ok(Page { items, next_before_id })
 }
@@ -279,13 +327,16 @@ pub struct IssueItem {
 }
 
 /// Issues, newest first.
-#[utoipa::path(get, path = "/v1/issues", tag = "reads", params(PageQuery),
+#[utoipa::path(get, path = "/v1/issues", tag = "reads", params(PageQuery), security((), ("read" = [])),
     responses((status = 200, body = Page<Object>), (status = 414, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn issues(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Page<IssueItem>>, Problem> {
+    titles(&state, client, &headers)?;
     let Query(q) = q?;
     if q.fire_type.is_some() {
         return Err(Problem::unprocessable("type filters fires, not issues"));
@@ -322,7 +373,7 @@ pub async fn issues(
 #[utoipa::path(get, path = "/v1/chain", tag = "reads",
     responses((status = 200, description = "the verification, as `sentinel-host verify --json` prints it", body = Object)))]
 pub async fn chain(State(state): State<Arc<AppState>>) -> Result<Json<Verification>, Problem> {
-    blocking(move || Ok(crate::ledger::verify_out_dir(&state.out, None))).await.map(Json)
+    super::chain::current(&state).await.map(Json)
 }
 
 pub fn public_key_of(state: &AppState) -> Result<PublicKeyFile, Problem> {
@@ -359,6 +410,50 @@ pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<GateState>
     blocking(move || gate_state(&state)).await.map(Json)
 }
 
+/// Where the dispatcher stands, and how far behind the log it is.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DispatchView {
+    /// The second gate: whether the dispatcher runs at all.
+    pub dispatching: bool,
+    /// Every fire up to this sequence number is delivered or dead-lettered.
+    pub cursor: u64,
+    /// The newest fire in the log.
+    pub last_fire_seq: u64,
+    /// Fires not yet settled: `lastFireSeq - cursor`.
+    pub backlog: u64,
+    /// Deliveries being attempted now (at most `WATCH_DISPATCH_IN_FLIGHT`).
+    pub in_flight: usize,
+    /// Since this start.
+    pub delivered: u64,
+    pub dead_lettered: u64,
+}
+
+/// The dispatcher's backlog.
+#[utoipa::path(get, path = "/v1/dispatch", tag = "reads", responses((status = 200, body = DispatchView)))]
+pub async fn dispatch(State(state): State<Arc<AppState>>) -> Result<Json<DispatchView>, Problem> {
+    blocking(move || {
+        let last = match view(&state)? {
+            Some(v) => u64::try_from(v.last_fire_seq().map_err(ledger_problem)?).unwrap_or(0),
+            None => 0,
+        };
+        let s = state.dispatch.view();
+        // Before the dispatcher read its cursor, it stands where the file says.
+        let cursor = if state.gates.dispatching { s.cursor } else { 0 };
+        Ok(DispatchView {
+            dispatching: state.gates.dispatching,
+            cursor,
+            last_fire_seq: last,
+            backlog: if state.gates.dispatching { last.saturating_sub(cursor) } else { 0 },
+            in_flight: s.in_flight,
+            delivered: s.delivered,
+            dead_lettered: s.dead_lettered,
+        })
+    })
+    .await
+    .map(Json)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,6 +486,11 @@ mod tests {
             env: Default::default(),
             gates: Default::default(),
             heat: Default::default(),
+            hosts: Default::default(),
+            attempts: Default::default(),
+            dispatch: Default::default(),
+            chain: Default::default(),
+            public_titles: true,
         }
     }
 
@@ -428,7 +528,7 @@ mod tests {
         let mut writer = ledger_with_fires(tmp.path());
         let view = LedgerView::open(tmp.path()).unwrap().unwrap();
         // A read transaction held open across the commit.
-        let held = view.fires_page(None, 1, &FireFilter::default()).unwrap();
+        let (held, _) = view.fires_page(None, 1, &FireFilter::default()).unwrap();
         assert_eq!(held.len(), 1);
         let reader = rusqlite::Connection::open_with_flags(
             tmp.path().join(crate::ledger::STORE_FILE),
@@ -441,6 +541,42 @@ mod tests {
         reader.execute_batch("COMMIT").unwrap();
         let page = fires_page(&state(tmp.path()), &PageQuery::default()).unwrap();
         assert_eq!(page.items.first().map(|f| f.seq), Some(3), "a new read sees the new commit");
+    }
+
+    #[test]
+    fn a_filtered_page_reads_a_bounded_stretch_of_the_log_and_says_where_to_go_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(tmp.path()).unwrap();
+        let p = Policy::default();
+        // Twenty health changes: quarantines (odd) and releases (even).
+        for at in 1..=10 {
+            ledger.change_health("d", 2 * at, |h| quarantine_by_hand(h, 2 * at, &p)).unwrap();
+            ledger.change_health("d", 2 * at + 1, |h| release(h, &p)).unwrap();
+        }
+        let s = state(tmp.path());
+        let filtered = |before: Option<u64>| PageQuery {
+            fire_type: Some("quarantine".into()),
+            before_id: before,
+            limit: Some(50),
+            ..Default::default()
+        };
+        // The newest PAGE_SCAN (8 in tests) entries hold four quarantines;
+        // the page says where the read stopped, not "the end".
+        let first = fires_page(&s, &filtered(None)).unwrap();
+        let seqs: Vec<u64> = first.items.iter().map(|f| f.seq).collect();
+        assert_eq!(seqs, [19, 17, 15, 13]);
+        assert_eq!(first.next_before_id, Some(13));
+        let mut all = seqs;
+        let mut cursor = first.next_before_id;
+        while let Some(c) = cursor {
+            let page = fires_page(&s, &filtered(Some(c as u64))).unwrap();
+            all.extend(page.items.iter().map(|f| f.seq));
+            cursor = page.next_before_id;
+        }
+        assert_eq!(all, (1..=19).rev().step_by(2).collect::<Vec<u64>>(), "every quarantine once, newest first");
+        // A sentinel that is not loaded is answered without reading the log.
+        let q = PageQuery { sentinel: Some("nobody".into()), ..Default::default() };
+        assert!(fires_page(&s, &q).unwrap().items.is_empty());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! anything else (404 and 405 as problem+json), and the bounds: bodies at
 //! most [`MAX_BODY`] bytes (413), the query string at most [`MAX_QUERY`]
 //! bytes (414), all headers together at most [`MAX_HEADERS`] bytes (431).
-//! It never reads the ledger and never checks a token: the handlers do.
+//! Every request passes the [`guard`] (its `Host` and `Origin`) first. It
+//! never reads the ledger and never checks a token: the handlers do.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::problem::Problem;
-use super::{AppState, admin, openapi, page, reads};
+use super::{AppState, admin, guard, openapi, page, reads};
 
 pub const MAX_BODY: usize = 16 * 1024;
 pub const MAX_QUERY: usize = 2048;
@@ -34,6 +35,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/chain"),
     ("GET", "/v1/public-key"),
     ("GET", "/v1/gates"),
+    ("GET", "/v1/dispatch"),
     ("POST", "/v1/admin/sentinels/{name}/quarantine"),
     ("POST", "/v1/admin/sentinels/{name}/release"),
     ("POST", "/v1/admin/sentinels/{name}/enable"),
@@ -54,6 +56,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chain", get(reads::chain))
         .route("/v1/public-key", get(reads::public_key))
         .route("/v1/gates", get(reads::gates))
+        .route("/v1/dispatch", get(reads::dispatch))
         .route("/v1/admin/sentinels/{name}/quarantine", post(admin::quarantine))
         .route("/v1/admin/sentinels/{name}/release", post(admin::release))
         .route("/v1/admin/sentinels/{name}/enable", post(admin::enable))
@@ -65,6 +68,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn(bounds))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), guard::check))
         .with_state(state)
 }
 
