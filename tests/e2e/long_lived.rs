@@ -111,6 +111,38 @@ fn a_detector_that_fails_then_sits_out_a_quarantine_reports_every_missed_record_
 }
 
 #[test]
+fn a_detector_that_fails_one_scan_catches_up_on_the_next_behind_the_fast_path() {
+    // As a user runs it: fast path on, the same config every scan; the
+    // failure passes with nothing in the stamp changed (a transient one).
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let detectors = s.detectors_in("detectors", &["tool_error"], &["fickle"]);
+    let out = s.path("out");
+    let set = format!("fickle.fail_before={}", 10 * HOUR + 120_000);
+    let scan_at = |t: i64| -> Value {
+        let o = run(&detectors, &data, &out, &["--scan-time", &t.to_string(), "--set", &set]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let expected = add_records(&data, 1, 10 * HOUR);
+    let s1 = scan_at(10 * HOUR + 60_000);
+    assert_eq!(detector(&s1, "fickle")["status"], "failed", "{s1:#}");
+    // The data dir is unchanged: the fast path would hide what fickle missed.
+    let s2 = scan_at(10 * HOUR + 180_000);
+    assert!(s2["unchangedSince"].is_null(), "a detector behind its sources ends the fast path: {s2:#}");
+    assert_eq!(detector(&s2, "fickle")["status"], "ok", "{s2:#}");
+    let counts = || ["messages", "runtime", "events"].map(|src| fickle_count(&out, src));
+    assert_eq!(counts(), expected.map(i64::from), "every missed record, once: {s2:#}");
+    // Its health moved back (one failure forgotten): one more scan for the
+    // health source, then the fast path holds again, and nothing is recounted.
+    let s3 = scan_at(10 * HOUR + 240_000);
+    let s4 = scan_at(10 * HOUR + 300_000);
+    assert_eq!(s4["unchangedSince"], 10 * HOUR + 240_000, "nothing owed any more: {s3:#} {s4:#}");
+    assert_eq!(counts(), expected.map(i64::from));
+}
+
+#[test]
 fn a_disabled_detector_keeps_its_place_and_catches_up_when_enabled() {
     // Disable and enable are commands to the core; the library test of the
     // daemon sends them over the channel. Here: a detector removed from the
