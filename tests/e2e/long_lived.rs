@@ -55,7 +55,7 @@ fn add_records(data: &Path, batch: u32, at: i64) -> [u32; 3] {
 
 /// The count of the `fickle` issue of one source (0 when there is none);
 /// its title is the source's name (with the prefix while on probation).
-fn fickle_count(out: &Path, source: &str) -> i64 {
+pub(crate) fn fickle_count(out: &Path, source: &str) -> i64 {
     issues_of(out, "fickle")
         .iter()
         .find(|i| i["title"].as_str().unwrap().ends_with(source))
