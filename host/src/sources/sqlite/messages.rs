@@ -51,50 +51,45 @@ const COLUMNS: &[Column] = &[
 ];
 
 /// Rows are read in pages in `(at, id)` order; a row whose `data` is not JSON
-/// comes back with `d` null and is counted as skipped.
+/// comes back with `d` null and is counted as skipped; a row whose outcome
+/// is not known yet (a tool object, no `ok`) comes back flagged pending.
 ///
 /// The subquery is ordered and has an `OFFSET`, so SQLite keeps it as an
 /// ordered co-routine instead of flattening it: `d`'s `json_valid` then runs
-/// once a row, not once for each of the nine uses of `d`, and each page still
+/// once a row, not once for each of the uses of `d`, and each page still
 /// stops at its limit without sorting the rest of the window (the plan is
 /// tested; the time saved is measured by hand only, `docs/benchmarks.md`).
 const QUERY: &str = "
 SELECT id, thread_id, at,
        json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
        json_extract(d, '$.tool.name'), json_extract(d, '$.tool.output'),
-       json_extract(d, '$.tool.exitCode'), d IS NULL
+       json_extract(d, '$.tool.exitCode'), d IS NULL,
+       d IS NOT NULL AND json_extract(d, '$.tool.ok') IS NULL
 FROM (SELECT id, thread_id, at, CASE WHEN json_valid(data) THEN data END AS d
       FROM messages
       WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text'
         AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3))
       ORDER BY at, id LIMIT -1 OFFSET 0)
 WHERE d IS NULL OR json_extract(d, '$.tool.ok') = 0
+   OR (json_extract(d, '$.tool.ok') IS NULL AND json_type(d, '$.tool') = 'object')
 ORDER BY at, id
 LIMIT ?4";
 
 /// The rows of the cursor's pending keys (`?1`, a JSON array of ids) from
-/// before the window (`?2`), with the same columns as [`QUERY`] and then the
-/// outcome (`ok`) and whether the row has a tool object.
+/// before the window (`?2`), with [`QUERY`]'s columns, then whether the
+/// call failed.
 const PENDING_QUERY: &str = "
 SELECT id, thread_id, at,
        json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
        json_extract(d, '$.tool.name'), json_extract(d, '$.tool.output'),
        json_extract(d, '$.tool.exitCode'), d IS NULL,
-       json_extract(d, '$.tool.ok'), COALESCE(json_type(d, '$.tool') = 'object', 0)
+       COALESCE(json_extract(d, '$.tool.ok') IS NULL AND json_type(d, '$.tool') = 'object', 0),
+       COALESCE(json_extract(d, '$.tool.ok') = 0, 0)
 FROM (SELECT id, thread_id, at, CASE WHEN json_valid(data) THEN data END AS d
       FROM messages
       WHERE id IN (SELECT value FROM json_each(?1)) AND type = 'activity'
         AND typeof(at) = 'integer' AND typeof(id) = 'text' AND at < ?2)
 ORDER BY at, id";
-
-/// The keys of the rows from `?1` on whose outcome is not known yet, newest
-/// first, at most `?2`.
-const PENDING_IN_WINDOW: &str = "
-SELECT at, id FROM messages
-WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text' AND at >= ?1
-  AND json_valid(data) AND json_type(data, '$.tool') = 'object' AND json_extract(data, '$.tool.ok') IS NULL
-ORDER BY at DESC, id DESC
-LIMIT ?2";
 
 /// Activity rows in the window whose paging key is not `(integer, text)`:
 /// skipped, and counted here because the pages never reach them.
@@ -152,6 +147,8 @@ struct Row {
     output: Option<String>,
     exit_code: Option<i64>,
     malformed: bool,
+    /// Its outcome is not known yet.
+    pending: bool,
 }
 
 /// One page of rows after `(after_at, after_id)`, on a handle closed on return.
@@ -179,7 +176,7 @@ fn page_on(
     rows.collect()
 }
 
-/// A row of [`QUERY`]'s columns (or the first nine of [`PENDING_QUERY`]'s).
+/// A row of [`QUERY`]'s columns (the first ten of [`PENDING_QUERY`]'s).
 fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
         id: r.get(0)?,
@@ -191,6 +188,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         output: text_of(&r.get::<_, Value>(6)?),
         exit_code: int_of(&r.get::<_, Value>(7)?),
         malformed: r.get::<_, bool>(8)?,
+        pending: r.get::<_, bool>(9)?,
     })
 }
 
@@ -211,22 +209,14 @@ fn pending_rows(path: &Path, pending: &[(i64, String)], window_start: i64) -> ru
         super::require_table(conn, "messages")?;
         let mut stmt = conn.prepare(PENDING_QUERY)?;
         let rows = stmt.query_map(rusqlite::params![ids, window_start], |r| {
-            let outcome = match (r.get::<_, Value>(9)?, r.get::<_, bool>(10)?) {
-                (Value::Integer(0), _) => Outcome::Failed,
-                (Value::Null, true) => Outcome::StillPending,
-                _ => Outcome::Resolved,
+            let row = row_of(r)?;
+            let outcome = match (r.get::<_, bool>(10)?, row.pending) {
+                (true, _) => Outcome::Failed,
+                (false, true) => Outcome::StillPending,
+                (false, false) => Outcome::Resolved,
             };
-            Ok((row_of(r)?, outcome))
+            Ok((row, outcome))
         })?;
-        rows.collect()
-    })
-}
-
-/// The keys of the rows from `from` on still pending, newest first.
-fn pending_in_window(path: &Path, from: i64) -> rusqlite::Result<Vec<(i64, String)>> {
-    super::sqlite::with_db(path, |conn| {
-        let mut stmt = conn.prepare(PENDING_IN_WINDOW)?;
-        let rows = stmt.query_map(rusqlite::params![from, PENDING_MAX_ROWS as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
         rows.collect()
     })
 }
@@ -286,7 +276,7 @@ impl Source for MessagesSource {
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
         // Rows pending when last seen, from before the window: the failed
         // ones first (they are the oldest), the still pending kept.
-        let mut pending = Vec::new();
+        let mut pending = std::collections::VecDeque::new();
         let kept = prev.map(|c| c.pending).unwrap_or_default();
         if !kept.is_empty() {
             for (row, outcome) in pending_rows(&path, &kept, window_start).map_err(read_err)? {
@@ -295,7 +285,7 @@ impl Source for MessagesSource {
                         push(&mut builder, &row)?;
                         report.records += 1;
                     }
-                    Outcome::StillPending => pending.push((row.at, row.id)),
+                    Outcome::StillPending => pending.push_back((row.at, row.id)),
                     _ => {}
                 }
             }
@@ -322,6 +312,14 @@ impl Source for MessagesSource {
                 }
                 after_at = row.at;
                 after_id.clone_from(&row.id);
+                if row.pending {
+                    // Followed until it resolves; the oldest give way first.
+                    if pending.len() == PENDING_MAX_ROWS {
+                        pending.pop_front();
+                    }
+                    pending.push_back((row.at, row.id));
+                    continue;
+                }
                 if row.malformed || row.id.is_empty() {
                     report.skipped += 1;
                     continue;
@@ -339,8 +337,7 @@ impl Source for MessagesSource {
             }
         }
         report.skipped += count_mistyped(&path, window_start).map_err(read_err)?;
-        pending.extend(pending_in_window(&path, window_start).map_err(read_err)?);
-        let pending = pending_kept(pending, hwm);
+        let pending = pending_kept(pending.into(), hwm);
         report.cursor = Some(serde_json::to_string(&Cursor { hwm, pending }).unwrap_or_default());
         Ok(report)
     }
