@@ -185,15 +185,28 @@ fn silence_with_a_backlog_fires_and_silence_alone_does_not() {
     assert_eq!(count(&out, "silence_watch"), 1);
 }
 
+/// A generated data dir, watch-health-watch in the sentinels file, and the
+/// `endless_loop` fixture (killed at its deadline every scan) beside the
+/// shipped detectors.
+struct Hostile {
+    data: std::path::PathBuf,
+    out: std::path::PathBuf,
+    yaml: std::path::PathBuf,
+    detectors: std::path::PathBuf,
+}
+
+fn hostile(s: &Scratch) -> Hostile {
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
+    Hostile { data, out: s.path("out"), yaml, detectors: s.detectors_with(&["endless_loop"]) }
+}
+
 #[test]
 fn a_quarantined_hostile_detector_is_seen_by_watch_health_watch_which_never_reports_itself() {
     let s = Scratch::new();
-    let data = s.path("data");
-    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
-    let out = s.path("out");
-    let yaml = s.path("sentinels.yaml");
-    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
-    let detectors = s.detectors_with(&["endless_loop"]);
+    let Hostile { data, out, yaml, detectors } = hostile(&s);
     let hour = 3_600_000i64;
     let at = |t: i64| run_with(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
     at(10 * hour);
@@ -231,12 +244,7 @@ fn watch_health_watch_sees_a_quarantine_and_a_tampered_chain_behind_the_fast_pat
     // As a user runs it (fast path on), the data dir never changing after
     // the first scan: what the health source reports must still come out.
     let s = Scratch::new();
-    let data = s.path("data");
-    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
-    let out = s.path("out");
-    let yaml = s.path("sentinels.yaml");
-    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
-    let detectors = s.detectors_with(&["endless_loop"]);
+    let Hostile { data, out, yaml, detectors } = hostile(&s);
     let hour = 3_600_000i64;
     let at = |t: i64| run_as_users_do(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
     let titles = || -> Vec<String> {
