@@ -6,8 +6,10 @@
 Checks every fires-NNNNNN.ndjson segment in order, the SHA-256 chain over the
 canonical encoding, that the head (fires.head.json) counts the entries and
 names the last hash, and, when the `cryptography` package is installed, the
-head's Ed25519 signature with the public key. Exit 0: verified; 1: a finding
-(printed); 2: usage. Standard library only, apart from the signature.
+head's Ed25519 signature with the public key (the `cryptography` package).
+Exit 0: verified; 1: a finding (printed); 2: usage; 3: the signature could
+not be checked (no `cryptography` package): not verified. Standard library
+only, apart from the signature.
 """
 import hashlib
 import json
@@ -81,8 +83,10 @@ def main():
     try:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     except ImportError:
-        print(f"ok: {seq} entries chained; head matches (signature not checked: no `cryptography` package)")
-        return
+        # A check that did not happen is not a pass.
+        print(f"NOT VERIFIED: {seq} entries chained, head matches, but signature not checked: "
+              "no `cryptography` package (pip install cryptography)")
+        sys.exit(3)
     try:
         Ed25519PublicKey.from_public_bytes(public).verify(bytes.fromhex(head["signature"]), message)
     except Exception:

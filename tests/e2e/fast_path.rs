@@ -100,3 +100,25 @@ fn the_config_file_moves_sources_and_sets_detector_values() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("sentinel.toml") && err.contains("mesages"), "{err}");
 }
+
+#[test]
+fn a_tool_call_that_fails_45_minutes_after_its_row_was_written_is_counted() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (tool, min) = ("mcp__agents__build", 60_000i64);
+    let t = 1_000_000i64;
+    let running = Activity { ok: None, ..Activity::failed("m1", t, "t1", tool, "") };
+    datagen::insert_activity(&data, &running).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", t + min, "t2", tool, "boom")).unwrap();
+    assert_eq!(run_at(&s, &data, t + 2 * min, &[])["issues"]["counted"], 1);
+    // Newer rows move the source's 30-minute window past the running call.
+    datagen::insert_activity(&data, &Activity::failed("m3", t + 45 * min, "t3", tool, "boom")).unwrap();
+    assert_eq!(run_at(&s, &data, t + 46 * min, &[])["issues"]["counted"], 1);
+    // The long build fails: its row is updated, its `at` stays 45 minutes back.
+    datagen::insert_activity(&data, &Activity::failed("m1", t, "t1", tool, "build failed")).unwrap();
+    let last = run_at(&s, &data, t + 47 * min, &[]);
+    assert_eq!(last["issues"]["counted"], 1, "the late outcome is counted: {last:#}");
+    let total: i64 = issues_of(&s.path("out"), "tool_error").iter().map(|i| i["count"].as_i64().unwrap()).sum();
+    assert_eq!(total, 3, "each failed call once");
+}

@@ -168,6 +168,19 @@ fn verify_passes_an_intact_log_names_a_tampered_entry_and_an_independent_verifie
         String::from_utf8_lossy(&p.stderr)
     );
     assert!(String::from_utf8_lossy(&p.stdout).contains("3 entries chained"));
+    // Without the `cryptography` package (an import of it that fails), the
+    // signature is not checked, and that is not a pass.
+    let hidden = s.path("no-cryptography");
+    std::fs::create_dir_all(hidden.join("cryptography")).unwrap();
+    std::fs::write(hidden.join("cryptography/__init__.py"), "raise ImportError('hidden by the test')\n").unwrap();
+    let p = Command::new("python3")
+        .arg(root().join("docs/verify_fires.py"))
+        .arg(&out)
+        .env("PYTHONPATH", &hidden)
+        .output()
+        .expect("python3 runs");
+    assert_eq!(p.status.code(), Some(3), "{}", String::from_utf8_lossy(&p.stdout));
+    assert!(String::from_utf8_lossy(&p.stdout).contains("signature not checked"));
     // No raw output and no bot name's text in the log: references only.
     let log = std::fs::read_to_string(out.join("fires-000001.ndjson")).unwrap();
     assert!(!log.contains("command not found") && !log.contains("/a"), "{log}");
@@ -226,4 +239,30 @@ fn a_foreign_ledger_file_is_refused_with_exit_6_and_left_untouched() {
     assert_eq!(o.status.code(), Some(6), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("left untouched"));
     assert_eq!(std::fs::read(out.join("ledger.db")).unwrap(), b"my notes, not a database");
+}
+
+#[test]
+fn verify_ends_within_its_bound_on_a_ledger_whose_meta_is_a_recursive_view() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m1", 1_000, "t1", "Bash", "exit 1")).unwrap();
+    let out = s.path("out");
+    scan(&s.detectors_with(&[]), &data, &out);
+    {
+        // Someone else's folder: its ledger's `meta` never ends a query.
+        let c = rusqlite::Connection::open(out.join("ledger.db")).unwrap();
+        c.execute_batch(
+            "DROP TABLE meta;
+             CREATE VIEW meta(key, value) AS
+               WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT 'k' || n, n FROM r;",
+        )
+        .unwrap();
+    }
+    let o = sentinel_host().args(["verify", "--json", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(12), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["finding"]["file"], "ledger.db", "{v:#}");
+    let problem = v["finding"]["problem"].as_str().unwrap_or_default();
+    assert!(problem.contains("cannot read the ledger") && problem.contains("interrupt"), "{v:#}");
 }

@@ -55,7 +55,7 @@ fn add_records(data: &Path, batch: u32, at: i64) -> [u32; 3] {
 
 /// The count of the `fickle` issue of one source (0 when there is none);
 /// its title is the source's name (with the prefix while on probation).
-fn fickle_count(out: &Path, source: &str) -> i64 {
+pub(crate) fn fickle_count(out: &Path, source: &str) -> i64 {
     issues_of(out, "fickle")
         .iter()
         .find(|i| i["title"].as_str().unwrap().ends_with(source))
@@ -108,6 +108,38 @@ fn a_detector_that_fails_then_sits_out_a_quarantine_reports_every_missed_record_
     assert_eq!(counts(), expected.map(i64::from));
     let tool_errors: i64 = issues_of(&out, "tool_error").iter().map(|i| i["count"].as_i64().unwrap()).sum();
     assert_eq!(tool_errors, i64::from(expected[0]), "tool_error counted each failed call once too");
+}
+
+#[test]
+fn a_detector_that_fails_one_scan_catches_up_on_the_next_behind_the_fast_path() {
+    // As a user runs it: fast path on, the same config every scan; the
+    // failure passes with nothing in the stamp changed (a transient one).
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let detectors = s.detectors_in("detectors", &["tool_error"], &["fickle"]);
+    let out = s.path("out");
+    let set = format!("fickle.fail_before={}", 10 * HOUR + 120_000);
+    let scan_at = |t: i64| -> Value {
+        let o = run(&detectors, &data, &out, &["--scan-time", &t.to_string(), "--set", &set]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let expected = add_records(&data, 1, 10 * HOUR);
+    let s1 = scan_at(10 * HOUR + 60_000);
+    assert_eq!(detector(&s1, "fickle")["status"], "failed", "{s1:#}");
+    // The data dir is unchanged: the fast path would hide what fickle missed.
+    let s2 = scan_at(10 * HOUR + 180_000);
+    assert!(s2["unchangedSince"].is_null(), "a detector behind its sources ends the fast path: {s2:#}");
+    assert_eq!(detector(&s2, "fickle")["status"], "ok", "{s2:#}");
+    let counts = || ["messages", "runtime", "events"].map(|src| fickle_count(&out, src));
+    assert_eq!(counts(), expected.map(i64::from), "every missed record, once: {s2:#}");
+    // Its health moved back (one failure forgotten): one more scan for the
+    // health source, then the fast path holds again, and nothing is recounted.
+    let s3 = scan_at(10 * HOUR + 240_000);
+    let s4 = scan_at(10 * HOUR + 300_000);
+    assert_eq!(s4["unchangedSince"], 10 * HOUR + 240_000, "nothing owed any more: {s3:#} {s4:#}");
+    assert_eq!(counts(), expected.map(i64::from));
 }
 
 #[test]

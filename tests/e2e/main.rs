@@ -12,6 +12,7 @@ mod hostile_data;
 mod keeper;
 mod ledger;
 mod limits;
+mod logrotate;
 mod long_lived;
 mod parameters;
 mod real_errors;

@@ -20,10 +20,16 @@ fn exits_0(o: &std::process::Output) {
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
 }
 
-/// A run with the sentinels file `yaml` (and no other config).
+/// A run with the sentinels file `yaml` (and no other config), past the
+/// fast path.
 fn run_with(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&str]) -> Value {
+    run_as_users_do(detectors, data, out, yaml, &[&["--no-fast-path"], extra].concat())
+}
+
+/// A run with the sentinels file `yaml`, as a user runs it (fast path on).
+fn run_as_users_do(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra: &[&str]) -> Value {
     let o = run_command(detectors, data, out)
-        .args(["--once", "--json", "--no-fast-path"])
+        .args(["--once", "--json"])
         .args(extra)
         .env("SENTINELS_CONFIG_PATH", yaml)
         .env("XDG_CONFIG_HOME", data.join("no-such-config"))
@@ -179,15 +185,28 @@ fn silence_with_a_backlog_fires_and_silence_alone_does_not() {
     assert_eq!(count(&out, "silence_watch"), 1);
 }
 
+/// A generated data dir, watch-health-watch in the sentinels file, and the
+/// `endless_loop` fixture (killed at its deadline every scan) beside the
+/// shipped detectors.
+struct Hostile {
+    data: std::path::PathBuf,
+    out: std::path::PathBuf,
+    yaml: std::path::PathBuf,
+    detectors: std::path::PathBuf,
+}
+
+fn hostile(s: &Scratch) -> Hostile {
+    let data = s.path("data");
+    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
+    let yaml = s.path("sentinels.yaml");
+    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
+    Hostile { data, out: s.path("out"), yaml, detectors: s.detectors_with(&["endless_loop"]) }
+}
+
 #[test]
 fn a_quarantined_hostile_detector_is_seen_by_watch_health_watch_which_never_reports_itself() {
     let s = Scratch::new();
-    let data = s.path("data");
-    xtask::datagen::generate(&data, &xtask::datagen::DataSpec::default()).unwrap();
-    let out = s.path("out");
-    let yaml = s.path("sentinels.yaml");
-    std::fs::write(&yaml, "sentinels:\n  watch-health-watch: {}\n").unwrap();
-    let detectors = s.detectors_with(&["endless_loop"]);
+    let Hostile { data, out, yaml, detectors } = hostile(&s);
     let hour = 3_600_000i64;
     let at = |t: i64| run_with(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
     at(10 * hour);
@@ -218,6 +237,37 @@ fn a_quarantined_hostile_detector_is_seen_by_watch_health_watch_which_never_repo
         .filter(|i| i["title"] == "the fire log's hash chain does not verify")
         .collect();
     assert_eq!(broken.len(), 1, "{:#?}", issues(&out));
+}
+
+#[test]
+fn watch_health_watch_sees_a_quarantine_and_a_tampered_chain_behind_the_fast_path() {
+    // As a user runs it (fast path on), the data dir never changing after
+    // the first scan: what the health source reports must still come out.
+    let s = Scratch::new();
+    let Hostile { data, out, yaml, detectors } = hostile(&s);
+    let hour = 3_600_000i64;
+    let at = |t: i64| run_as_users_do(&detectors, &data, &out, &yaml, &["--scan-time", &t.to_string()]);
+    let titles = || -> Vec<String> {
+        issues_of(&out, "watch_health_watch").iter().map(|i| i["title"].as_str().unwrap().to_owned()).collect()
+    };
+    at(10 * hour);
+    let s2 = at(11 * hour);
+    assert!(s2["unchangedSince"].is_null(), "a failed detector is owed a retry: {s2:#}");
+    assert_eq!(detector(&s2, "endless_loop")["health"], "quarantined", "{s2:#}");
+    let s3 = at(12 * hour);
+    assert!(s3["unchangedSince"].is_null(), "a health change is owed to the health source: {s3:#}");
+    assert!(titles().iter().any(|t| t == "a sentinel was quarantined"), "{:#?}", titles());
+    // Nothing owed any more: the fast path holds again (the ledger's own
+    // export of the fires seen is not a change).
+    let s4 = at(13 * hour);
+    assert_eq!(s4["unchangedSince"], 12 * hour, "{s4:#}");
+    // A tampered fire log ends it: the health source verifies and reports.
+    let segment = out.join("fires-000001.ndjson");
+    let text = std::fs::read_to_string(&segment).unwrap();
+    std::fs::write(&segment, text.replacen("endless_loop", "endless_lööp", 1)).unwrap();
+    let s5 = at(14 * hour);
+    assert!(s5["unchangedSince"].is_null(), "{s5:#}");
+    assert!(titles().iter().any(|t| t == "the fire log's hash chain does not verify"), "{:#?}", titles());
 }
 
 #[test]

@@ -296,11 +296,13 @@ fn ensure_systemd_analyze() -> Result<()> {
 }
 
 /// The real-errors test (tests/e2e/real_errors.rs) runs `sqlite3` on a
-/// missing table and `git` outside a repository.
+/// missing table and `git` outside a repository; tests/e2e/logrotate.rs
+/// rotates with `logrotate`.
 fn ensure_real_programs() -> Result<()> {
     ensure_debian_tool("sqlite3", "sqlite3", "the real-errors test needs it")?;
     ensure_debian_tool("git", "git", "the real-errors test needs it")?;
-    ensure_debian_tool("script", "bsdutils", "the progress-line test runs the binary on its pseudo-terminal")
+    ensure_debian_tool("script", "bsdutils", "the progress-line test runs the binary on its pseudo-terminal")?;
+    ensure_debian_tool("logrotate", "logrotate", "the events source's rotation test rotates with it")
 }
 
 fn test(root: &Path) -> Result<()> {

@@ -42,6 +42,13 @@ pub fn segment_index(name: &str) -> Option<u64> {
     (segment_name(index) == name).then_some(index)
 }
 
+/// Whether `name` is one of the fire log's files in an output folder (a
+/// segment, the head, the public key, or a file that looks like one: what
+/// the health source and the fast path watch).
+pub fn is_log_file(name: &str) -> bool {
+    name.starts_with("fires") && (name.ends_with(".ndjson") || name.ends_with(".json"))
+}
+
 /// What kind of fact an entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

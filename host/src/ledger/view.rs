@@ -44,6 +44,20 @@ impl LedgerView {
         Ok(Some(LedgerView { db_path, conn }))
     }
 
+    /// [`LedgerView::open`] on a folder that may be anyone's: the
+    /// connection hardened as the sources harden theirs (defensive mode, an
+    /// untrusted schema, capped lengths, no attachments) and every query
+    /// interrupted once `budget` has passed since the open.
+    pub fn open_untrusted(dir: &Path, budget: std::time::Duration) -> Result<Option<Self>, LedgerError> {
+        let Some(mut view) = Self::open(dir)? else { return Ok(None) };
+        crate::sources::sqlite::harden(&mut view.conn, budget).map_err(|source| LedgerError::Store {
+            path: view.db_path.clone(),
+            action: "cannot harden the connection",
+            source,
+        })?;
+        Ok(Some(view))
+    }
+
     fn err(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError + '_ {
         move |source| LedgerError::Store { path: self.db_path.clone(), action, source }
     }

@@ -1,19 +1,26 @@
 //! The unchanged-data fast path: when nothing a scan could read, load or be
-//! configured with changed since the last scan, and no queued work crossed
-//! its threshold, the scan stops before loading or reading anything.
+//! configured with changed since the last scan, nothing is owed (no detector
+//! behind its sources, no health change for the health source to report, no
+//! fire-log file changed by anyone but the ledger's own export), and no
+//! wake-up (a cadence, a quarantine ending, queued work) has come, the scan
+//! stops before loading or reading anything.
 //!
-//! It owns the stamp (a digest of what decides that) and the check against
-//! what the last scan stored. It never reads a record.
+//! It owns the stamp (a digest of what decides that), the rule for what a
+//! scan leaves owed, and the check against what the last scan stored. It
+//! never reads a record.
 
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 use super::ScanOptions;
 use crate::ledger::{Ledger, LedgerError};
+use crate::model::standing::Health;
 use crate::sources::Source;
 
-/// Whether this scan may stop at once: its stamp is the last scan's, the
-/// state was not reset, and no wake-up (cadence, queued work) has come.
+/// Whether this scan may stop at once: its stamp is the last scan's (the
+/// last scan stores none when it left something owed, see [`owes`]), the
+/// state was not reset, the fire log's files are as the ledger last
+/// exported them, and no wake-up (cadence, quarantine ending, queued work)
+/// has come.
 pub(crate) fn unchanged(
     ledger: &Ledger,
     stamp: Option<&str>,
@@ -25,34 +32,36 @@ pub(crate) fn unchanged(
     if opts.no_fast_path || reset || ledger.meta("fast_stamp")?.as_deref() != Some(stamp) {
         return Ok(None);
     }
+    if !ledger.fire_files_as_exported()? {
+        return Ok(None);
+    }
     if ledger.meta("next_wake")?.and_then(|w| w.parse::<i64>().ok()).is_some_and(|w| scan_time >= w) {
         return Ok(None);
     }
     Ok(Some(ledger.meta("last_scan")?.and_then(|t| t.parse().ok())))
 }
 
+/// Whether a scan whose detectors went from `before` to `after` leaves work
+/// owed to the next one, which must then not take the fast path: a detector
+/// failed (it is behind its sources and runs again to catch up), or a
+/// detector's standing or failure counts changed (the health source reports
+/// what the previous scans committed). The time of the last scan alone is
+/// not a change.
+pub(crate) fn owes(before: &Health, after: &Health) -> bool {
+    (&before.state, before.failures_in_a_row, before.failures_total, &before.last_failure)
+        != (&after.state, after.failures_in_a_row, after.failures_total, &after.last_failure)
+}
+
 /// A digest of everything that decides whether a scan can find anything new:
-/// the host version, each source's watched files (size, modification time,
-/// inode), the detector files, the config and the limits. `None` when a
-/// source cannot tell (an HTTP endpoint): then every run scans.
+/// the host version, each source's watched files ([`crate::base::file_stamp`]), the
+/// detector files, the config and the limits. `None` when a source cannot
+/// tell (an HTTP endpoint): then every run scans.
 pub(crate) fn stamp(sources: &[Box<dyn Source>], data_dir: &Path, opts: &ScanOptions) -> Option<String> {
     use sha2::{Digest, Sha256};
     use std::fmt::Write;
     let mut text = format!("v{}\n", env!("CARGO_PKG_VERSION"));
     let mut stat = |p: &Path| {
-        let line = match std::fs::metadata(p) {
-            Ok(m) => {
-                let mtime =
-                    m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
-                #[cfg(unix)]
-                let ino = std::os::unix::fs::MetadataExt::ino(&m);
-                #[cfg(not(unix))]
-                let ino = 0;
-                format!("{} {} {mtime} {ino}", p.display(), m.len())
-            }
-            Err(_) => format!("{} -", p.display()),
-        };
-        let _ = writeln!(text, "{line}");
+        let _ = writeln!(text, "{}", crate::base::file_stamp::line(p));
     };
     for s in sources {
         for p in s.watch(data_dir)? {

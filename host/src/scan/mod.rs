@@ -279,8 +279,11 @@ impl Scan<'_> {
         // A source that failed (a file caught mid-change, a query over its
         // budget) must be read again next run even if no file changes.
         let any_failed = source_summaries.iter().any(|s| s.error.is_some());
+        // So must a detector that failed (it is behind its sources) and the
+        // health source after any health change (it reports what is committed).
+        let owed = plan.slots.iter().zip(&health).any(|(slot, after)| fast_path::owes(&slot.health, after));
         let mut meta = vec![
-            ("fast_stamp".into(), stamp.filter(|_| !any_failed)),
+            ("fast_stamp".into(), stamp.filter(|_| !any_failed && !owed)),
             ("next_wake".into(), next_wake.map(|w| w.to_string())),
             ("last_scan".into(), Some(scan_time.to_string())),
         ];

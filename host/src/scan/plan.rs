@@ -73,7 +73,8 @@ pub(crate) struct Plan<'r> {
     pub units: Vec<Unit>,
     /// Sources not read: everyone who reads them waits.
     pub not_read: Vec<usize>,
-    /// The earliest moment a detector with a cadence is next due.
+    /// The earliest moment a detector with a cadence is next due, or a
+    /// quarantined one is back on probation.
     pub next_due: Option<i64>,
     /// Last-run times of detectors with a cadence that run now.
     pub meta: Vec<(String, Option<String>)>,
@@ -122,6 +123,17 @@ pub(crate) fn plan<'r>(
     }
     let candidate: Vec<bool> = slots.iter_mut().map(|s| gate(s, scan_time)).collect();
     let (runs, next_due, meta) = cadence(&mut slots, &candidate, sources, ledger, opts, scan_time)?;
+    // A quarantine's end is a wake-up too: the detector then catches up on
+    // probation even when nothing else changes.
+    let next_due = slots
+        .iter()
+        .filter(|s| !s.admin.disabled)
+        .filter_map(|s| match standing::gate(&s.health, scan_time) {
+            Gate::Skip { until } => Some(until),
+            _ => None,
+        })
+        .chain(next_due)
+        .min();
     let from_file = opts.config.detector_values();
     for (slot, run) in slots.iter_mut().zip(&runs) {
         if *run {

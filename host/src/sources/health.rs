@@ -88,10 +88,11 @@ impl HealthSource {
         }
         // A folder with no fire log yet (no fire ever) has nothing to verify;
         // one the ledger anchored, or with any of its files, must verify.
-        let files = std::fs::read_dir(&self.out).into_iter().flatten().flatten().any(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with("fires") && (n.ends_with(".ndjson") || n.ends_with(".json"))
-        });
+        let files = std::fs::read_dir(&self.out)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| crate::firelog::is_log_file(&e.file_name().to_string_lossy()));
         let v = (anchored || files).then(|| crate::ledger::verify_out_dir(&self.out, None));
         if let Some(v) = v.filter(|v| !v.ok) {
             let f = v.finding.as_ref();

@@ -165,13 +165,16 @@ impl Ledger {
         self.write(firelog::PUBLIC_KEY_FILE, public_json.as_bytes())?;
         self.write(firelog::HEAD_FILE, head_json.as_bytes())?;
         // The anchor: the ledger keeps the head it signed, so `verify` can tell
-        // an exported head put back to an older one.
+        // an exported head put back to an older one. And what the files look
+        // like as this export left them: anything else that changes them ends
+        // the fast path (the health source verifies them).
+        let files = self.fire_files_stamp();
         let tx = self.conn.transaction().map_err(|source| LedgerError::Store {
             path: self.db_path.clone(),
             action: "cannot store the fire log's head",
             source,
         })?;
-        for (key, value) in [("fires_closed", closed.to_string()), ("fires_head", head_json)] {
+        for (key, value) in [("fires_closed", closed.to_string()), ("fires_head", head_json), ("fires_files", files)] {
             tx.execute(
                 "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 params![key, value],
@@ -189,6 +192,26 @@ impl Ledger {
         })?;
         self.fire_export_time = t.elapsed();
         Ok(())
+    }
+
+    /// The stamp ([`crate::base::file_stamp`]) of every fire-log file in the
+    /// output folder (segments, head, public key), by name.
+    fn fire_files_stamp(&self) -> String {
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| firelog::is_log_file(n))
+            .collect();
+        names.sort();
+        names.iter().map(|n| crate::base::file_stamp::line(&self.dir.join(n)) + "\n").collect()
+    }
+
+    /// Whether the fire log's files are exactly as this ledger's last export
+    /// left them (no one else wrote, replaced, touched or removed one).
+    pub fn fire_files_as_exported(&self) -> Result<bool, LedgerError> {
+        Ok(self.meta("fires_files")?.is_some_and(|s| s == self.fire_files_stamp()))
     }
 
     /// The head this ledger last signed, as it exported it.

@@ -13,8 +13,14 @@
 //! start; when its path had a cursor (the file shrank, was truncated and
 //! rewritten, or replaced by a rewrite that keeps its tail), lines whose
 //! `createdAt` is not above that path's high-water mark are skipped, because
-//! they were delivered before. A cursor no file continues and whose path is
-//! gone is dropped. Malformed lines, invalid UTF-8 and over-long lines are
+//! they were delivered before. A cursor no file of the glob continues is
+//! followed by its fingerprint among the folder's other files: a file that
+//! left the glob by a rename within the folder (logrotate's default
+//! `th.ndjson` → `th.ndjson.1`, a new `th.ndjson` created) is read on from
+//! where the cursor stopped, and followed (under its new name, through
+//! further renames) for as long as it is in the folder, since its writer may
+//! still append to it until it reopens. A cursor no file continues at all is
+//! dropped. Malformed lines, invalid UTF-8 and over-long lines are
 //! skipped and counted. Nothing is ever written next to the logs. A matching
 //! entry that is not a regular file (a FIFO, a socket, a device, a folder) or
 //! is a symbolic link is never read: it is skipped, counted and named in a
@@ -212,7 +218,61 @@ struct Tally {
     skipped: u64,
 }
 
+/// One file opened for this scan: its name in the folder, the open file,
+/// its length and the fingerprint of its first line.
+struct Opened {
+    name: String,
+    file: File,
+    len: u64,
+    fp: Option<String>,
+}
+
 impl EventsSource {
+    /// For each of `orphans` (cursors no file of the glob continued), the
+    /// file of `folder` outside the glob (not in `listed`) that continues
+    /// it, if there is one: the same name first (a file already followed),
+    /// then any other (a rename, again). Entries that are not regular files,
+    /// or cannot be opened, are passed over without a word: they are not
+    /// the source's.
+    fn follow_out_of_glob<'c>(
+        &self,
+        folder: &Path,
+        listed: &[String],
+        orphans: &[(&'c String, &'c FileCursor)],
+    ) -> Vec<(&'c String, &'c FileCursor, Opened)> {
+        if orphans.is_empty() {
+            return Vec::new();
+        }
+        let mut others: Vec<Opened> = std::fs::read_dir(folder)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !listed.contains(n))
+            .filter_map(|name| {
+                let mut file = super::safe_fs::open_regular(&folder.join(&name)).ok()?;
+                let len = file.metadata().ok()?.len();
+                let fp = fingerprint(&mut file).ok()?;
+                Some(Opened { name, file, len, fp })
+            })
+            .collect();
+        others.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut followed = Vec::new();
+        for &(from, cur) in orphans {
+            let mut pick = |same: bool| {
+                others.iter_mut().position(|o| {
+                    (o.name == *from) == same
+                        && o.fp.as_ref().is_some_and(|fp| continues(&mut o.file, o.len, &fp.clone(), cur))
+                })
+            };
+            if let Some(i) = pick(true).or_else(|| pick(false)) {
+                followed.push((from, cur, others.swap_remove(i)));
+                others.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+        }
+        followed
+    }
+
     fn folder(&self, data_dir: &Path) -> PathBuf {
         if self.dir.is_absolute() { self.dir.clone() } else { data_dir.join(&self.dir) }
     }
@@ -369,15 +429,15 @@ impl Source for EventsSource {
         &["turn-completed"]
     }
 
+    /// The folder and every entry in it, not only the glob's: a file that
+    /// left the glob by a rename is still followed, and its writer may still
+    /// append to it.
     fn watch(&self, data_dir: &Path) -> Option<Vec<PathBuf>> {
         let folder = self.folder(data_dir);
         let mut paths = vec![folder.clone()];
         if let Ok(entries) = std::fs::read_dir(&folder) {
-            let mut names: Vec<String> = entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| glob_match(&self.pattern, n))
-                .collect();
+            let mut names: Vec<String> =
+                entries.filter_map(Result::ok).filter_map(|e| e.file_name().into_string().ok()).collect();
             names.sort();
             paths.extend(names.into_iter().map(|n| folder.join(n)));
         }
@@ -404,12 +464,6 @@ impl Source for EventsSource {
         names.sort();
 
         // Open every file once; a file that vanished since the listing is skipped.
-        struct Current {
-            name: String,
-            file: File,
-            len: u64,
-            fp: Option<String>,
-        }
         let mut current = Vec::new();
         let (mut warnings, mut refused) = (Vec::new(), 0);
         for name in names {
@@ -426,18 +480,21 @@ impl Source for EventsSource {
             };
             let len = file.metadata().map_err(|e| self.err(&path, e))?.len();
             let fp = fingerprint(&mut file).map_err(|e| self.err(&path, e))?;
-            current.push(Current { name, file, len, fp });
+            current.push(Opened { name, file, len, fp });
         }
 
         // First, files that continue their own path's cursor; then the others
         // may continue a cursor no file claimed (a rename or a copy).
         let mut start: Vec<Option<FileCursor>> = vec![None; current.len()];
+        // The name of the cursor each file continues.
+        let mut origin: Vec<Option<String>> = vec![None; current.len()];
         let mut claimed: Vec<&str> = Vec::new();
         for (i, c) in current.iter_mut().enumerate() {
             if let (Some(fp), Some(cur)) = (&c.fp, previous.files.get(&c.name))
                 && continues(&mut c.file, c.len, fp, cur)
             {
                 start[i] = Some(cur.clone());
+                origin[i] = Some(c.name.clone());
                 claimed.push(c.name.as_str());
             }
         }
@@ -462,8 +519,25 @@ impl Source for EventsSource {
                 .max_by_key(|(_, cur)| cur.offset);
             if let Some((name, cur)) = orphan {
                 start[i] = Some(cur.clone());
+                origin[i] = Some(name.clone());
                 adopted.push(name.clone());
             }
+        }
+
+        // A cursor no listed file continues: its file may have left the glob
+        // by a rename within the folder (logrotate's `th.ndjson.1`), and
+        // what was appended before (or after: a writer that still has it
+        // open) is read from where the cursor stopped.
+        let listed: Vec<String> = current.iter().map(|c| c.name.clone()).collect();
+        let orphans: Vec<(&String, &FileCursor)> = previous
+            .files
+            .iter()
+            .filter(|(name, cur)| cur.offset > 0 && !claimed.contains(name) && !adopted.contains(name))
+            .collect();
+        for (from, cur, opened) in self.follow_out_of_glob(&folder, &listed, &orphans) {
+            current.push(opened);
+            start.push(Some(cur.clone()));
+            origin.push(Some(from.clone()));
         }
 
         let mut builder = BatchBuilder::new(&self.name, "turn-completed", TURN_COMPLETED);
@@ -499,8 +573,11 @@ impl Source for EventsSource {
                     next.files.insert(c.name.clone(), cursor);
                 }
                 None => {
-                    if let Some(old) = previous.files.get(&c.name) {
-                        next.files.insert(c.name.clone(), old.clone());
+                    // It changed while read: the cursor it continued (or its
+                    // path's) is kept for the next scan.
+                    let key = origin[i].as_ref().unwrap_or(&c.name);
+                    if let Some(old) = previous.files.get(key) {
+                        next.files.insert(key.clone(), old.clone());
                     }
                 }
             }
@@ -550,6 +627,49 @@ mod tests {
             })
             .unwrap();
         (ids, report.cursor)
+    }
+
+    #[test]
+    fn a_file_renamed_out_of_the_glob_is_followed_until_its_tail_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events");
+        std::fs::create_dir(&events).unwrap();
+        let append = |name: &str, ids: &[u32]| {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(events.join(name)).unwrap();
+            for id in ids {
+                let line = format!(r#"{{"type":"turn.completed","id":"e{id}","threadId":"t","createdAt":{id}}}"#);
+                std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
+            }
+        };
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        append("a.ndjson", &[1, 2]);
+        let (ids, cursor) = read_ids(dir.path(), None);
+        assert_eq!(ids, ["e1", "e2"]);
+        // Appended, then rotated the logrotate way; the writer still has the
+        // old file open and appends once more; a new file is created.
+        append("a.ndjson", &[3]);
+        std::fs::rename(events.join("a.ndjson"), events.join("a.ndjson.1")).unwrap();
+        append("a.ndjson.1", &[4]);
+        append("a.ndjson", &[5]);
+        let (ids, cursor) = read_ids(dir.path(), cursor.as_deref());
+        assert_eq!(sorted(ids), ["e3", "e4", "e5"]);
+        append("a.ndjson.1", &[6]);
+        append("a.ndjson", &[7]);
+        let (ids, cursor) = read_ids(dir.path(), cursor.as_deref());
+        assert_eq!(sorted(ids), ["e6", "e7"]);
+        // Rotated again: .1 -> .2 (still followed), a.ndjson -> .1.
+        append("a.ndjson", &[8]);
+        std::fs::rename(events.join("a.ndjson.1"), events.join("a.ndjson.2")).unwrap();
+        std::fs::rename(events.join("a.ndjson"), events.join("a.ndjson.1")).unwrap();
+        append("a.ndjson.2", &[9]);
+        append("a.ndjson", &[10]);
+        let (ids, cursor) = read_ids(dir.path(), cursor.as_deref());
+        assert_eq!(sorted(ids), ["e10", "e8", "e9"]);
+        let (ids, _) = read_ids(dir.path(), cursor.as_deref());
+        assert!(ids.is_empty(), "nothing twice: {ids:?}");
     }
 
     /// One line of a hostile log: a good event, junk, an over-long line,

@@ -7,7 +7,12 @@
 //! the writer can always checkpoint. Activity rows change after they are
 //! written (a tool's outcome lands later), so instead of a rowid cursor each
 //! scan rereads a trailing 30-minute window before the newest `at` it has
-//! seen; the ledger's occurrence keys count each message once.
+//! seen; the ledger's occurrence keys count each message once. A row whose
+//! outcome is not known yet (a tool object with no `ok`: the call is still
+//! running) is kept in the cursor and read again past the window until it
+//! resolves, so a long call that fails is still counted: at most
+//! [`PENDING_MAX_ROWS`] rows (the newest), none older than
+//! [`PENDING_MAX_AGE_MS`] before the newest `at`.
 //!
 //! The file is untrusted. Pages advance strictly on a typed key, `(at, id)`
 //! with `at` an integer and `id` text: a row whose key has another type (an
@@ -29,6 +34,11 @@ use crate::sources::{ReadContext, Sink, Source, SourceError, SourceReport};
 /// How far back each scan rereads, before the newest row already seen.
 pub const REREAD_WINDOW_MS: i64 = 30 * 60 * 1000;
 
+/// Rows still pending (outcome not known) followed past the window, at most.
+pub const PENDING_MAX_ROWS: usize = 1000;
+/// How long before the newest `at` a pending row is still followed.
+pub const PENDING_MAX_AGE_MS: i64 = 24 * 60 * 60 * 1000;
+
 const COLUMNS: &[Column] = &[
     Column::text("id"),
     Column::text("thread_id"),
@@ -41,26 +51,45 @@ const COLUMNS: &[Column] = &[
 ];
 
 /// Rows are read in pages in `(at, id)` order; a row whose `data` is not JSON
-/// comes back with `d` null and is counted as skipped.
+/// comes back with `d` null and is counted as skipped; a row whose outcome
+/// is not known yet (a tool object, no `ok`) comes back flagged pending.
 ///
 /// The subquery is ordered and has an `OFFSET`, so SQLite keeps it as an
 /// ordered co-routine instead of flattening it: `d`'s `json_valid` then runs
-/// once a row, not once for each of the nine uses of `d`, and each page still
+/// once a row, not once for each of the uses of `d`, and each page still
 /// stops at its limit without sorting the rest of the window (the plan is
 /// tested; the time saved is measured by hand only, `docs/benchmarks.md`).
 const QUERY: &str = "
 SELECT id, thread_id, at,
        json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
        json_extract(d, '$.tool.name'), json_extract(d, '$.tool.output'),
-       json_extract(d, '$.tool.exitCode'), d IS NULL
+       json_extract(d, '$.tool.exitCode'), d IS NULL,
+       d IS NOT NULL AND json_extract(d, '$.tool.ok') IS NULL
 FROM (SELECT id, thread_id, at, CASE WHEN json_valid(data) THEN data END AS d
       FROM messages
       WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text'
         AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3))
       ORDER BY at, id LIMIT -1 OFFSET 0)
 WHERE d IS NULL OR json_extract(d, '$.tool.ok') = 0
+   OR (json_extract(d, '$.tool.ok') IS NULL AND json_type(d, '$.tool') = 'object')
 ORDER BY at, id
 LIMIT ?4";
+
+/// The rows of the cursor's pending keys (`?1`, a JSON array of ids) from
+/// before the window (`?2`), with [`QUERY`]'s columns, then whether the
+/// call failed.
+const PENDING_QUERY: &str = "
+SELECT id, thread_id, at,
+       json_extract(d, '$.turnId'), json_extract(d, '$.from.botId'),
+       json_extract(d, '$.tool.name'), json_extract(d, '$.tool.output'),
+       json_extract(d, '$.tool.exitCode'), d IS NULL,
+       COALESCE(json_extract(d, '$.tool.ok') IS NULL AND json_type(d, '$.tool') = 'object', 0),
+       COALESCE(json_extract(d, '$.tool.ok') = 0, 0)
+FROM (SELECT id, thread_id, at, CASE WHEN json_valid(data) THEN data END AS d
+      FROM messages
+      WHERE id IN (SELECT value FROM json_each(?1)) AND type = 'activity'
+        AND typeof(at) = 'integer' AND typeof(id) = 'text' AND at < ?2)
+ORDER BY at, id";
 
 /// Activity rows in the window whose paging key is not `(integer, text)`:
 /// skipped, and counted here because the pages never reach them.
@@ -84,6 +113,9 @@ impl Default for MessagesSource {
 struct Cursor {
     /// The newest `at` seen, ms.
     hwm: i64,
+    /// Rows seen with their outcome not known yet, `(at, id)`, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pending: Vec<(i64, String)>,
 }
 
 fn text_of(v: &Value) -> Option<String> {
@@ -115,6 +147,8 @@ struct Row {
     output: Option<String>,
     exit_code: Option<i64>,
     malformed: bool,
+    /// Its outcome is not known yet.
+    pending: bool,
 }
 
 /// One page of rows after `(after_at, after_id)`, on a handle closed on return.
@@ -138,20 +172,80 @@ fn page_on(
     limit: usize,
 ) -> rusqlite::Result<Vec<Row>> {
     let mut stmt = conn.prepare(QUERY)?;
-    let rows = stmt.query_map(rusqlite::params![window_start, after_at, after_id, limit as i64], |r| {
-        Ok(Row {
-            id: r.get(0)?,
-            thread_id: text_of(&r.get::<_, Value>(1)?),
-            at: r.get(2)?,
-            turn_id: text_of(&r.get::<_, Value>(3)?),
-            bot_id: text_of(&r.get::<_, Value>(4)?),
-            tool_name: text_of(&r.get::<_, Value>(5)?),
-            output: text_of(&r.get::<_, Value>(6)?),
-            exit_code: int_of(&r.get::<_, Value>(7)?),
-            malformed: r.get::<_, bool>(8)?,
-        })
-    })?;
+    let rows = stmt.query_map(rusqlite::params![window_start, after_at, after_id, limit as i64], row_of)?;
     rows.collect()
+}
+
+/// A row of [`QUERY`]'s columns (the first ten of [`PENDING_QUERY`]'s).
+fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        id: r.get(0)?,
+        thread_id: text_of(&r.get::<_, Value>(1)?),
+        at: r.get(2)?,
+        turn_id: text_of(&r.get::<_, Value>(3)?),
+        bot_id: text_of(&r.get::<_, Value>(4)?),
+        tool_name: text_of(&r.get::<_, Value>(5)?),
+        output: text_of(&r.get::<_, Value>(6)?),
+        exit_code: int_of(&r.get::<_, Value>(7)?),
+        malformed: r.get::<_, bool>(8)?,
+        pending: r.get::<_, bool>(9)?,
+    })
+}
+
+/// What became of a row that was pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Failed,
+    StillPending,
+    /// It succeeded, or is no longer a tool call: nothing to follow.
+    Resolved,
+}
+
+/// The rows of `pending` from before `window_start`, each with what became
+/// of it (a row gone from the table is simply not there).
+fn pending_rows(path: &Path, pending: &[(i64, String)], window_start: i64) -> rusqlite::Result<Vec<(Row, Outcome)>> {
+    let ids = serde_json::to_string(&pending.iter().map(|(_, id)| id).collect::<Vec<_>>()).unwrap_or_default();
+    super::with_db(path, |conn| {
+        super::require_table(conn, "messages")?;
+        let mut stmt = conn.prepare(PENDING_QUERY)?;
+        let rows = stmt.query_map(rusqlite::params![ids, window_start], |r| {
+            let row = row_of(r)?;
+            let outcome = match (r.get::<_, bool>(10)?, row.pending) {
+                (true, _) => Outcome::Failed,
+                (false, true) => Outcome::StillPending,
+                (false, false) => Outcome::Resolved,
+            };
+            Ok((row, outcome))
+        })?;
+        rows.collect()
+    })
+}
+
+/// The pending rows the next scan follows: those kept and those found,
+/// none older than [`PENDING_MAX_AGE_MS`] before `hwm`, the newest
+/// [`PENDING_MAX_ROWS`], oldest first.
+fn pending_kept(mut rows: Vec<(i64, String)>, hwm: i64) -> Vec<(i64, String)> {
+    rows.retain(|(at, _)| *at >= hwm.saturating_sub(PENDING_MAX_AGE_MS));
+    rows.sort();
+    rows.dedup();
+    let over = rows.len().saturating_sub(PENDING_MAX_ROWS);
+    rows.drain(..over);
+    rows
+}
+
+/// One row into `builder`.
+fn push(builder: &mut BatchBuilder, row: &Row) -> Result<(), SourceError> {
+    let cells = [
+        Cell::Text(&row.id),
+        row.thread_id.as_deref().map_or(Cell::Null, Cell::Text),
+        Cell::Int(row.at),
+        row.turn_id.as_deref().map_or(Cell::Null, Cell::Text),
+        row.bot_id.as_deref().map_or(Cell::Null, Cell::Text),
+        row.tool_name.as_deref().map_or(Cell::Null, Cell::Text),
+        row.output.as_deref().map_or(Cell::Null, Cell::Text),
+        row.exit_code.map_or(Cell::Null, Cell::Int),
+    ];
+    builder.push_row(&cells).map_err(|e| SourceError::Stopped { source_name: "messages".into(), reason: e.to_string() })
 }
 
 impl Source for MessagesSource {
@@ -174,12 +268,33 @@ impl Source for MessagesSource {
         }
         let read_err =
             |e| SourceError::Read { source_name: "messages".into(), path: path.clone(), source: Box::new(e) };
-        let prev_hwm = ctx.cursor.and_then(|c| serde_json::from_str::<Cursor>(c).ok()).map(|c| c.hwm);
+        let prev = ctx.cursor.and_then(|c| serde_json::from_str::<Cursor>(c).ok());
+        let prev_hwm = prev.as_ref().map(|c| c.hwm);
         let window_start = prev_hwm.map_or(i64::MIN, |h| h.saturating_sub(REREAD_WINDOW_MS));
         let mut report = SourceReport::default();
         let mut hwm = prev_hwm.unwrap_or(0);
-        let (mut after_at, mut after_id) = (i64::MIN, String::new());
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
+        // Rows pending when last seen, from before the window: the failed
+        // ones first (they are the oldest), the still pending kept.
+        let mut pending = std::collections::VecDeque::new();
+        let kept = prev.map(|c| c.pending).unwrap_or_default();
+        if !kept.is_empty() {
+            for (row, outcome) in pending_rows(&path, &kept, window_start).map_err(read_err)? {
+                match outcome {
+                    Outcome::Failed if !row.malformed && !row.id.is_empty() => {
+                        push(&mut builder, &row)?;
+                        report.records += 1;
+                    }
+                    Outcome::StillPending => pending.push_back((row.at, row.id)),
+                    _ => {}
+                }
+            }
+            if !builder.is_empty() {
+                sink(builder.take())
+                    .map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
+            }
+        }
+        let (mut after_at, mut after_id) = (i64::MIN, String::new());
         loop {
             let rows = page(&path, window_start, after_at, &after_id, ctx.batch_rows).map_err(read_err)?;
             let last_page = rows.len() < ctx.batch_rows;
@@ -197,24 +312,20 @@ impl Source for MessagesSource {
                 }
                 after_at = row.at;
                 after_id.clone_from(&row.id);
+                if row.pending {
+                    // Followed until it resolves; the oldest give way first.
+                    if pending.len() == PENDING_MAX_ROWS {
+                        pending.pop_front();
+                    }
+                    pending.push_back((row.at, row.id));
+                    continue;
+                }
                 if row.malformed || row.id.is_empty() {
                     report.skipped += 1;
                     continue;
                 }
                 hwm = hwm.max(row.at);
-                let cells = [
-                    Cell::Text(&row.id),
-                    row.thread_id.as_deref().map_or(Cell::Null, Cell::Text),
-                    Cell::Int(row.at),
-                    row.turn_id.as_deref().map_or(Cell::Null, Cell::Text),
-                    row.bot_id.as_deref().map_or(Cell::Null, Cell::Text),
-                    row.tool_name.as_deref().map_or(Cell::Null, Cell::Text),
-                    row.output.as_deref().map_or(Cell::Null, Cell::Text),
-                    row.exit_code.map_or(Cell::Null, Cell::Int),
-                ];
-                builder
-                    .push_row(&cells)
-                    .map_err(|e| SourceError::Stopped { source_name: "messages".into(), reason: e.to_string() })?;
+                push(&mut builder, &row)?;
                 report.records += 1;
             }
             if !builder.is_empty() {
@@ -226,7 +337,8 @@ impl Source for MessagesSource {
             }
         }
         report.skipped += count_mistyped(&path, window_start).map_err(read_err)?;
-        report.cursor = Some(serde_json::to_string(&Cursor { hwm }).unwrap_or_default());
+        let pending = pending_kept(pending.into(), hwm);
+        report.cursor = Some(serde_json::to_string(&Cursor { hwm, pending }).unwrap_or_default());
         Ok(report)
     }
 }
@@ -320,6 +432,50 @@ mod tests {
         let (ids, report) = read(dir.path(), None);
         assert_eq!(ids, ["m1", "m0", "m4"], "(at, id) order across pages of two");
         assert_eq!((report.records, report.skipped), (3, 1));
+    }
+
+    fn activity(c: &Connection, id: &str, at: i64, ok: Option<bool>) {
+        let data = serde_json::json!({"tool": {"name": "build", "ok": ok}});
+        c.execute(
+            "INSERT OR REPLACE INTO messages VALUES(?1, 'th', ?2, 'activity', ?3)",
+            rusqlite::params![id, at, data.to_string()],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_row_still_pending_past_the_window_is_followed_until_it_resolves() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = db(dir.path());
+        let min = 60_000;
+        activity(&c, "long", 0, None);
+        activity(&c, "short", 0, None);
+        activity(&c, "other", min, Some(false));
+        let (ids, report) = read(dir.path(), None);
+        assert_eq!(ids, ["other"]);
+        // A newer row moves the window (30 minutes before it) past them.
+        activity(&c, "later", 45 * min, Some(false));
+        let (ids, report) = read(dir.path(), report.cursor.as_deref());
+        assert_eq!(ids, ["other", "later"], "the window reread, as every scan does");
+        // 45 minutes after its `at`, the long call fails; the short one succeeded.
+        activity(&c, "long", 0, Some(false));
+        activity(&c, "short", 0, Some(true));
+        let (ids, report) = read(dir.path(), report.cursor.as_deref());
+        assert_eq!(ids, ["long", "later"], "the pending row, counted once it failed");
+        let cursor: Cursor = serde_json::from_str(report.cursor.as_deref().unwrap()).unwrap();
+        assert!(cursor.pending.is_empty(), "both resolved: nothing followed any more");
+    }
+
+    #[test]
+    fn pending_rows_are_bounded_by_count_and_age() {
+        let day = PENDING_MAX_AGE_MS;
+        let rows: Vec<(i64, String)> = (0..PENDING_MAX_ROWS as i64 + 5).map(|i| (day + i, format!("p{i}"))).collect();
+        let mut with_old = rows.clone();
+        with_old.push((0, "old".into()));
+        let kept = pending_kept(with_old, 2 * day);
+        assert_eq!(kept.len(), PENDING_MAX_ROWS);
+        assert_eq!(kept[0], rows[5], "the newest kept, oldest first");
+        assert!(!kept.iter().any(|(_, id)| id == "old"), "older than the age limit: dropped");
     }
 
     #[test]

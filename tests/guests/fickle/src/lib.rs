@@ -2,8 +2,10 @@
 //! three kinds of source (SQLite with a trailing window: failed tool calls;
 //! SQLite read by id: queue waits; NDJSON: `turn.completed` events), keyed
 //! by the record's own id, and a failure (a trap in `push`) whenever its
-//! config `fail` is true. A test fails it for a scan or two, then lets it run,
-//! and checks every record was reported exactly once.
+//! config `fail` is true or the scan time is before its config `fail_before`
+//! (a failure that passes with nothing in the stamp changed, as a transient
+//! one does). A test fails it for a scan or two, then lets it run, and checks
+//! every record was reported exactly once.
 
 use sentinel_sdk::prelude::*;
 
@@ -19,10 +21,11 @@ impl Detector for Fickle {
             .subscribe("runtime", "queue-wait")
             .subscribe("events", "turn-completed")
             .config_bool("fail", false, "trap in every push")
+            .config_int("fail_before", 0, "trap in every push while the scan time (ms) is before this")
     }
 
     fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
-        Ok(Fickle { fail: ctx.boolean("fail")? })
+        Ok(Fickle { fail: ctx.boolean("fail")? || ctx.scan_time < ctx.integer("fail_before")? })
     }
 
     fn push(&mut self, batch: &Batch, out: &mut Vec<Observation>) -> Result<(), DetectorError> {
