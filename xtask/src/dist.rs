@@ -72,7 +72,8 @@ pub fn binary_of(root: &Path, profile: &str) -> PathBuf {
     root.join("target").join(dir).join("sentinel-host")
 }
 
-fn run(what: &str, cmd: &mut Command) -> Result<String> {
+/// Runs `cmd` and returns its stdout; a failure names `what` and quotes its stderr.
+pub fn run(what: &str, cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("cannot run {what}"))?;
     if !out.status.success() {
         bail!("{what} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());

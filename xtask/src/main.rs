@@ -187,7 +187,7 @@ fn print_built(built: &[guest::Built], dir: &Path) {
     for b in built {
         println!("{:<24} {:<7} {:>10}  {}", b.name, b.lang.as_str(), b.size, b.sha256);
     }
-    println!("{} detectors in {}", built.len(), dir.display());
+    println!("{} detectors built into {}", built.len(), dir.display());
 }
 
 fn cargo(root: &Path) -> Command {
