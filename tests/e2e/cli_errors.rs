@@ -250,3 +250,44 @@ fn an_output_folder_that_cannot_be_written_exits_6_naming_it_and_is_left_as_it_w
     let o = run(&detectors, &data, &out, &["--no-fast-path"]);
     assert_eq!(o.status.code(), Some(0), "writable again, it scans: {}", stderr_of(&o));
 }
+
+#[test]
+fn a_config_parse_error_prints_the_parsers_diagram_as_lines() {
+    // The TOML parser's caret diagram is our own message's layout: its lines
+    // reach the terminal as lines, indented under the `caused by:` line.
+    let s = Scratch::new();
+    let data = data_dir(&s);
+    let file = s.path("bad.toml");
+    std::fs::write(&file, "[fleet\n").unwrap();
+    let mut c = run_command(&s.path("no-detectors"), &data, &s.path("out"));
+    c.args(["--once", "--config"]).arg(&file);
+    let o = run_within(c, std::time::Duration::from_secs(120));
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(!err.contains("\\u{a}"), "line breaks printed escaped: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("  caused by: config file ")).expect(&err);
+    assert!(lines[at].contains("bad.toml") && lines[at].contains("TOML parse error at line 1"), "{err}");
+    let diagram = &lines[at + 1..];
+    assert!(diagram.iter().any(|l| l.trim_start().starts_with("1 | [fleet")), "the quoted line: {err}");
+    assert!(diagram.iter().any(|l| l.trim_start().starts_with("|") && l.contains('^')), "the caret: {err}");
+    assert!(diagram.iter().all(|l| l.starts_with(sentinel_host::base::errors::CONTINUATION)), "indented: {err}");
+}
+
+#[test]
+fn a_name_a_detector_file_supplies_stays_on_its_line_escaped_in_an_error() {
+    // What the detectors folder supplies (here a file name carrying a line
+    // break, a forged error line and a screen-clearing escape) is no layout
+    // of ours: it stays on its line, every control escaped.
+    let s = Scratch::new();
+    let dir = s.path("third-party");
+    std::fs::create_dir_all(&dir).unwrap();
+    let evil = dir.join("evil\nsentinel-host: error: forged\u{1b}[2J.wasm");
+    std::fs::write(&evil, b"not a component").unwrap();
+    let o = sentinel_host().arg("replay").arg("--detector").arg(&evil).arg("--cases").arg(&dir).output().unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(!err.contains('\u{1b}'), "an escape reached the terminal raw: {err:?}");
+    assert!(err.contains("evil\\u{a}sentinel-host: error: forged\\u{1b}[2J.wasm"), "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("sentinel-host: error: forged")), "a forged line: {err}");
+}

@@ -126,6 +126,7 @@ fn plain(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> std::process::Comm
                 .any(|p| k.starts_with(p));
         if set_by_cargo
             || ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_PRIMARY_PACKAGE", "VIRTUAL_ENV"].contains(&k.as_str())
+            || xtask::lints::VARS.contains(&k.as_str())
         {
             c.env_remove(&k);
         }

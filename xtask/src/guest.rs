@@ -3,7 +3,7 @@
 //! A detector folder is written in Rust (it has a `Cargo.toml`), Python (an
 //! `app.py`, built with componentize-py), JavaScript (a `detector.js`,
 //! built with componentize-js) or C (a `detector.c`, built with clang and
-//! wit-component, see [`c`]). Rust components are built from source with
+//! wit-component, see `guest/c.rs`, behind xtask's `c` feature). Rust components are built from source with
 //! cargo for `wasm32-wasip2` (the target is installed with rustup when
 //! missing) in the `guest` profile, into a target dir of their own so a build
 //! started from inside a test never waits on the test's own cargo lock. The
@@ -18,6 +18,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+#[cfg(feature = "c")]
 pub mod c;
 pub mod padding;
 pub mod toolchain;
@@ -32,8 +33,13 @@ pub fn repo_root() -> PathBuf {
 
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    // A build started from a build script or a test must not inherit these.
+    // A build started from a build script or a test must not inherit these
+    // (nor the linted test build's wrapper: the components are built as
+    // `build-detectors` builds them, so each build reuses the other's).
     for var in ["CARGO_TARGET_DIR", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET"] {
+        c.env_remove(var);
+    }
+    for var in crate::lints::VARS {
         c.env_remove(var);
     }
     c
@@ -159,6 +165,8 @@ pub enum Lang {
 }
 
 impl Lang {
+    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Python, Lang::Js, Lang::C];
+
     /// The file that marks a detector folder of this language.
     pub fn marker(self) -> &'static str {
         match self {
@@ -262,8 +270,16 @@ pub fn build_detectors(root: &Path, dest: &Path) -> Result<Vec<Built>> {
 
 /// [`build_detectors`] with the build folders given.
 pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Result<Vec<Built>> {
-    let sources = detectors_under(&root.join("detectors"))?;
-    let rust: Vec<GuestPackage> = packages_under(&root.join("detectors"))?;
+    build_detectors_in(root, dest, opts, &Lang::ALL)
+}
+
+/// [`build_detectors_with`], only the detectors written in one of `langs`
+/// (the demo shows the Rust ones first).
+pub fn build_detectors_in(root: &Path, dest: &Path, opts: &BuildOptions, langs: &[Lang]) -> Result<Vec<Built>> {
+    let mut sources = detectors_under(&root.join("detectors"))?;
+    sources.retain(|s| langs.contains(&s.lang));
+    let mut rust: Vec<GuestPackage> = packages_under(&root.join("detectors"))?;
+    rust.retain(|p| sources.iter().any(|s| s.dir == p.dir));
     let rust_built = build(&root.join("Cargo.toml"), &rust, &opts.target_dir.join("guest"))?;
     let mut components: Vec<(DetectorSource, PathBuf)> = Vec::new();
     for src in &sources {
@@ -275,7 +291,7 @@ pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Re
                 .map(|(_, path)| path.clone())
                 .with_context(|| format!("{} was not built", src.name))?,
             Lang::Python | Lang::Js => toolchain::build_component(root, src, &opts.target_dir)?,
-            Lang::C => c::build_component(root, src, &opts.target_dir)?,
+            Lang::C => build_c(root, src, &opts.target_dir)?,
         };
         components.push((src.clone(), path));
     }
@@ -319,6 +335,21 @@ pub fn build_detectors_with(root: &Path, dest: &Path, opts: &BuildOptions) -> Re
         out.push(Built { name, lang: src_dir.lang, path, size: loaded.size, sha256: loaded.sha256 });
     }
     Ok(out)
+}
+
+#[cfg(feature = "c")]
+fn build_c(root: &Path, src: &DetectorSource, target_dir: &Path) -> Result<PathBuf> {
+    c::build_component(root, src, target_dir)
+}
+
+/// Without the `c` feature (Cargo.toml) there is no C bindings generator to
+/// build with: `cargo xtask` runs itself again with it before it gets here.
+#[cfg(not(feature = "c"))]
+fn build_c(_root: &Path, src: &DetectorSource, _target_dir: &Path) -> Result<PathBuf> {
+    bail!(
+        "{} is written in C: build it with xtask's `c` feature (cargo run -p xtask --features c -- build-detectors)",
+        src.name
+    )
 }
 
 /// Builds the hostile and helper fixtures of `tests/guests` and returns

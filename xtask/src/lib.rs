@@ -1,8 +1,10 @@
 //! Project chores shared by `cargo xtask` and the test suite: building
-//! detector components (in Rust, Python and JavaScript) and guest fixtures,
-//! scaffolding new detectors, and generating data dirs.
+//! detector components (in Rust, Python, JavaScript and C) and guest
+//! fixtures, scaffolding new detectors, generating data dirs, and packaging.
 
 pub mod datagen;
+pub mod dist;
 pub mod gateway;
 pub mod guest;
+pub mod lints;
 pub mod scaffold;

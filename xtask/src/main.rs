@@ -5,8 +5,13 @@
 //! - `new-detector NAME --lang rust|python|js|c [--standalone DIR]`: a new
 //!   detector folder that builds and passes its own replay case (with
 //!   `--standalone`, a project of its own outside the repository)
-//! - `demo`: build, generate a reference data dir, scan it, show the issues
-//! - `test`: the whole suite as CI runs it (format, lints, tests)
+//! - `demo [--ports]`: build the Rust detectors and the stock sentinels,
+//!   generate a reference data dir and a gateway layout, scan them, show the
+//!   issues (with `--ports`, then the Python, JavaScript and C ports too)
+//! - `test`: the whole suite as CI runs it (format, lints, tests,
+//!   schemathesis, the Debian package installed and removed)
+//! - `dist [--profile P]`: a tarball and a Debian package of the binary,
+//!   the detectors, the man pages, completions and the systemd unit
 //! - `bench`: the benchmark (release build) → `docs/benchmarks.md` and `.json`
 
 use std::path::{Path, PathBuf};
@@ -14,8 +19,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use xtask::{datagen, guest};
+use xtask::{datagen, dist, guest, lints};
 
+mod package_test;
 mod schemathesis;
 
 #[derive(Parser)]
@@ -41,11 +47,16 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         standalone: Option<PathBuf>,
     },
-    /// Generate a reference data dir and scan it with every detector.
+    /// Build the Rust detectors and stock sentinels, scan a generated data
+    /// dir and a gateway layout with them, and show the issues.
     Demo {
         /// Where to generate the data dir [default: target/demo/data].
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Then build the Python, JavaScript and C ports (python3, npm and
+        /// clang are needed) and scan again with them: the same counts.
+        #[arg(long)]
+        ports: bool,
     },
     /// Generate a reference data dir only.
     GenData {
@@ -56,8 +67,21 @@ enum Cmd {
         #[arg(long, default_value_t = 12)]
         turns_per_thread: usize,
     },
-    /// Run the whole suite as CI does: fmt, clippy, tests.
+    /// Run the whole suite as CI does: fmt, clippy, tests, schemathesis, the package.
     Test,
+    /// Build a tarball and a Debian package into target/dist/ (docs: README, "Installing").
+    Dist {
+        /// The cargo profile the binary is built in: `release` for a real
+        /// release; CI packages the `dev` build its tests already made.
+        #[arg(long, default_value = "release")]
+        profile: String,
+    },
+    /// Only the package's install test (part of `test`): build it, install
+    /// it, run it as the `sentinel` user, remove it.
+    PackageTest {
+        #[arg(long, default_value = "dev")]
+        profile: String,
+    },
     /// Only the watch API's schemathesis run (part of `test`), against a live `serve`.
     Schemathesis,
     /// Run the benchmark in a release build and write docs/benchmarks.md and docs/benchmarks.json.
@@ -86,6 +110,17 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     let root = guest::repo_root();
+    let builds_c = matches!(
+        cli.command,
+        Cmd::BuildDetectors
+            | Cmd::Bench { .. }
+            | Cmd::Demo { ports: true, .. }
+            | Cmd::Dist { .. }
+            | Cmd::PackageTest { .. }
+    );
+    if builds_c && !cfg!(feature = "c") {
+        return again_with_c(&root);
+    }
     match cli.command {
         Cmd::BuildDetectors => {
             build_detectors(&root)?;
@@ -104,7 +139,7 @@ fn run(cli: Cli) -> Result<()> {
                 "      cargo run -p sentinel-host -- replay --detector detectors/{name}.wasm --cases {folder}/cases"
             );
         }
-        Cmd::Demo { data_dir } => demo(&root, data_dir)?,
+        Cmd::Demo { data_dir, ports } => demo(&root, data_dir, ports)?,
         Cmd::GenData { dir, seed, turns_per_thread } => {
             let truth = datagen::generate(&dir, &datagen::DataSpec { seed, turns_per_thread, ..Default::default() })?;
             println!(
@@ -116,19 +151,43 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Test => test(&root)?,
         Cmd::Schemathesis => schemathesis::run(&root)?,
+        Cmd::Dist { profile } => {
+            let made = dist(&root, &profile)?;
+            println!("{}\n{}", made.deb.display(), made.tarball.display());
+        }
+        Cmd::PackageTest { profile } => package_test::run(&root, &profile)?,
         Cmd::Bench { sizes, reps, no_write } => bench(&root, sizes, reps, no_write)?,
+    }
+    Ok(())
+}
+
+/// Runs this same command again from an xtask built with its `c` feature
+/// (the C bindings generator, see Cargo.toml), for the commands that build
+/// the C detector: so `demo` and `test` never build the generator.
+fn again_with_c(root: &Path) -> Result<()> {
+    let status = cargo(root)
+        .args(["run", "--quiet", "-p", "xtask", "--features", "c", "--"])
+        .args(std::env::args_os().skip(1))
+        .status()
+        .context("cannot run cargo")?;
+    if !status.success() {
+        std::process::exit(status.code().unwrap_or(1));
     }
     Ok(())
 }
 
 fn build_detectors(root: &Path) -> Result<()> {
     let built = guest::build_detectors(root, &root.join("detectors"))?;
+    print_built(&built, &root.join("detectors"));
+    Ok(())
+}
+
+fn print_built(built: &[guest::Built], dir: &Path) {
     println!("{:<24} {:<7} {:>10}  sha256", "detector", "lang", "bytes");
-    for b in &built {
+    for b in built {
         println!("{:<24} {:<7} {:>10}  {}", b.name, b.lang.as_str(), b.size, b.sha256);
     }
-    println!("{} detectors in {}", built.len(), root.join("detectors").display());
-    Ok(())
+    println!("{} detectors built into {}", built.len(), dir.display());
 }
 
 fn cargo(root: &Path) -> Command {
@@ -146,12 +205,24 @@ fn step(what: &str, cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
-    build_detectors(root)?;
-    let data = data_dir.unwrap_or_else(|| root.join("target/demo/data"));
-    if data.exists() {
-        std::fs::remove_dir_all(&data).with_context(|| format!("cannot clear {}", data.display()))?;
+/// Clears `dir` when it exists (the demo's folders start empty every run).
+fn fresh(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
+    Ok(())
+}
+
+/// The product first: the Rust detectors and the stock sentinels (cargo
+/// alone builds them), the scanner's issues, the gateway's fires; then, with
+/// `ports`, the same detectors in Python, JavaScript and C.
+fn demo(root: &Path, data_dir: Option<PathBuf>, ports: bool) -> Result<()> {
+    let opts = guest::BuildOptions::for_repo(root);
+    let detectors = root.join("target/demo/detectors");
+    fresh(&detectors)?;
+    print_built(&guest::build_detectors_in(root, &detectors, &opts, &[guest::Lang::Rust])?, &detectors);
+    let data = data_dir.unwrap_or_else(|| root.join("target/demo/data"));
+    fresh(&data)?;
     let truth = datagen::generate(&data, &datagen::DataSpec::default())?;
     eprintln!(
         "==> generated {}: {} activity rows, {} failed tool calls",
@@ -161,18 +232,56 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     );
     // Output must live outside the data dir and outside any git repository.
     let out = std::env::temp_dir().join("sentinel-demo-out");
-    if out.exists() {
-        std::fs::remove_dir_all(&out)?;
+    // Both scans at one time: a wait still running counts the same in each.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
+    let issues = scan_and_list(root, (&detectors, &data, &out), now, "sentinel-host run")?;
+    gateway_demo(root, &detectors)?;
+    if !ports {
+        println!("\nthe Python, JavaScript and C ports of two detectors: cargo xtask demo --ports");
+        return Ok(());
     }
+    eprintln!("\n==> the ports: the same detectors in Python, JavaScript and C");
+    let others = [guest::Lang::Python, guest::Lang::Js, guest::Lang::C];
+    print_built(&guest::build_detectors_in(root, &detectors, &opts, &others)?, &detectors);
+    let out = std::env::temp_dir().join("sentinel-demo-ports-out");
+    let with_ports = scan_and_list(root, (&detectors, &data, &out), now, "sentinel-host run (with the ports)")?;
+    let counts =
+        |v: &[serde_json::Value]| v.iter().map(|i| (i["sig"].to_string(), i["count"].to_string())).collect::<Vec<_>>();
+    let same = counts(&issues) == counts(&with_ports);
+    println!(
+        "{}",
+        if same {
+            "the same issues and counts: an occurrence is counted once, whichever detector reports it"
+        } else {
+            "the counts differ with the ports: a port does not report what its original does"
+        }
+    );
+    if !same {
+        bail!("the ports changed the demo's counts");
+    }
+    Ok(())
+}
+
+/// One scan of `data` with `detectors` into a fresh `out` at `scan_time`,
+/// and its issues listed.
+fn scan_and_list(
+    root: &Path,
+    (detectors, data, out): (&Path, &Path, &Path),
+    scan_time: i64,
+    what: &str,
+) -> Result<Vec<serde_json::Value>> {
+    fresh(out)?;
     step(
-        "sentinel-host run",
+        what,
         cargo(root)
             .args(["run", "--quiet", "-p", "sentinel-host", "--", "run", "--once", "--detectors"])
-            .arg(root.join("detectors"))
+            .arg(detectors)
             .arg("--data-dir")
-            .arg(&data)
+            .arg(data)
             .arg("--out")
-            .arg(&out)
+            .arg(out)
+            .arg("--scan-time")
+            .arg(scan_time.to_string())
             // The cache the build's load check filled: the scan compiles nothing.
             .arg("--cache-dir")
             .arg(guest::BuildOptions::for_repo(root).cache_dir.unwrap_or_else(|| out.join("cache"))),
@@ -181,7 +290,7 @@ fn demo(root: &Path, data_dir: Option<PathBuf>) -> Result<()> {
     println!("\n{} issues in {}:", issues.lines().count(), out.join("issues.jsonl").display());
     let issues: Vec<serde_json::Value> = issues.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
     print!("{}", listing(&issues));
-    gateway_demo(root)
+    Ok(issues)
 }
 
 /// The demo's listing of issues: count, kind, origin, severity, tool, and
@@ -215,7 +324,7 @@ pub fn listing(issues: &[serde_json::Value]) -> String {
 
 /// Installs Debian's `package` with apt-get (on Linux) when `tool` is not
 /// on `PATH`: the tests drive these real programs.
-fn ensure_debian_tool(tool: &str, package: &str, why: &str) -> Result<()> {
+pub(crate) fn ensure_debian_tool(tool: &str, package: &str, why: &str) -> Result<()> {
     if !cfg!(target_os = "linux") || Command::new(tool).arg("--version").output().is_ok() {
         return Ok(());
     }
@@ -233,27 +342,23 @@ fn ensure_debian_tool(tool: &str, package: &str, why: &str) -> Result<()> {
 /// The stock sentinels on a generated gateway-shaped layout: a quiet scan
 /// (the baseline), then the gateway stirs and the next scan, seven hours
 /// later, fires each sentinel whose condition now holds.
-fn gateway_demo(root: &Path) -> Result<()> {
+fn gateway_demo(root: &Path, detectors: &Path) -> Result<()> {
     use std::sync::atomic::Ordering;
     let dir = root.join("target/demo/gateway");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
-    }
+    fresh(&dir)?;
     let (url, depth) = xtask::gateway::serve_depth()?;
     depth.store(12, Ordering::SeqCst);
     let yaml = xtask::gateway::generate(&dir, &url)?;
     eprintln!("\n==> generated a gateway layout in {} (config: {})", dir.display(), yaml.display());
     let out = std::env::temp_dir().join("sentinel-demo-gateway-out");
-    if out.exists() {
-        std::fs::remove_dir_all(&out)?;
-    }
+    fresh(&out)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
     let scan = |what: &str, at: i64| {
         step(
             what,
             cargo(root)
                 .args(["run", "--quiet", "-p", "sentinel-host", "--", "run", "--once", "--no-fast-path", "--detectors"])
-                .arg(root.join("detectors"))
+                .arg(detectors)
                 .arg("--data-dir")
                 .arg(&dir)
                 .arg("--out")
@@ -313,16 +418,42 @@ fn test(root: &Path) -> Result<()> {
     // The watch API's status page is loaded in headless Chromium (tests/e2e/watch.rs).
     ensure_debian_tool("chromium", "chromium", "the status page test needs it")?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
-    step("cargo clippy", cargo(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    // Tests never write into the real user cache folder: a scan left to the
-    // default cache uses this one (the e2e harness sets it too).
+    // The lints and the test build are one build: the workspace's own crates
+    // are compiled by clippy-driver (every target, -D warnings), the
+    // dependencies once by rustc for both (lints::linted).
     step(
-        "cargo test",
-        cargo(root).args(["test", "--workspace"]).env("XDG_CACHE_HOME", root.join("target/test-xdg-cache")),
+        "cargo test --no-run, linted (clippy -D warnings on every workspace target)",
+        lints::linted(cargo(root).args(["test", "--workspace", "--all-targets", "--no-run"])),
     )?;
+    // Tests never write into the real user cache folder: a scan left to the
+    // default cache uses this one (the e2e harness sets it too). The same
+    // wrapper as the build, so nothing is compiled again.
+    let tests = |what: &str, args: &[&str]| {
+        step(
+            what,
+            lints::linted(cargo(root).args(["test", "--workspace"]).args(args))
+                .env("XDG_CACHE_HOME", root.join("target/test-xdg-cache")),
+        )
+    };
+    tests("cargo test", &["--all-targets"])?;
+    tests("cargo test --doc", &["--doc"])?;
     eprintln!("==> schemathesis against a live sentinel-host serve (docs/watch-api.md)");
     schemathesis::run(root)?;
-    Ok(())
+    // The package of the build the tests used, installed as a user would.
+    package_test::run(root, "dev")
+}
+
+/// The binary built in `profile`, every detector built, both packed
+/// (target/dist/).
+fn dist(root: &Path, profile: &str) -> Result<dist::Made> {
+    step(
+        &format!("cargo build -p sentinel-host --profile {profile}"),
+        cargo(root).args(["build", "-p", "sentinel-host", "--profile", profile]),
+    )?;
+    let detectors = root.join("target/dist/detectors");
+    guest::build_detectors(root, &detectors)?;
+    let inputs = dist::Inputs { binary: dist::binary_of(root, profile), detectors, profile: profile.to_owned() };
+    dist::package(&inputs, &root.join("target/dist/package"))
 }
 
 fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {

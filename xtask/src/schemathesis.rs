@@ -64,7 +64,8 @@ fn fixture(root: &Path, work: &Path) -> Result<(PathBuf, PathBuf)> {
     }
     let built = root.join("target/e2e/detectors");
     if !built.join("tool_error.wasm").exists() {
-        guest::build_detectors_with(root, &built, &guest::BuildOptions::for_repo(root))?;
+        // Both are in Rust: no other toolchain is needed here.
+        guest::build_detectors_in(root, &built, &guest::BuildOptions::for_repo(root), &[guest::Lang::Rust])?;
     }
     for name in ["tool_error", "cost"] {
         std::fs::copy(built.join(format!("{name}.wasm")), detectors.join(format!("{name}.wasm")))

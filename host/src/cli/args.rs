@@ -12,7 +12,12 @@ use sentinel_host::model::observation::ConfigValue;
 use sentinel_host::ops::service::Platform;
 
 #[derive(Parser, Debug)]
-#[command(name = "sentinel-host", version, about = "Watch an application's data read-only with detector components")]
+#[command(
+    name = "sentinel-host",
+    // The commit it was built from (host/build.rs): `sentinel-host 0.1.0 (1ee818c12ab3)`.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SENTINEL_GIT_COMMIT"), ")"),
+    about = "Watch an application's data read-only with detector components"
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -57,6 +62,13 @@ pub(crate) enum Command {
     /// Check the fire log: every segment, the hash chain and the signed head
     /// (exit 12 when it does not verify).
     Verify(VerifyArgs),
+    /// Write the man pages and shell completions, made from this CLI's own
+    /// definition, into DIR (for packagers: `cargo xtask dist`).
+    #[command(hide = true)]
+    Generate {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -4,11 +4,13 @@
 //!
 //! Split by concern: `args` (the clap schema), `commands` (the one-shot
 //! handlers), `run` (`run` and `serve`: one scan or the long-running wiring),
-//! `exit` (the exit codes), `render` and `progress` (what is printed).
+//! `exit` (the exit codes), `render` and `progress` (what is printed),
+//! `generate` (the man pages and completions made from `args`).
 
 mod args;
 mod commands;
 mod exit;
+mod generate;
 mod progress;
 mod render;
 mod run;
@@ -16,7 +18,7 @@ mod run;
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 
 use args::{Cli, Command, ServiceCommand};
 
@@ -56,6 +58,10 @@ fn main() -> ExitCode {
         Command::Service(ServiceCommand::Install(args)) => commands::service_install(&args),
         Command::Service(ServiceCommand::Uninstall(args)) => commands::service_uninstall(&args),
         Command::CheckInstall(args) => commands::check_install(&args),
+        Command::Generate { out } => generate::write(Cli::command(), &out).map(|written| {
+            written.iter().for_each(|p| println!("{}", p.display()));
+            exit::OK
+        }),
         Command::Wit { out, version } => {
             { sentinel_host::ops::wit_export::run(out.as_deref(), version.as_deref(), &mut std::io::stdout()) }
                 .map(|()| exit::OK)
@@ -66,10 +72,11 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             // Errors can quote a detector or the data dir: sanitized.
-            eprintln!("sentinel-host: error: {}", sentinel_host::base::sanitize::one_line(&err.to_string()));
-            for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {}", sentinel_host::base::sanitize::one_line(&cause.to_string()));
-            }
+            // A config file's parse error keeps the parser's diagram as lines.
+            let laid_out = |e: &(dyn std::error::Error + 'static)| {
+                e.downcast_ref::<sentinel_host::config::ConfigError>().is_some_and(|c| c.keeps_its_lines())
+            };
+            eprint!("{}", sentinel_host::base::errors::for_terminal("sentinel-host", err.chain(), laid_out));
             ExitCode::from(exit::exit_code(&err))
         }
     }

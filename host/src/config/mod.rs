@@ -40,6 +40,16 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+impl ConfigError {
+    /// Whether the line breaks in this message are a layout of ours: a parse
+    /// error quotes the parser's caret diagram (`TOML parse error at line 1,
+    /// column 7`, the line, a `^` under the column), printed as lines
+    /// ([`crate::base::errors::for_terminal`]).
+    pub fn keeps_its_lines(&self) -> bool {
+        matches!(self, ConfigError::Parse { .. })
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -349,6 +359,15 @@ mod tests {
             let err = Config::parse(text, Path::new("t.toml")).unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains("t.toml"), "{err}");
         }
+    }
+
+    #[test]
+    fn only_a_parse_error_keeps_its_lines() {
+        // The parser's diagram: the quoted line and its caret, on lines of their own.
+        let parse = Config::parse("[fleet\n", Path::new("t.toml")).unwrap_err();
+        assert!(parse.keeps_its_lines() && parse.to_string().contains("1 | [fleet\n"), "{parse}");
+        let invalid = Config::parse("[[sources.http]]\nname = \"h\"\nurl = \"https://x\"", Path::new("t.toml"));
+        assert!(!invalid.unwrap_err().keeps_its_lines());
     }
 
     #[test]
