@@ -361,11 +361,7 @@ fn admin_mutations_go_through_the_core_into_the_fire_log_under_the_tenant_rule()
         403,
         "single_tenant_violation",
     );
-    assert_problem(
-        &call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some(ADMIN), canary()),
-        404,
-        "not_found",
-    );
+    assert_problem(&call(&s, "POST", "/v1/admin/sentinels/nobody/quarantine", Some(ADMIN), canary()), 404, "not_found");
 
     // Quarantine: the core applies it, and it is a fact in the fire log.
     let (status, _, r) = call(&s, "POST", q, Some(ADMIN), canary());
