@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use super::ScanOptions;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::{Ledger, LedgerError, MetaKey};
 use crate::sources::Source;
 
 /// Whether this scan may stop at once: its stamp is the last scan's, the
@@ -22,13 +22,13 @@ pub(crate) fn unchanged(
     scan_time: i64,
 ) -> Result<Option<Option<i64>>, LedgerError> {
     let Some(stamp) = stamp else { return Ok(None) };
-    if opts.no_fast_path || reset || ledger.meta("fast_stamp")?.as_deref() != Some(stamp) {
+    if opts.no_fast_path || reset || ledger.meta(&MetaKey::FastStamp)?.as_deref() != Some(stamp) {
         return Ok(None);
     }
-    if ledger.meta("next_wake")?.and_then(|w| w.parse::<i64>().ok()).is_some_and(|w| scan_time >= w) {
+    if ledger.meta_ms(&MetaKey::NextWake)?.is_some_and(|w| scan_time >= w) {
         return Ok(None);
     }
-    Ok(Some(ledger.meta("last_scan")?.and_then(|t| t.parse().ok())))
+    Ok(Some(ledger.meta_ms(&MetaKey::LastScan)?))
 }
 
 /// A digest of everything that decides whether a scan can find anything new:

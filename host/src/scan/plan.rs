@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ScanOptions;
 use super::report::{DetectorStatus, DetectorSummary, FailureSummary};
 use crate::config::parse_duration;
-use crate::ledger::{Admin, Ledger, LedgerError};
+use crate::ledger::{Admin, Ledger, LedgerError, MetaEntry, MetaKey};
+use crate::model::failure::FailureKind;
 use crate::model::observation::{ConfigValue, Descriptor};
 use crate::model::standing::{self, Gate, Health};
 use crate::runtime::{DetectorScan, LoadedDetector, Runtime, ScanContext};
@@ -75,7 +76,7 @@ pub(crate) struct Plan<'r> {
     /// The earliest moment a detector with a cadence is next due.
     pub next_due: Option<i64>,
     /// Last-run times of detectors with a cadence that run now.
-    pub meta: Vec<(String, Option<String>)>,
+    pub meta: Vec<MetaEntry>,
 }
 
 /// Builds the plan for `loaded` detectors over `sources`.
@@ -170,11 +171,13 @@ fn gate(slot: &mut Slot<'_>, scan_time: i64) -> bool {
         Gate::Skip { until } => {
             slot.summary.status = DetectorStatus::Quarantined;
             slot.summary.failure = Some(FailureSummary::new(
-                "quarantined",
+                FailureKind::Quarantined,
                 format!(
                     "not run: {} failures in a row (last: {}); back on probation at {until} ms",
                     slot.health.failures_in_a_row,
-                    slot.health.last_failure.as_deref().unwrap_or("quarantined by the operator")
+                    slot.health
+                        .last_failure
+                        .map_or_else(|| "quarantined by the operator".to_owned(), |f| f.to_string())
                 ),
             ));
             false
@@ -187,10 +190,7 @@ fn gate(slot: &mut Slot<'_>, scan_time: i64) -> bool {
     }
 }
 
-/// The failure kind of a detector whose config does not fit it.
-pub(crate) const BAD_CONFIG: &str = "bad-config";
-
-type Cadence = (Vec<bool>, Option<i64>, Vec<(String, Option<String>)>);
+type Cadence = (Vec<bool>, Option<i64>, Vec<MetaEntry>);
 
 /// Who runs: those due (or woken by the operator), and those that read a
 /// source read for them, so that reads are shared.
@@ -209,7 +209,7 @@ fn cadence(
         .collect();
     for (s, cadence) in slots.iter().zip(&cadences) {
         last_runs.push(match cadence {
-            Some(_) => ledger.meta(&cadence_key(s.name()))?.and_then(|v| v.parse().ok()),
+            Some(_) => ledger.meta_ms(&MetaKey::Cadence(s.name().to_owned()))?,
             None => None,
         });
     }
@@ -243,7 +243,7 @@ fn cadence(
         }
         slot.woken = slot.admin.wake;
         if cadence.is_some() {
-            meta.push((cadence_key(slot.name()), Some(scan_time.to_string())));
+            meta.push(MetaEntry::Cadence { detector: slot.name().to_owned(), last_run: scan_time });
         }
     }
     Ok((runs, next_wake, meta))
@@ -264,7 +264,7 @@ fn start<'r>(
         Ok(c) => c,
         Err(message) => {
             slot.summary.status = DetectorStatus::Failed;
-            slot.summary.failure = Some(FailureSummary::new(BAD_CONFIG, message));
+            slot.summary.failure = Some(FailureSummary::new(FailureKind::BadConfig, message));
             return Ok(());
         }
     };
@@ -316,11 +316,6 @@ fn units(
         }
     }
     Ok((units, not_read))
-}
-
-/// The ledger key of a detector's last run, for its cadence.
-fn cadence_key(detector: &str) -> String {
-    format!("cadence.{detector}")
 }
 
 /// When a detector with a cadence is next due: a cadence after its last run.
