@@ -57,7 +57,8 @@ impl Line {
         }
         s.last = Some(now);
         s.shown = true;
-        let what = if p.source.is_empty() { p.phase.to_owned() } else { format!("{} {}", p.phase, p.source) };
+        let phase = p.phase.as_str();
+        let what = if p.source.is_empty() { phase.to_owned() } else { format!("{phase} {}", p.source) };
         let _ = write!(
             std::io::stderr(),
             "\r\x1b[2Ksentinel: {what}: {} records read, {}/{} detectors running",

@@ -101,7 +101,7 @@ fn human_raw(r: &ScanReport) -> String {
                 );
             }
             Some(f) => {
-                let phase = f.phase.as_deref().map(|p| format!(" in {p}")).unwrap_or_default();
+                let phase = f.phase.map(|p| format!(" in {p}")).unwrap_or_default();
                 let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
                 let status = status.unwrap_or_default();
                 let (name, message) = (one_line(&d.name), one_line(&f.message));
@@ -188,7 +188,7 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
                 "  health: {} failures in a row, {} in all, last: {}",
                 h.failures_in_a_row,
                 h.failures_total,
-                one_line(h.last_failure.as_deref().unwrap_or("none"))
+                h.last_failure.map_or_else(|| "none".to_owned(), |f| f.to_string())
             );
         }
     }

@@ -151,7 +151,7 @@ mod tests {
             .unwrap();
         let stop = Arc::clone(o.stop.as_ref().unwrap());
         o.progress = Some(crate::scan::ProgressFn(Arc::new(move |p: &crate::scan::Progress| {
-            if p.phase == phase {
+            if p.phase.as_str() == phase {
                 stop.store(true, Ordering::SeqCst);
             }
         })));
@@ -164,7 +164,7 @@ mod tests {
         stop_at(&mut o, "reading");
         assert!(matches!(run_scan(&o), Err(ScanError::Interrupted)));
         let ledger = LedgerView::open(&tmp.path().join("out")).unwrap().unwrap();
-        assert_eq!(ledger.meta("last_scan").unwrap(), None, "no scan was committed");
+        assert_eq!(ledger.meta(&crate::ledger::MetaKey::LastScan).unwrap(), None, "no scan was committed");
     }
 
     #[test]
@@ -174,7 +174,7 @@ mod tests {
         stop_at(&mut o, "committing");
         let report = run_scan(&o).expect("the scan in its commit completes");
         let ledger = LedgerView::open(&tmp.path().join("out")).unwrap().unwrap();
-        assert_eq!(ledger.meta("last_scan").unwrap(), Some(report.scan_time.to_string()));
+        assert_eq!(ledger.meta(&crate::ledger::MetaKey::LastScan).unwrap(), Some(report.scan_time.to_string()));
     }
 
     #[test]
@@ -184,7 +184,10 @@ mod tests {
         o.stop.as_ref().unwrap().store(true, Ordering::SeqCst);
         assert!(matches!(run_scan(&o), Err(ScanError::Interrupted)));
         let ledger = LedgerView::open(&tmp.path().join("out")).unwrap();
-        assert!(ledger.is_none_or(|l| l.meta("last_scan").unwrap().is_none()), "no scan was committed");
+        assert!(
+            ledger.is_none_or(|l| l.meta(&crate::ledger::MetaKey::LastScan).unwrap().is_none()),
+            "no scan was committed"
+        );
         assert!(!tmp.path().join("out/issues.jsonl").exists());
     }
 

@@ -329,7 +329,7 @@ impl Sentinel {
         if let Some(last) = unchanged {
             return crate::scan::unchanged(&self.ledger, &self.data_dir, &self.out, scan_time, started, last);
         }
-        self.opts.tell(|| crate::scan::Progress::at("loading", 0, 0, 0));
+        self.opts.tell(|| crate::scan::Progress::at(crate::scan::ScanPhase::Loading, 0, 0, 0));
         self.reload()?;
         if self.opts.stopped() {
             return Err(self.opts.stop_error("loading the detectors"));

@@ -20,6 +20,8 @@ pub use verify::{Finding, Resume, Verification, finding, verify_dir, verify_dir_
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::model::observation::{Origin, Severity};
+
 /// Entries per exported segment: closed segments are written once and never
 /// again; the open one is replaced atomically after every commit.
 /// (Four in this crate's unit tests, so that they can cut segments cheaply.)
@@ -112,9 +114,9 @@ pub struct FireEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sig: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<String>,
+    pub origin: Option<Origin>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub severity: Option<String>,
+    pub severity: Option<Severity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -181,8 +183,8 @@ impl FireEntry {
             detector_version: self.detector_version.as_deref(),
             kind: self.kind.as_deref(),
             sig: self.sig.as_deref(),
-            origin: self.origin.as_deref(),
-            severity: self.severity.as_deref(),
+            origin: self.origin,
+            severity: self.severity,
             tool: self.tool.as_deref(),
             bot_id: self.bot_id.as_deref(),
             thread_id: self.thread_id.as_deref(),
@@ -207,8 +209,8 @@ pub struct FireEntryRef<'a> {
     pub detector_version: Option<&'a str>,
     pub kind: Option<&'a str>,
     pub sig: Option<&'a str>,
-    pub origin: Option<&'a str>,
-    pub severity: Option<&'a str>,
+    pub origin: Option<Origin>,
+    pub severity: Option<Severity>,
     pub tool: Option<&'a str>,
     pub bot_id: Option<&'a str>,
     pub thread_id: Option<&'a str>,
@@ -237,9 +239,9 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     sig: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    origin: Option<&'a str>,
+    origin: Option<Origin>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    severity: Option<&'a str>,
+    severity: Option<Severity>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -282,8 +284,8 @@ impl FireEntryRef<'_> {
             self.detector_version,
             self.kind,
             self.sig,
-            self.origin,
-            self.severity,
+            self.origin.map(Origin::as_str),
+            self.severity.map(Severity::as_str),
             self.tool,
             self.bot_id,
             self.thread_id,
@@ -391,8 +393,8 @@ mod tests {
             detector_version: o.clone(),
             kind: Some("tool_error".into()),
             sig: o.clone(),
-            origin: Some("shell".into()),
-            severity: o.clone(),
+            origin: Some(Origin::Shell),
+            severity: o.as_ref().map(|_| Severity::Medium),
             tool: o.clone(),
             bot_id: o.clone(),
             thread_id: None,

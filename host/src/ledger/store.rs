@@ -12,10 +12,12 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::export::issues::IssueLine;
+use super::meta::{self, MetaKey};
 use super::{
     APPLICATION_ID, Health, ISSUES_FILE, Ledger, LedgerError, ResetReport, SCHEMA_VERSION, STORE_FILE, WriterLock,
 };
 use crate::firelog::FireType;
+use crate::model::failure::Failure;
 use crate::model::standing::State;
 
 pub(super) const SCHEMA: &str = "
@@ -292,8 +294,14 @@ impl Ledger {
         Ok(Some(n))
     }
 
-    pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
-        read_meta(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
+    /// A bookkeeping value as text.
+    pub fn meta(&self, key: &MetaKey) -> Result<Option<String>, LedgerError> {
+        meta::read_text(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
+    }
+
+    /// A bookkeeping time, ms.
+    pub fn meta_ms(&self, key: &MetaKey) -> Result<Option<i64>, LedgerError> {
+        meta::read_parsed(&self.conn, key, str::parse::<i64>).map_err(self.err("cannot read scan bookkeeping"))
     }
 
     pub fn total_issues(&self) -> Result<u64, LedgerError> {
@@ -457,11 +465,18 @@ pub(super) fn read_health(conn: &Connection) -> rusqlite::Result<Vec<Health>> {
             state,
             failures_in_a_row: r.get(4)?,
             failures_total: r.get(5)?,
-            last_failure: r.get(6)?,
+            last_failure: r.get::<_, Option<String>>(6)?.map(|f| parse_failure(6, &f)).transpose()?,
             last_scan_at: r.get(7)?,
         })
     })?;
     rows.collect()
+}
+
+/// A stored `last_failure`, read back as the [`Failure`] it was written
+/// from; text that is not one is an error of the read, naming it.
+fn parse_failure(column: usize, text: &str) -> rusqlite::Result<Failure> {
+    text.parse()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e)))
 }
 
 /// One detector's health, if it has any yet.
@@ -492,7 +507,7 @@ pub(super) fn write_health(tx: &Connection, h: &Health) -> rusqlite::Result<()> 
         left,
         h.failures_in_a_row,
         h.failures_total,
-        h.last_failure,
+        h.last_failure.map(|f| f.to_string()),
         h.last_scan_at
     ])?;
     Ok(())
@@ -509,9 +524,4 @@ fn add_probation_column(conn: &Connection) -> rusqlite::Result<()> {
         conn.execute_batch("ALTER TABLE issues ADD COLUMN probation INTEGER NOT NULL DEFAULT 0")?;
     }
     Ok(())
-}
-
-/// A bookkeeping value, read by the writer and the view alike.
-pub(super) fn read_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()
 }

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::export::issues::{EvidenceRef, IssueLine, read_issues};
-use super::store::{check_header, read_health, read_meta};
+use super::meta::{self, MetaKey};
+use super::store::{check_header, read_health};
 use super::{Health, LedgerError, STORE_FILE};
 use crate::firelog::{FireEntry, FireType};
 
@@ -72,7 +73,8 @@ impl LedgerView {
 
     /// The fire-log head this ledger last signed (its anchor).
     pub fn fire_head(&self) -> Result<Option<crate::firelog::Head>, LedgerError> {
-        Ok(self.meta("fires_head")?.and_then(|h| serde_json::from_str(&h).ok()))
+        meta::read_parsed(&self.conn, &MetaKey::FiresHead, |h| serde_json::from_str(h))
+            .map_err(self.err("cannot read the fire log's head"))
     }
 
     /// The ledger's copy of one fire-log entry's hash.
@@ -84,8 +86,13 @@ impl LedgerView {
             .map_err(self.err("cannot read the fire log"))
     }
 
-    pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
-        read_meta(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
+    pub fn meta(&self, key: &MetaKey) -> Result<Option<String>, LedgerError> {
+        meta::read_text(&self.conn, key).map_err(self.err("cannot read scan bookkeeping"))
+    }
+
+    /// A bookkeeping time, ms.
+    pub fn meta_ms(&self, key: &MetaKey) -> Result<Option<i64>, LedgerError> {
+        meta::read_parsed(&self.conn, key, str::parse::<i64>).map_err(self.err("cannot read scan bookkeeping"))
     }
 
     /// The detectors the operator disabled.

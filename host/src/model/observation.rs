@@ -10,12 +10,12 @@
 //! [`ObservationRef`] (one of either, borrowed). Never: checks (the
 //! runtime's) or counting (the ledger's).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Titles are capped at this many characters (privacy rule of the scanner spec).
 pub const TITLE_CHARS: usize = 160;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
     Harness,
@@ -41,7 +41,7 @@ impl Origin {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Low,

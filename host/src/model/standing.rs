@@ -15,6 +15,8 @@
 
 use serde::Serialize;
 
+use super::failure::Failure;
+
 /// The numbers of the rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
@@ -81,7 +83,7 @@ pub struct Health {
     pub failures_in_a_row: u32,
     pub failures_total: u32,
     /// The kind and phase of the last failure (`fuel in push`), never a message.
-    pub last_failure: Option<String>,
+    pub last_failure: Option<Failure>,
     pub last_scan_at: i64,
 }
 
@@ -123,7 +125,7 @@ pub fn gate(h: &Health, now: i64) -> Gate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Clean,
-    Failed(String),
+    Failed(Failure),
     /// Refused at load or quarantined: it did not run, nothing changes.
     DidNotRun,
 }
@@ -148,7 +150,7 @@ pub fn after(mut h: Health, outcome: &Outcome, now: i64, policy: &Policy) -> Hea
         Outcome::Failed(what) => {
             h.failures_in_a_row += 1;
             h.failures_total += 1;
-            h.last_failure = Some(what.clone());
+            h.last_failure = Some(*what);
             if gate == Gate::Probation || h.failures_in_a_row >= policy.fails_to_trigger {
                 h.state = State::Quarantined { until: now.saturating_add(policy.quarantine_ms) };
             }
@@ -186,7 +188,7 @@ mod tests {
     #[test]
     fn the_whole_life_cycle() {
         let p = Policy::default();
-        let fail = Outcome::Failed("fuel in push".into());
+        let fail = Outcome::Failed("fuel in push".parse().unwrap());
         let mut h = Health::new("d");
         h = after(h, &fail, 0, &p);
         assert_eq!((h.state, h.failures_in_a_row), (State::Ok, 1), "one failure is not enough");
@@ -218,16 +220,16 @@ mod tests {
         let p = Policy::default();
         let mut h = Health::new("d");
         h.state = State::Probation { clean_left: 3 };
-        h = after(h, &Outcome::Failed("trap in push".into()), 10, &p);
+        h = after(h, &Outcome::Failed("trap in push".parse().unwrap()), 10, &p);
         assert_eq!(h.state, State::Quarantined { until: 10 + p.quarantine_ms });
     }
 
     #[test]
     fn a_clean_scan_resets_the_count() {
         let p = Policy::default();
-        let mut h = after(Health::new("d"), &Outcome::Failed("x".into()), 0, &p);
+        let mut h = after(Health::new("d"), &Outcome::Failed("trap in push".parse().unwrap()), 0, &p);
         h = after(h, &Outcome::Clean, 1, &p);
-        h = after(h, &Outcome::Failed("x".into()), 2, &p);
+        h = after(h, &Outcome::Failed("trap in push".parse().unwrap()), 2, &p);
         assert_eq!(h.state, State::Ok);
     }
 }

@@ -53,7 +53,7 @@ pub fn inspect_detectors(
         let name = inspection.descriptor.as_ref().map(|d| d.name.clone()).unwrap_or_default();
         let health = healths.iter().find(|h| h.detector == name).cloned();
         let next_due = match &view {
-            Some(v) => v.meta(&crate::scan::plan::due_key(&name))?.and_then(|t| t.parse().ok()),
+            Some(v) => v.meta_ms(&crate::ledger::MetaKey::Due(name.clone()))?,
             None => None,
         };
         let class = crate::config::stock::find(&name).map(|s| s.class);

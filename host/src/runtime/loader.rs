@@ -16,8 +16,9 @@ use wasmtime::component::Component;
 use super::bindings::{Pre, WitVersion, guest, types};
 use super::capabilities::{self, Refusal, WIT_PACKAGE};
 use super::sandbox::StoreData;
-use super::session::{CallFailure, Phase, classify_failure, convert_config_value};
+use super::session::{CallFailure, classify_failure, convert_config_value};
 use super::{Runtime, RuntimeError};
+use crate::model::failure::Phase;
 use crate::model::observation::{ConfigKey, Descriptor, Subscription};
 
 /// The detector files of a folder: every `*.wasm` file directly in it, in

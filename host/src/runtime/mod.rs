@@ -30,12 +30,13 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
+pub use crate::model::failure::{FailureKind, Phase};
 pub use bindings::PreparedBatch;
 pub use bindings::WitVersion;
 pub use cache::CacheUse;
 pub use loader::{Inspection, LoadError, LoadedDetector, detector_files, shared_refusals};
 pub use sandbox::{LimitBreach, LogLevel, LogLine};
-pub use session::{CallFailure, CallStats, DetectorScan, FailureKind, Phase, ScanContext, ScanOutcome};
+pub use session::{CallFailure, CallStats, DetectorScan, ScanContext, ScanOutcome};
 
 use sandbox::StoreData;
 

@@ -19,6 +19,7 @@ use wasmtime_wasi::p2::pipe::{ClosedInputStream, MemoryOutputPipe};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::{Limits, Runtime};
+use crate::model::failure::FailureKind;
 
 /// A limit a detector ran into, recorded by the limiter so the failure can be
 /// named precisely.
@@ -36,6 +37,17 @@ pub enum LimitBreach {
 }
 
 impl LimitBreach {
+    /// The failure kind this breach is reported as.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            LimitBreach::Memory { .. } => FailureKind::Memory,
+            LimitBreach::Table { .. } => FailureKind::Table,
+            LimitBreach::Count { what: "instance", .. } => FailureKind::Instances,
+            LimitBreach::Count { what: "table", .. } => FailureKind::Tables,
+            LimitBreach::Count { .. } => FailureKind::Memories,
+        }
+    }
+
     /// The count breach wasmtime reports as `resource limit exceeded: {what}
     /// count too high at {at}` (wasmtime 48's `bump_resource_counts`).
     pub(crate) fn from_count_error(err: &wasmtime::Error, limits: &Limits) -> Option<Self> {

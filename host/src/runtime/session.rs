@@ -20,70 +20,8 @@ use super::observations::{self, View};
 use super::output;
 use super::sandbox::{LimitBreach, LogLine, StoreData};
 use super::{Limits, LoadedDetector, Runtime};
+use crate::model::failure::{FailureKind, Phase};
 use crate::model::observation::{ConfigValue, ObservationRef, Observations, Origin, Severity};
-
-/// Which call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Describe,
-    Instantiate,
-    Start,
-    Push,
-    Finish,
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Phase::Describe => "describe",
-            Phase::Instantiate => "instantiate",
-            Phase::Start => "start",
-            Phase::Push => "push",
-            Phase::Finish => "finish",
-        })
-    }
-}
-
-/// What went wrong, precisely enough to act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The call outlived the epoch deadline (the 100 ms fire rule).
-    Deadline,
-    /// The call used up its fuel.
-    Fuel,
-    /// A memory or table cap was hit.
-    Limit(LimitBreach),
-    /// The guest overflowed its stack.
-    StackOverflow,
-    /// Any other trap (a panic is `unreachable`).
-    Trap(String),
-    /// The detector returned an error of its own.
-    DetectorError(String),
-    /// The detector returned something the host will not accept.
-    InvalidOutput(String),
-    /// Anything else the runtime reported.
-    Host(String),
-}
-
-impl FailureKind {
-    /// A short stable label for summaries and JSON.
-    pub fn label(&self) -> &'static str {
-        match self {
-            FailureKind::Deadline => "deadline",
-            FailureKind::Fuel => "fuel",
-            FailureKind::Limit(LimitBreach::Memory { .. }) => "memory",
-            FailureKind::Limit(LimitBreach::Table { .. }) => "table",
-            FailureKind::Limit(LimitBreach::Count { what: "instance", .. }) => "instances",
-            FailureKind::Limit(LimitBreach::Count { what: "table", .. }) => "tables",
-            FailureKind::Limit(LimitBreach::Count { .. }) => "memories",
-            FailureKind::StackOverflow => "stack",
-            FailureKind::Trap(_) => "trap",
-            FailureKind::DetectorError(_) => "detector-error",
-            FailureKind::InvalidOutput(_) => "invalid-output",
-            FailureKind::Host(_) => "host",
-        }
-    }
-}
 
 /// A failed call into a detector.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -110,10 +48,9 @@ pub(crate) fn classify_failure(
 ) -> CallFailure {
     let backtrace = err.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
     let (kind, message): (FailureKind, String) = if let Some(breach) = &store.data().limiter.breach {
-        (FailureKind::Limit(breach.clone()), breach.to_string())
+        (breach.kind(), breach.to_string())
     } else if let Some(breach) = LimitBreach::from_count_error(err, limits) {
-        let message = breach.to_string();
-        (FailureKind::Limit(breach), message)
+        (breach.kind(), breach.to_string())
     } else if let Some(trap) = err.downcast_ref::<Trap>() {
         match trap {
             Trap::Interrupt => {
@@ -122,13 +59,13 @@ pub(crate) fn classify_failure(
             Trap::OutOfFuel => {
                 (FailureKind::Fuel, format!("ran out of fuel ({} units per call)", limits.fuel_per_call))
             }
-            Trap::StackOverflow => (FailureKind::StackOverflow, "wasm stack overflow".to_owned()),
-            other => (FailureKind::Trap(other.to_string()), format!("trapped: {other}")),
+            Trap::StackOverflow => (FailureKind::Stack, "wasm stack overflow".to_owned()),
+            other => (FailureKind::Trap, format!("trapped: {other}")),
         }
     } else {
         // Can quote the guest (a function name from its name section).
         let msg = guest_text(&format!("{err:#}"));
-        (FailureKind::Host(msg.clone()), msg)
+        (FailureKind::Host, msg)
     };
     CallFailure { detector: detector.to_owned(), phase, kind, message, backtrace, stderr: stderr_tail(store) }
 }
@@ -363,7 +300,7 @@ impl DetectorScan<'_> {
         CallFailure {
             detector: self.name.clone(),
             phase,
-            kind: FailureKind::InvalidOutput(message.clone()),
+            kind: FailureKind::InvalidOutput,
             message,
             backtrace: None,
             stderr: stderr_tail(&self.store),
@@ -453,7 +390,7 @@ fn detector_error(name: &str, phase: Phase, e: types::DetectorError, store: &Sto
     CallFailure {
         detector: name.to_owned(),
         phase,
-        kind: FailureKind::DetectorError(message.clone()),
+        kind: FailureKind::DetectorError,
         message,
         backtrace: None,
         stderr: stderr_tail(store),

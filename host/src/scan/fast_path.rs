@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::ScanOptions;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::{Ledger, LedgerError, MetaKey};
 use crate::model::standing::Health;
 use crate::sources::Source;
 
@@ -29,16 +29,16 @@ pub(crate) fn unchanged(
     scan_time: i64,
 ) -> Result<Option<Option<i64>>, LedgerError> {
     let Some(stamp) = stamp else { return Ok(None) };
-    if opts.no_fast_path || reset || ledger.meta("fast_stamp")?.as_deref() != Some(stamp) {
+    if opts.no_fast_path || reset || ledger.meta(&MetaKey::FastStamp)?.as_deref() != Some(stamp) {
         return Ok(None);
     }
     if !ledger.fire_files_as_exported()? {
         return Ok(None);
     }
-    if ledger.meta("next_wake")?.and_then(|w| w.parse::<i64>().ok()).is_some_and(|w| scan_time >= w) {
+    if ledger.meta_ms(&MetaKey::NextWake)?.is_some_and(|w| scan_time >= w) {
         return Ok(None);
     }
-    Ok(Some(ledger.meta("last_scan")?.and_then(|t| t.parse().ok())))
+    Ok(Some(ledger.meta_ms(&MetaKey::LastScan)?))
 }
 
 /// Whether a scan whose detectors went from `before` to `after` leaves work

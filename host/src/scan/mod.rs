@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 pub use crate::base::errors::error_chain;
 use crate::base::out_dir::{self, OutDirError};
 use crate::config::Config;
-use crate::ledger::{CommitReport, Ledger, LedgerError, ScanCommit};
+use crate::ledger::{CommitReport, Ledger, LedgerError, MetaEntry, ScanCommit};
 use crate::model::observation::ConfigValue;
 use crate::model::standing::Policy;
 use crate::runtime::{Limits, LoadedDetector, Runtime, RuntimeError};
@@ -87,11 +87,31 @@ pub struct ScanOptions {
     pub(crate) deadline: Option<Instant>,
 }
 
+/// Where a scan is, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanPhase {
+    Loading,
+    Reading,
+    Deciding,
+    Committing,
+}
+
+impl ScanPhase {
+    /// The word the progress line shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanPhase::Loading => "loading",
+            ScanPhase::Reading => "reading",
+            ScanPhase::Deciding => "deciding",
+            ScanPhase::Committing => "committing",
+        }
+    }
+}
+
 /// How far a scan has got, for a progress display.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
-    /// `loading`, `reading`, `deciding` or `committing`.
-    pub phase: &'static str,
+    pub phase: ScanPhase,
     /// The source being read.
     pub source: String,
     /// Records read so far, all sources together.
@@ -102,7 +122,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub(crate) fn at(phase: &'static str, records: u64, running: usize, total: usize) -> Self {
+    pub(crate) fn at(phase: ScanPhase, records: u64, running: usize, total: usize) -> Self {
         Progress { phase, source: String::new(), records, detectors_running: running, detectors_total: total }
     }
 }
@@ -265,7 +285,7 @@ impl Scan<'_> {
         if opts.stopped() {
             return Err(opts.stop_error("reading the last source"));
         }
-        opts.tell(|| Progress::at("deciding", records, running, total));
+        opts.tell(|| Progress::at(ScanPhase::Deciding, records, running, total));
         let phase = Instant::now();
         let states = settle::finish(&mut plan.slots, ledger)?;
         let health = settle::health(&mut plan.slots, scan_time, &opts.health);
@@ -274,7 +294,7 @@ impl Scan<'_> {
         if opts.stopped() {
             return Err(opts.stop_error("the detectors made their decisions"));
         }
-        opts.tell(|| Progress::at("committing", records, 0, total));
+        opts.tell(|| Progress::at(ScanPhase::Committing, records, 0, total));
         let next_wake = [next_wake, plan.next_due].into_iter().flatten().min();
         // A source that failed (a file caught mid-change, a query over its
         // budget) must be read again next run even if no file changes.
@@ -283,9 +303,9 @@ impl Scan<'_> {
         // health source after any health change (it reports what is committed).
         let owed = plan.slots.iter().zip(&health).any(|(slot, after)| fast_path::owes(&slot.health, after));
         let mut meta = vec![
-            ("fast_stamp".into(), stamp.filter(|_| !any_failed && !owed)),
-            ("next_wake".into(), next_wake.map(|w| w.to_string())),
-            ("last_scan".into(), Some(scan_time.to_string())),
+            MetaEntry::FastStamp(stamp.filter(|_| !any_failed && !owed)),
+            MetaEntry::NextWake(next_wake),
+            MetaEntry::LastScan(scan_time),
         ];
         meta.append(&mut plan.meta);
         let phase = Instant::now();
@@ -433,7 +453,7 @@ fn fan_out(
                     opts.tell(|| Progress {
                         source: sources[units[u].source].name().to_owned(),
                         ..Progress::at(
-                            "reading",
+                            ScanPhase::Reading,
                             *records,
                             plan.slots.iter().filter(|s| s.scan.is_some()).count(),
                             total,

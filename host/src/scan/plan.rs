@@ -17,7 +17,8 @@ use super::ScanOptions;
 use super::report::{DetectorStatus, DetectorSummary, FailureSummary};
 use crate::config::parse_duration;
 use crate::config::stock::{self, Class};
-use crate::ledger::{Admin, Ledger, LedgerError};
+use crate::ledger::{Admin, Ledger, LedgerError, MetaEntry, MetaKey};
+use crate::model::failure::FailureKind;
 use crate::model::observation::{ConfigValue, Descriptor};
 use crate::model::standing::{self, Gate, Health};
 use crate::runtime::{DetectorScan, LoadedDetector, Runtime, ScanContext};
@@ -77,7 +78,7 @@ pub(crate) struct Plan<'r> {
     /// quarantined one is back on probation.
     pub next_due: Option<i64>,
     /// Last-run times of detectors with a cadence that run now.
-    pub meta: Vec<(String, Option<String>)>,
+    pub meta: Vec<MetaEntry>,
 }
 
 /// Builds the plan for `loaded` detectors over `sources`.
@@ -183,11 +184,13 @@ fn gate(slot: &mut Slot<'_>, scan_time: i64) -> bool {
         Gate::Skip { until } => {
             slot.summary.status = DetectorStatus::Quarantined;
             slot.summary.failure = Some(FailureSummary::new(
-                "quarantined",
+                FailureKind::Quarantined,
                 format!(
                     "not run: {} failures in a row (last: {}); back on probation at {until} ms",
                     slot.health.failures_in_a_row,
-                    slot.health.last_failure.as_deref().unwrap_or("quarantined by the operator")
+                    slot.health
+                        .last_failure
+                        .map_or_else(|| "quarantined by the operator".to_owned(), |f| f.to_string())
                 ),
             ));
             false
@@ -200,10 +203,7 @@ fn gate(slot: &mut Slot<'_>, scan_time: i64) -> bool {
     }
 }
 
-/// The failure kind of a detector whose config does not fit it.
-pub(crate) const BAD_CONFIG: &str = "bad-config";
-
-type Cadence = (Vec<bool>, Option<i64>, Vec<(String, Option<String>)>);
+type Cadence = (Vec<bool>, Option<i64>, Vec<MetaEntry>);
 
 /// Who runs: those due (or woken by the operator), and those that read a
 /// source read for them, so that reads are shared.
@@ -233,8 +233,8 @@ fn cadence(
         slots.iter().map(|s| stock::find(s.name()).is_some_and(|st| st.class == Class::Fast)).collect();
     for ((s, cadence), &fast) in slots.iter().zip(&cadences).zip(&fast) {
         last_runs.push(match cadence {
-            Some(_) => ledger.meta(&cadence_key(s.name()))?.and_then(|v| v.parse().ok()),
-            None if fast => ledger.meta(&cadence_key(s.name()))?.and_then(|v| v.parse().ok()),
+            Some(_) => ledger.meta_ms(&MetaKey::Cadence(s.name().to_owned()))?,
+            None if fast => ledger.meta_ms(&MetaKey::Cadence(s.name().to_owned()))?,
             None => None,
         });
     }
@@ -262,7 +262,7 @@ fn cadence(
         if let Some(next) = next_due(cadence, last_run) {
             next_wake = Some(next_wake.map_or(next, |w: i64| w.min(next)));
             slot.summary.next_due = Some(next);
-            meta.push((due_key(slot.name()), Some(next.to_string())));
+            meta.push(MetaEntry::Due { detector: slot.name().to_owned(), at: next });
         }
         if !runs[i] {
             slot.summary.status = DetectorStatus::NotDue;
@@ -270,7 +270,7 @@ fn cadence(
         }
         slot.woken = slot.admin.wake;
         if cadence.is_some() || fast[i] {
-            meta.push((cadence_key(slot.name()), Some(scan_time.to_string())));
+            meta.push(MetaEntry::Cadence { detector: slot.name().to_owned(), last_run: scan_time });
         }
     }
     Ok((runs, next_wake, meta))
@@ -291,7 +291,7 @@ fn start<'r>(
         Ok(c) => c,
         Err(message) => {
             slot.summary.status = DetectorStatus::Failed;
-            slot.summary.failure = Some(FailureSummary::new(BAD_CONFIG, message));
+            slot.summary.failure = Some(FailureSummary::new(FailureKind::BadConfig, message));
             return Ok(());
         }
     };
@@ -343,17 +343,6 @@ fn units(
         }
     }
     Ok((units, not_read))
-}
-
-/// The ledger key of a detector's last run, for its cadence.
-fn cadence_key(detector: &str) -> String {
-    format!("cadence.{detector}")
-}
-
-/// The ledger's meta key of a detector's next due time (ms), as the last
-/// scan planned it (`detectors list` shows it).
-pub fn due_key(detector: &str) -> String {
-    format!("due.{detector}")
 }
 
 /// When a detector with a cadence is next due: a cadence after its last run.

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::ledger::CommitReport;
+use crate::model::failure::{Failure, FailureKind, Phase};
 use crate::model::standing::Standing;
 use crate::runtime::{CallFailure, CallStats};
 
@@ -118,13 +119,13 @@ impl DetectorSummary {
         let message = crate::base::errors::error_chain(error);
         let failure = match error {
             crate::runtime::LoadError::Describe { failure: f, .. } => FailureSummary {
-                kind: f.kind.label(),
-                phase: Some(f.phase.to_string()),
+                kind: f.kind,
+                phase: Some(f.phase),
                 message,
                 backtrace: f.backtrace.clone(),
                 stderr: f.stderr.clone(),
             },
-            _ => FailureSummary::new("load", message),
+            _ => FailureSummary::new(FailureKind::Load, message),
         };
         DetectorSummary { name, path, status: DetectorStatus::Refused, failure: Some(failure), ..Self::blank() }
     }
@@ -167,8 +168,8 @@ impl DetectorSummary {
     pub(crate) fn fail(&mut self, f: &CallFailure) {
         self.status = DetectorStatus::Failed;
         self.failure = Some(FailureSummary {
-            kind: f.kind.label(),
-            phase: Some(f.phase.to_string()),
+            kind: f.kind,
+            phase: Some(f.phase),
             message: f.message.clone(),
             backtrace: f.backtrace.clone(),
             stderr: f.stderr.clone(),
@@ -179,9 +180,9 @@ impl DetectorSummary {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureSummary {
-    pub kind: &'static str,
+    pub kind: FailureKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<String>,
@@ -190,8 +191,13 @@ pub struct FailureSummary {
 }
 
 impl FailureSummary {
-    pub(crate) fn new(kind: &'static str, message: String) -> Self {
+    pub(crate) fn new(kind: FailureKind, message: String) -> Self {
         FailureSummary { kind, phase: None, message, backtrace: None, stderr: None }
+    }
+
+    /// What the detector's health keeps of it.
+    pub(crate) fn failure(&self) -> Failure {
+        Failure { kind: self.kind, phase: self.phase }
     }
 }
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use super::fanout::stage;
 use super::plan::{Slot, Unit};
 use crate::ledger::{Ledger, LedgerError};
+use crate::model::failure::FailureKind;
 use crate::model::standing::{self, Health, Outcome, Policy};
 use crate::sources::Source;
 
@@ -57,10 +58,8 @@ pub(crate) fn health(slots: &mut [Slot<'_>], scan_time: i64, policy: &Policy) ->
         .map(|slot| {
             let outcome = match (slot.summary.status, &slot.summary.failure) {
                 (S::Ok, _) => Outcome::Clean,
-                (S::Failed, Some(f)) if f.kind == super::plan::BAD_CONFIG => Outcome::DidNotRun,
-                (S::Failed, Some(f)) => Outcome::Failed(
-                    f.phase.as_ref().map_or_else(|| f.kind.to_owned(), |p| format!("{} in {p}", f.kind)),
-                ),
+                (S::Failed, Some(f)) if f.kind == FailureKind::BadConfig => Outcome::DidNotRun,
+                (S::Failed, Some(f)) => Outcome::Failed(f.failure()),
                 _ => Outcome::DidNotRun,
             };
             let after = standing::after(slot.health.clone(), &outcome, scan_time, policy);

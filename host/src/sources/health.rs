@@ -20,19 +20,40 @@ use crate::model::standing::{Health, State};
 const COLUMNS: &[Column] =
     &[Column::text("detector"), Column::text("event"), Column::text("detail"), Column::int("at"), Column::text("key")];
 
+/// What a row of the health source reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthEvent {
+    /// The detector is quarantined (the detail: its last failure).
+    Quarantined,
+    /// The detector is back on probation.
+    Probation,
+    /// The sandbox killed its last failed call (the detail: the kind).
+    Killed,
+    /// The fire log does not verify (the detail: where).
+    ChainBroken,
+}
+
+impl HealthEvent {
+    /// The `event` column's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthEvent::Quarantined => "quarantined",
+            HealthEvent::Probation => "probation",
+            HealthEvent::Killed => "killed",
+            HealthEvent::ChainBroken => "chain-broken",
+        }
+    }
+}
+
 /// One row of the health source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthRow {
     pub detector: String,
-    /// `quarantined`, `probation`, `killed`, `chain-broken`.
-    pub event: &'static str,
+    pub event: HealthEvent,
     pub detail: Option<String>,
     pub at: i64,
     pub key: String,
 }
-
-/// The kinds of failure that are a hard kill by the sandbox.
-const KILLS: &[&str] = &["deadline", "fuel", "memory"];
 
 /// The rows one detector's health gives.
 pub fn rows_of(h: &Health) -> Vec<HealthRow> {
@@ -46,17 +67,17 @@ pub fn rows_of(h: &Health) -> Vec<HealthRow> {
     };
     match h.state {
         State::Quarantined { until } => {
-            rows.push(row("quarantined", h.last_failure.clone(), format!("quarantined:{}:{until}", h.detector)));
+            let detail = h.last_failure.map(|f| f.to_string());
+            rows.push(row(HealthEvent::Quarantined, detail, format!("quarantined:{}:{until}", h.detector)));
         }
         State::Probation { .. } => {
-            rows.push(row("probation", None, format!("probation:{}:{}", h.detector, h.failures_total)));
+            rows.push(row(HealthEvent::Probation, None, format!("probation:{}:{}", h.detector, h.failures_total)));
         }
         State::Ok => {}
     }
-    if let Some(kind) = h.last_failure.as_deref().and_then(|f| f.split_whitespace().next())
-        && KILLS.contains(&kind)
-    {
-        rows.push(row("killed", Some(kind.to_owned()), format!("killed:{}:{}", h.detector, h.failures_total)));
+    if let Some(kind) = h.last_failure.map(|f| f.kind).filter(|k| k.is_kill()) {
+        let key = format!("killed:{}:{}", h.detector, h.failures_total);
+        rows.push(row(HealthEvent::Killed, Some(kind.label().to_owned()), key));
     }
     rows
 }
@@ -106,7 +127,7 @@ impl HealthSource {
             let seq = f.and_then(|f| f.seq).map_or_else(|| "-".to_owned(), |s| s.to_string());
             rows.push(HealthRow {
                 detector: "fire-log".into(),
-                event: "chain-broken",
+                event: HealthEvent::ChainBroken,
                 detail: place.clone(),
                 at: scan_time,
                 key: format!("chain-broken:{}:{seq}", place.as_deref().unwrap_or("-")),
@@ -135,7 +156,7 @@ impl Source for HealthSource {
         for r in &rows {
             let row = [
                 Cell::Text(&r.detector),
-                Cell::Text(r.event),
+                Cell::Text(r.event.as_str()),
                 r.detail.as_deref().map_or(Cell::Null, Cell::Text),
                 Cell::Int(r.at),
                 Cell::Text(&r.key),
@@ -158,15 +179,15 @@ mod tests {
         let mut h = Health::new("endless_loop");
         h.state = State::Quarantined { until: 99 };
         h.failures_total = 2;
-        h.last_failure = Some("deadline in push".into());
+        h.last_failure = Some("deadline in push".parse().unwrap());
         h.last_scan_at = 7;
         let rows = rows_of(&h);
-        assert_eq!(rows.iter().map(|r| r.event).collect::<Vec<_>>(), ["quarantined", "killed"]);
+        assert_eq!(rows.iter().map(|r| r.event.as_str()).collect::<Vec<_>>(), ["quarantined", "killed"]);
         assert_eq!(rows[0].key, "quarantined:endless_loop:99");
         assert_eq!(rows[1].detail.as_deref(), Some("deadline"));
         // A failure that is not a kill is not reported as one.
         h.state = State::Ok;
-        h.last_failure = Some("trap in push".into());
+        h.last_failure = Some("trap in push".parse().unwrap());
         assert!(rows_of(&h).is_empty());
     }
 
@@ -178,6 +199,6 @@ mod tests {
         std::fs::write(dir.path().join("fires-000001.ndjson"), "not json\n").unwrap();
         let rows = src.rows(1).unwrap();
         assert_eq!(rows.len(), 1, "{rows:?}");
-        assert_eq!(rows[0].event, "chain-broken");
+        assert_eq!(rows[0].event.as_str(), "chain-broken");
     }
 }

@@ -143,7 +143,7 @@ pub fn sentinels(state: &AppState) -> Result<Vec<SentinelView>, Problem> {
                     probation_clean_left,
                     failures_in_a_row: h.map_or(0, |h| h.failures_in_a_row),
                     failures_total: h.map_or(0, |h| h.failures_total),
-                    last_failure: h.and_then(|h| h.last_failure.clone()),
+                    last_failure: h.and_then(|h| h.last_failure.map(|f| f.to_string())),
                 },
                 enabled: !disabled.contains(&r.name),
                 seen: state.live.seen(&r.name),

@@ -18,6 +18,7 @@ use crate::firelog::{FireEntry, FireType};
 use crate::ledger::export::ahead::AheadWriter;
 use crate::ledger::export::checkpoint::Checkpoint;
 use crate::ledger::export::segments::Appender;
+use crate::ledger::meta::{self, MetaEntry, MetaKey};
 use crate::ledger::{Health, Ledger, LedgerError};
 use crate::model::observation::Observation;
 
@@ -38,9 +39,9 @@ pub struct ScanCommit<'a> {
     pub scan_time: i64,
     /// Each detector's version, for its fires.
     pub versions: BTreeMap<String, String>,
-    /// Bookkeeping the scan keeps between runs (the fast-path stamp): a
-    /// `None` value deletes the key.
-    pub meta: Vec<(String, Option<String>)>,
+    /// Bookkeeping the scan keeps between runs (the fast-path stamp, the
+    /// next wake, cadences).
+    pub meta: Vec<MetaEntry>,
 }
 
 /// Counting straight into the store, in the commit's transaction.
@@ -120,9 +121,7 @@ impl Ledger {
         tracing::debug!("fire log exported");
         checkpoint.finish();
         self.export_time = exporting.elapsed();
-        self.conn
-            .execute("DELETE FROM meta WHERE key = 'export_pending'", [])
-            .map_err(self.err("cannot mark the export"))?;
+        meta::write(&self.conn, &MetaKey::ExportPending, None).map_err(self.err("cannot mark the export"))?;
         Ok(())
     }
 }
@@ -225,22 +224,12 @@ impl<'t> ScanTx<'t> {
             .and_then(|mut s| s.execute(params![detector, source, value]))
             .map_err(self.e("cannot store a position"))?;
         }
-        for (key, value) in &scan.meta {
-            match value {
-                Some(v) => tx.execute(
-                    "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    params![key, v],
-                ),
-                None => tx.execute("DELETE FROM meta WHERE key = ?1", [key]),
-            }
-            .map_err(self.e("cannot store scan bookkeeping"))?;
+        for entry in &scan.meta {
+            meta::write(tx, &entry.key(), entry.text().as_deref()).map_err(self.e("cannot store scan bookkeeping"))?;
         }
         // Cleared once issues.jsonl is written: a crash in between is seen
         // by the next run, which writes it again.
-        self.run(
-            "INSERT INTO meta(key, value) VALUES('export_pending', '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
-            "cannot mark the export",
-        )?;
+        meta::write(tx, &MetaKey::ExportPending, Some("1")).map_err(self.e("cannot mark the export"))?;
         for (detector, state) in &scan.states {
             tx.execute(
                 "INSERT INTO detector_state(detector, state) VALUES(?1, ?2)
@@ -290,7 +279,7 @@ fn quarantine_fire(before: Option<&Health>, after: &Health, scan: &ScanCommit<'_
         format!(
             "{} failures in a row (last: {}); quarantined until {until} ms",
             after.failures_in_a_row,
-            after.last_failure.as_deref().unwrap_or("unknown")
+            after.last_failure.map_or_else(|| "unknown".to_owned(), |f| f.to_string())
         ),
     ))
 }

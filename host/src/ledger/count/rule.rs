@@ -117,7 +117,7 @@ impl IssueDelta {
                     sig,
                     first.kind,
                     ev.title,
-                    first.origin,
+                    first.origin.as_str(),
                     self.severity.as_str(),
                     first.tool,
                     ev.bot_id,

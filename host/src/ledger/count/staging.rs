@@ -16,7 +16,7 @@ use rusqlite::params;
 
 use super::rule::{issue_sig, occurrence_key};
 use crate::ledger::{Ledger, LedgerError};
-use crate::model::observation::{ObservationRef, Severity};
+use crate::model::observation::{ObservationRef, Origin, Severity};
 
 /// The staging table: observations of the scan in flight, as the ledger
 /// will count them (hashes instead of grouping keys and occurrences), kept
@@ -44,7 +44,7 @@ pub(in crate::ledger) struct Incoming {
     pub(in crate::ledger) sig: String,
     pub(in crate::ledger) occ: String,
     pub(in crate::ledger) title: String,
-    pub(in crate::ledger) origin: String,
+    pub(in crate::ledger) origin: Origin,
     pub(in crate::ledger) severity: Severity,
     pub(in crate::ledger) tool: Option<String>,
     pub(in crate::ledger) bot_id: Option<String>,
@@ -59,6 +59,20 @@ pub(in crate::ledger) struct Incoming {
     pub(in crate::ledger) probation: bool,
 }
 
+/// Stored text that is not the value it was written from.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a value this column holds")]
+struct NotAValue(String);
+
+/// Column `i` of `r`, text read back through `parse` (an origin, a
+/// severity); text `parse` refuses is an error of the read.
+fn typed<T>(r: &rusqlite::Row<'_>, i: usize, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(NotAValue(text)))
+    })
+}
+
 impl Incoming {
     /// An observation being staged, with its issue signature and occurrence
     /// key.
@@ -68,7 +82,7 @@ impl Incoming {
             sig,
             occ,
             title: o.title.to_owned(),
-            origin: o.origin.as_str().to_owned(),
+            origin: o.origin,
             severity: o.severity,
             tool: o.tool.map(str::to_owned),
             bot_id: o.bot_id.map(str::to_owned),
@@ -91,8 +105,8 @@ impl Incoming {
             sig: r.get(1)?,
             occ: r.get(2)?,
             title: r.get(3)?,
-            origin: r.get(4)?,
-            severity: Severity::parse(&r.get::<_, String>(5)?).unwrap_or(Severity::Low),
+            origin: typed(r, 4, Origin::parse)?,
+            severity: typed(r, 5, Severity::parse)?,
             tool: r.get(6)?,
             bot_id: r.get(7)?,
             thread_id: r.get(8)?,

@@ -9,6 +9,7 @@
 use rusqlite::Connection;
 use serde::Serialize;
 
+use crate::ledger::meta::{self, MetaKey};
 use crate::ledger::{Ledger, LedgerError};
 
 impl Ledger {
@@ -19,13 +20,11 @@ impl Ledger {
 
     /// Writes `issues.jsonl` again if the last commit did not get to it.
     pub fn finish_pending_export(&mut self) -> Result<(), LedgerError> {
-        if self.meta("export_pending")?.is_some() {
+        if self.meta(&MetaKey::ExportPending)?.is_some() {
             self.export()?;
-            let at = self.meta("last_scan")?.and_then(|t| t.parse().ok()).unwrap_or(0);
+            let at = self.meta_ms(&MetaKey::LastScan)?.unwrap_or(0);
             self.export_fires(at)?;
-            self.conn
-                .execute("DELETE FROM meta WHERE key = 'export_pending'", [])
-                .map_err(self.err("cannot mark the export"))?;
+            meta::write(&self.conn, &MetaKey::ExportPending, None).map_err(self.err("cannot mark the export"))?;
         }
         Ok(())
     }

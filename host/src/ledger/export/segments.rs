@@ -12,10 +12,11 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension};
 
 use super::ahead::{AheadWriter, Ready};
 use crate::firelog::{self, FireEntryRef, Head, PublicKeyFile, SEGMENT_ENTRIES};
+use crate::ledger::meta::{self, MetaKey};
 use crate::ledger::{Ledger, LedgerError};
 
 /// Entries inserted by one statement: appends are buffered and written this
@@ -134,7 +135,9 @@ impl Ledger {
     pub(in crate::ledger) fn export_fires_with(&mut self, signed_at: i64, mut ready: Ready) -> Result<(), LedgerError> {
         let t = Instant::now();
         let count = self.fire_count()?;
-        let closed_before: u64 = self.meta("fires_closed")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let closed_before: u64 = meta::read_parsed(&self.conn, &MetaKey::FiresClosed, str::parse::<u64>)
+            .map_err(self.err("cannot read scan bookkeeping"))?
+            .unwrap_or(0);
         let last_segment = count.div_ceil(SEGMENT_ENTRIES);
         let mut moved = None;
         for index in (closed_before + 1)..=last_segment {
@@ -174,12 +177,8 @@ impl Ledger {
             action: "cannot store the fire log's head",
             source,
         })?;
-        for (key, value) in [("fires_closed", closed.to_string()), ("fires_head", head_json), ("fires_files", files)] {
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value],
-            )
-            .map_err(|source| LedgerError::Store {
+        for (key, value) in [(MetaKey::FiresClosed, closed.to_string()), (MetaKey::FiresHead, head_json), (MetaKey::FiresFiles, files)] {
+            meta::write(&tx, &key, Some(&value)).map_err(|source| LedgerError::Store {
                 path: self.db_path.clone(),
                 action: "cannot store the fire log's head",
                 source,
@@ -211,12 +210,13 @@ impl Ledger {
     /// Whether the fire log's files are exactly as this ledger's last export
     /// left them (no one else wrote, replaced, touched or removed one).
     pub fn fire_files_as_exported(&self) -> Result<bool, LedgerError> {
-        Ok(self.meta("fires_files")?.is_some_and(|s| s == self.fire_files_stamp()))
+        Ok(self.meta(&MetaKey::FiresFiles)?.is_some_and(|s| s == self.fire_files_stamp()))
     }
 
     /// The head this ledger last signed, as it exported it.
     pub fn fire_head(&self) -> Result<Option<Head>, LedgerError> {
-        Ok(self.meta("fires_head")?.and_then(|h| serde_json::from_str(&h).ok()))
+        meta::read_parsed(&self.conn, &MetaKey::FiresHead, |h| serde_json::from_str(h))
+            .map_err(self.err("cannot read the fire log's head"))
     }
 
     fn write_segment(&self, index: u64) -> Result<(), LedgerError> {
