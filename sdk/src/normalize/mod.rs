@@ -46,8 +46,8 @@ pub use formats::first_line;
 
 use compiled::{Finder, id};
 use gates::{
-    APOSTROPHE, AT, BACKSLASH, COLON, CONTROL, DASH, DIGIT, DOT, HEX, HEX_LETTER, Holds, QUOTES, SLASH, between_digits,
-    digit_by_hex, dot_word, hex_run,
+    APOSTROPHE, AT, BACKSLASH, COLON, CONTROL, DASH, DIGIT, DOT, HEX, HEX_LETTER, Holds, MONTH_INITIAL, PAREN, QUOTES,
+    SLASH, between_digits, digit_by_hex, dot_word, hex_run,
 };
 
 /// The version of these rules. Bump it with any change that changes an
@@ -136,39 +136,42 @@ enum With {
     AfterOperator(&'static str),
 }
 
-/// A placeholder rule: how it finds, what a match becomes, whether a line may match.
-type PlaceholderRule = (Finder, With, fn(&Holds, &str) -> bool);
+/// A placeholder rule: how it finds, what a match becomes, the byte classes
+/// every match holds (tested inline), and the shape test a line with them
+/// must also pass, if any, for the rule to match at all.
+type PlaceholderRule = (Finder, With, u16, Option<fn(&Holds, &str) -> bool>);
 
 /// The placeholder rules in order (the single-quote rule, a scan, runs
 /// after `quoted`), each with the test of [`Holds`] a line must pass for
 /// the rule to match at all.
 const RULES: &[PlaceholderRule] = &[
-    (Finder::Dfa(id::EMAIL), With::Text("<email>"), |h, _| h.has(AT)),
-    (Finder::Scan(paths::urls), With::Text("<url>"), |h, _| h.has(COLON | SLASH)),
-    (Finder::Dfa(id::QUOTED), With::UnlessKey("<quoted>"), |h, _| h.has(QUOTES)),
-    (Finder::Dfa(id::UUID), With::Text("<uuid>"), |h, _| h.len >= 36 && h.has(DASH | HEX)),
-    (Finder::Dfa(id::REQUEST_ID), With::Text("<id>"), gates::request_id_shape),
-    (Finder::Dfa(id::IPV6), With::IfDigit("<ip>"), |h, l| h.has(COLON | DIGIT) && gates::ipv6_colons(l)),
-    (Finder::Dfa(id::IP), With::Text("<ip>"), |h, l| {
-        h.has(DOT | DIGIT) && between_digits(l, DOT) && gates::count(l, b'.') >= 3
-    }),
-    (Finder::Dfa(id::MAC), With::Text("<mac>"), gates::mac_shape),
-    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), gates::named_date_shape),
-    (Finder::Dfa(id::DATETIME_REPR), With::Text("<date>"), gates::datetime_shape),
-    (Finder::Dfa(id::DATE), With::Text("<date>"), gates::date_shape),
-    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), |h, _| h.has(BACKSLASH)),
-    (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
-    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), |h, _| h.has(SLASH)),
-    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), |h, l| h.has(DOT) && dot_word(l)),
-    (Finder::Scan(counted::hosts), With::Text("<host>"), |h, l| h.has(DOT) && dot_word(l)),
-    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), |h, l| {
-        h.has(COLON) && literal::operand_words(l.as_bytes())
-    }),
-    (Finder::Dfa(id::BOOL), With::AfterOperator("<bool>"), gates::bool_shape),
-    (Finder::Scan(counted::hashes), With::Text("<hash>"), |h, l| h.len >= 16 && hex_run(l, 16)),
-    (Finder::Scan(counted::hex_words), With::Text("<hex>"), |h, l| h.has(DIGIT | HEX_LETTER) && digit_by_hex(l)),
-    (Finder::Scan(numbers::durations), With::Text("<duration>"), |h, _| h.has(DIGIT)),
-    (Finder::Scan(numbers::numbers), With::Number, |h, _| h.has(DIGIT)),
+    (Finder::Dfa(id::EMAIL), With::Text("<email>"), AT, None),
+    (Finder::Scan(paths::urls), With::Text("<url>"), COLON | SLASH, None),
+    (Finder::Dfa(id::QUOTED), With::UnlessKey("<quoted>"), QUOTES, None),
+    (Finder::Dfa(id::UUID), With::Text("<uuid>"), DASH | HEX, Some(|h, _| h.len >= 36)),
+    (Finder::Dfa(id::REQUEST_ID), With::Text("<id>"), 0, Some(gates::request_id_shape)),
+    (Finder::Dfa(id::IPV6), With::IfDigit("<ip>"), COLON | DIGIT, Some(|_, l| gates::ipv6_colons(l))),
+    (
+        Finder::Dfa(id::IP),
+        With::Text("<ip>"),
+        DOT | DIGIT,
+        Some(|_, l| between_digits(l, DOT) && gates::count(l, b'.') >= 3),
+    ),
+    (Finder::Dfa(id::MAC), With::Text("<mac>"), HEX, Some(gates::mac_shape)),
+    (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), DIGIT | MONTH_INITIAL, Some(gates::named_date_shape)),
+    (Finder::Dfa(id::DATETIME_REPR), With::Text("<date>"), DIGIT | DOT | PAREN, Some(gates::datetime_shape)),
+    (Finder::Dfa(id::DATE), With::Text("<date>"), DIGIT, Some(gates::date_shape)),
+    (Finder::Dfa(id::WINDOWS_PATH), With::Text("<path>"), BACKSLASH, None),
+    (Finder::Scan(paths::posix_paths), With::AfterDelimiter("<path>"), SLASH, None),
+    (Finder::Dfa(id::RELATIVE_PATH), With::AfterDelimiter("<path>"), SLASH, None),
+    (Finder::Dfa(id::FILE_NAME), With::Text("<path>"), DOT, Some(|_, l| dot_word(l))),
+    (Finder::Scan(counted::hosts), With::Text("<host>"), DOT, Some(|_, l| dot_word(l))),
+    (Finder::Dfa(id::OPERAND), With::AfterColon("<value>"), COLON, Some(|_, l| literal::operand_words(l.as_bytes()))),
+    (Finder::Dfa(id::BOOL), With::AfterOperator("<bool>"), 0, Some(gates::bool_shape)),
+    (Finder::Scan(counted::hashes), With::Text("<hash>"), HEX, Some(|h, l| h.len >= 16 && hex_run(l, 16))),
+    (Finder::Scan(counted::hex_words), With::Text("<hex>"), DIGIT | HEX_LETTER, Some(|_, l| digit_by_hex(l))),
+    (Finder::Scan(numbers::durations), With::Text("<duration>"), DIGIT, None),
+    (Finder::Scan(numbers::numbers), With::Number, DIGIT, None),
 ];
 
 /// The delimiters a path starts after (`[\s=(\[{,;:"']`, ASCII spaces).
@@ -234,8 +237,10 @@ fn placeholders_owned(mut line: String) -> String {
     // Each rule that matches writes into the spare buffer, and the two swap:
     // one allocation for the line's whole way through the rules.
     let mut spare = String::new();
-    for &(finder, with, may_match) in RULES {
-        if may_match(&holds, &line) && finder.replace_into(&line, &mut spare, |l, m, out| replacement(with, l, m, out))
+    for &(finder, with, needs, may_match) in RULES {
+        if holds.has(needs)
+            && may_match.is_none_or(|may| may(&holds, &line))
+            && finder.replace_into(&line, &mut spare, |l, m, out| replacement(with, l, m, out))
         {
             std::mem::swap(&mut line, &mut spare);
             holds = Holds::of(&line);
