@@ -1,13 +1,15 @@
 //! The leaves every folder above may use: how bytes read as hex, how an
 //! error reads on one line ([`errors`]), the one escaping of untrusted text
 //! ([`sanitize`]), private files and folders ([`private_fs`]), where
-//! sentinel writes ([`out_dir`]) and a file's metadata stamp ([`file_stamp`]).
+//! sentinel writes ([`out_dir`]) and a file's metadata stamp ([`file_stamp`]) and the hardening of a SQLite
+//! connection to a database someone else wrote ([`harden`]).
 //!
 //! It owns those rules only; it imports nothing else of the crate and never
 //! decides what is written where beyond the output folder's rules.
 
 pub mod errors;
 pub mod file_stamp;
+pub mod harden;
 pub mod out_dir;
 pub mod private_fs;
 pub mod sanitize;

@@ -51,7 +51,7 @@ impl LedgerView {
     /// interrupted once `budget` has passed since the open.
     pub fn open_untrusted(dir: &Path, budget: std::time::Duration) -> Result<Option<Self>, LedgerError> {
         let Some(mut view) = Self::open(dir)? else { return Ok(None) };
-        crate::sources::sqlite::harden(&mut view.conn, budget).map_err(|source| LedgerError::Store {
+        crate::base::harden::harden(&mut view.conn, budget).map_err(|source| LedgerError::Store {
             path: view.db_path.clone(),
             action: "cannot harden the connection",
             source,

@@ -177,7 +177,9 @@ impl Ledger {
             action: "cannot store the fire log's head",
             source,
         })?;
-        for (key, value) in [(MetaKey::FiresClosed, closed.to_string()), (MetaKey::FiresHead, head_json), (MetaKey::FiresFiles, files)] {
+        for (key, value) in
+            [(MetaKey::FiresClosed, closed.to_string()), (MetaKey::FiresHead, head_json), (MetaKey::FiresFiles, files)]
+        {
             meta::write(&tx, &key, Some(&value)).map_err(|source| LedgerError::Store {
                 path: self.db_path.clone(),
                 action: "cannot store the fire log's head",

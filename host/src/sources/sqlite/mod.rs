@@ -48,23 +48,17 @@ pub mod query;
 pub mod queue;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use crate::base::harden::{MAX_SQL_BYTES, MAX_VALUE_BYTES, harden};
 use crate::sources::files::safe_fs;
 
 /// The wall-clock budget of one query (one page) on a watched database.
 pub const QUERY_BUDGET: Duration = Duration::from_secs(10);
-/// `SQLITE_LIMIT_LENGTH`: the largest string or blob a query may produce,
-/// bytes. A larger value is an error of that query, not an allocation.
-pub const MAX_VALUE_BYTES: i32 = 16 << 20;
-/// `SQLITE_LIMIT_SQL_LENGTH`: the longest statement, bytes.
-pub const MAX_SQL_BYTES: i32 = 1 << 20;
 /// The database and its orphaned `-wal` together, at most, for a copy.
 pub const MAX_COPY_BYTES: u64 = 1 << 30;
-/// Virtual machine steps between two looks at the clock.
-const PROGRESS_STEPS: i32 = 10_000;
 /// The prefix of the private folders holding copies.
 const COPY_PREFIX: &str = "sentinel-sqlite-";
 
@@ -137,21 +131,6 @@ fn cant_open(message: String) -> rusqlite::Error {
 /// anything that is not a regular file reached without a link.
 fn present(path: &Path) -> rusqlite::Result<bool> {
     safe_fs::check_regular(path).map_err(|e| cant_open(format!("{}: {e}", path.display())))
-}
-
-/// Hardens a fresh connection against a hostile schema and bounds each query.
-pub fn harden(conn: &mut Connection, budget: Duration) -> rusqlite::Result<()> {
-    use rusqlite::config::DbConfig;
-    use rusqlite::limits::Limit;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
-    conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
-    conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES)?;
-    conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
-    let started = Instant::now();
-    conn.progress_handler(PROGRESS_STEPS, Some(move || started.elapsed() > budget))?;
-    conn.busy_timeout(Duration::from_millis(250))?;
-    Ok(())
 }
 
 /// Whether a folder in the temporary folder is a copy left by a process of
