@@ -396,6 +396,7 @@ mod tests {
 #[cfg(all(test, unix))]
 mod hardening_tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn a_recursive_query_is_stopped_by_the_wall_clock_budget() {
