@@ -79,6 +79,23 @@ pub struct Batch {
     pub nulls: Vec<u8>,
 }
 
+impl Batch {
+    /// The first text column's cells, in row order (the id column of every
+    /// source's batch): what the sources' own tests read back.
+    #[cfg(test)]
+    pub(crate) fn first_texts(&self) -> Vec<String> {
+        let mut start = 0usize;
+        let ends = &self.text_ends[..(self.rows as usize).min(self.text_ends.len())];
+        ends.iter()
+            .map(|&end| {
+                let cell = String::from_utf8_lossy(&self.text[start..end as usize]).into_owned();
+                start = end as usize;
+                cell
+            })
+            .collect()
+    }
+}
+
 /// Which typed array a column lives in, and its position there.
 #[derive(Debug, Clone, Copy)]
 enum Slot {

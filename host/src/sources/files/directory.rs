@@ -239,11 +239,7 @@ mod tests {
         for b in batches {
             assert_eq!(b.kind, "file");
             let n = b.rows as usize;
-            let mut start = 0usize;
-            for r in 0..n {
-                let end = b.text_ends[r] as usize;
-                let name = String::from_utf8(b.text[start..end].to_vec()).unwrap();
-                start = end;
+            for (r, name) in b.first_texts().into_iter().enumerate() {
                 // Int-backed columns in order: size, mtime, changed.
                 out.push((name, b.ints[r], b.ints[2 * n + r] == 1));
             }

@@ -370,12 +370,7 @@ mod tests {
         let mut ids = Vec::new();
         let report = MessagesSource::default()
             .read(&ctx, &mut |b| {
-                let mut start = 0usize;
-                for r in 0..b.rows as usize {
-                    let end = b.text_ends[r] as usize;
-                    ids.push(String::from_utf8(b.text[start..end].to_vec()).unwrap());
-                    start = end;
-                }
+                ids.extend(b.first_texts());
                 Ok(())
             })
             .unwrap();
