@@ -19,6 +19,7 @@ pub mod base;
 pub mod config;
 pub mod core;
 pub mod firelog;
+pub mod fleet;
 pub mod ledger;
 pub mod model;
 pub mod ops;

@@ -42,6 +42,7 @@ pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<
     if let Some(mib) = args.memory_mib {
         limits.memory_bytes = mib << 20;
     }
+    let fleet = args.once.then(|| config.fleet.clone()).flatten();
     let mut opts = ScanOptions::new(&args.detectors);
     opts.config = config;
     opts.no_fast_path = args.no_fast_path;
@@ -67,10 +68,28 @@ pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<
         if let Some(l) = &line {
             l.clear();
         }
-        print_report(&report?, args.json)?;
+        let report = report?;
+        print_report(&report, args.json)?;
+        if let Some(fleet) = &fleet {
+            ship_once(&report.out_dir, fleet);
+        }
         return Ok(exit::OK);
     }
     run_long(args, opts, line, listen)
+}
+
+/// `run --once` with `[fleet]`: ships what the log holds, bounded by
+/// `once_budget_secs`, and says where it stands on stderr. A server that is
+/// down never fails the run: the backlog ships next time.
+fn ship_once(out: &std::path::Path, fleet: &sentinel_host::config::FleetConfig) {
+    let budget = Duration::from_secs(fleet.once_budget_secs);
+    match sentinel_host::fleet::ship_for(out, fleet, budget) {
+        Ok(v) => eprintln!(
+            "fleet: cursor {}, backlog {}, {} duplicate(s) absorbed by the server",
+            v.cursor, v.backlog, v.duplicates
+        ),
+        Err(e) => eprintln!("fleet: not shipped: {}", sentinel_host::base::errors::error_chain(&e)),
+    }
 }
 
 /// The error `serve` exits 14 with.
@@ -160,8 +179,12 @@ pub(crate) fn run_long(
     }
     opts.stop = Some(stop);
     let interval = Duration::from_secs(args.interval);
+    let fleet = opts.config.fleet.clone();
     let mut sentinel = sentinel_host::core::sentinel::Sentinel::open(opts)
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
+    // Beside the scan, never in its commit: a fire never waits on the network.
+    let _shipper =
+        fleet.map(|cfg| sentinel_host::fleet::Shipper::start(sentinel.out_dir().to_owned(), cfg, Default::default()));
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
     let (handle, commands) = sentinel_host::core::sentinel::Handle::channel();
     let live = Arc::new(sentinel_host::watch::Live::default());

@@ -66,6 +66,9 @@ pub struct Config {
     /// bound to configured sources, and their values.
     #[serde(default)]
     pub sentinels: BTreeMap<String, SentinelConfig>,
+    /// `[fleet]`: ship the fire log to NATS JetStream (docs/fleet.md); off when absent.
+    #[serde(default)]
+    pub fleet: Option<FleetConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -565,5 +568,47 @@ sentinels:
         fn any_duration_text_parses_or_is_refused(s in "\\PC{0,24}") {
             let _ = parse_duration(&s);
         }
+    }
+}
+
+/// `[fleet]`: where the shipper sends the fire log, and the limits of the
+/// streams it creates (docs/fleet.md).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// `nats://HOST:PORT`.
+    pub nats: String,
+    /// A file holding the NATS auth token (never the token in the config).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// `SENTINEL_FIRES`' duplicate window, seconds.
+    #[serde(default = "FleetConfig::default_duplicate_window")]
+    pub duplicate_window_secs: u64,
+    /// `SENTINEL_FIRES`' `max_age`, seconds (0: kept for ever).
+    #[serde(default)]
+    pub max_age_secs: u64,
+    /// `SENTINEL_FIRES`' `max_bytes` (-1: no limit); full, it refuses (`discard: new`).
+    #[serde(default = "FleetConfig::no_limit")]
+    pub max_bytes: i64,
+    /// Publishes awaiting their ack at most.
+    #[serde(default = "FleetConfig::default_in_flight")]
+    pub in_flight: usize,
+    /// How long `run --once` waits for the shipper after its scan, seconds.
+    #[serde(default = "FleetConfig::default_once_budget")]
+    pub once_budget_secs: u64,
+}
+
+impl FleetConfig {
+    fn default_duplicate_window() -> u64 {
+        120
+    }
+    fn no_limit() -> i64 {
+        -1
+    }
+    fn default_in_flight() -> usize {
+        64
+    }
+    fn default_once_budget() -> u64 {
+        10
     }
 }
