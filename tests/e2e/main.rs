@@ -6,6 +6,7 @@ mod cache;
 mod cli_errors;
 mod daemon;
 mod fast_path;
+mod fleet;
 mod health;
 mod hostile;
 mod hostile_data;
