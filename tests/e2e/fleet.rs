@@ -83,7 +83,7 @@ fn subject(out: &Path) -> String {
 
 /// The independent consumer's verdict on `out`'s subject.
 fn consumer_checks(server: &NatsServer, out: &Path) {
-    let python = root().join("target/nats-venv/bin/python");
+    let python = root().join("target/toolchains/nats-py/bin/python");
     let o = Command::new(&python)
         .arg(root().join("tests/e2e/fleet_consumer.py"))
         .arg(server.url())

@@ -22,6 +22,7 @@ use clap::{Parser, Subcommand};
 use xtask::{datagen, dist, guest, lints};
 
 mod package_test;
+mod pyvenv;
 mod schemathesis;
 
 #[derive(Parser)]
@@ -410,11 +411,23 @@ fn ensure_real_programs() -> Result<()> {
     ensure_debian_tool("logrotate", "logrotate", "the events source's rotation test rotates with it")
 }
 
+/// The fleet tests (tests/e2e/fleet.rs) start a real `nats-server` and
+/// check the stream with an independent consumer, nats-py in a venv.
+fn ensure_fleet_tools(root: &Path) -> Result<()> {
+    ensure_debian_tool("nats-server", "nats-server", "the fleet tests ship into it")?;
+    pyvenv::ensure(root, "nats-py", "nats-py", NATS_PY, ("bin/python", &["-c", "import nats"]))?;
+    Ok(())
+}
+
+/// The nats-py the fleet tests' consumer is checked with.
+const NATS_PY: &str = "2.16.0";
+
 fn test(root: &Path) -> Result<()> {
     guest::ensure_wasm_target()?;
     guest::ensure_components(&["rustfmt", "clippy"])?;
     ensure_systemd_analyze()?;
     ensure_real_programs()?;
+    ensure_fleet_tools(root)?;
     // The watch API's status page is loaded in headless Chromium (tests/e2e/watch.rs).
     ensure_debian_tool("chromium", "chromium", "the status page test needs it")?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;

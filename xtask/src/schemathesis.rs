@@ -24,30 +24,8 @@ const MAX_TIME_S: &str = "120";
 const SEED: &str = "20261130";
 
 fn venv(root: &Path) -> Result<PathBuf> {
-    let venv = root.join("target/toolchains/schemathesis");
-    let st = venv.join("bin/st");
-    let pinned = venv.join(format!(".schemathesis-{VERSION}"));
-    // A venv copied from elsewhere keeps scripts whose `#!` names the old
-    // place: only one whose `st` runs is kept.
-    let runs = || Command::new(&st).arg("--version").output().is_ok_and(|o| o.status.success());
-    if pinned.exists() && runs() {
-        return Ok(st);
-    }
-    let _ = std::fs::remove_dir_all(&venv);
-    eprintln!("==> installing schemathesis {VERSION} into {}", venv.display());
-    let ok = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().is_ok_and(|s| s.success());
-    if !ok {
-        bail!("cannot make a venv at {} (python3 with venv is needed)", venv.display());
-    }
-    let ok = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", &format!("schemathesis=={VERSION}")])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        bail!("cannot install schemathesis {VERSION} from PyPI");
-    }
-    std::fs::write(&pinned, VERSION)?;
-    Ok(st)
+    let venv = crate::pyvenv::ensure(root, "schemathesis", "schemathesis", VERSION, ("bin/st", &["--version"]))?;
+    Ok(venv.join("bin/st"))
 }
 
 /// A data dir with a few failures, and the tool_error and cost detectors.

@@ -99,7 +99,11 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &FleetConfig) -> Resul
     Ok(fires)
 }
 
-async fn ensure(js: &jetstream::Context, name: &'static str, want: stream::Config) -> Result<stream::Stream, FleetError> {
+async fn ensure(
+    js: &jetstream::Context,
+    name: &'static str,
+    want: stream::Config,
+) -> Result<stream::Stream, FleetError> {
     let got = js.get_or_create_stream(want.clone()).await.map_err(|e| FleetError::server("the stream", e))?;
     compatible(name, &want, &got.cached_info().config)?;
     Ok(got)

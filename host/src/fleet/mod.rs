@@ -152,7 +152,9 @@ fn ship(out: &Path, cfg: &FleetConfig, stats: &Stats, stop: &AtomicBool, until: 
         match result {
             Ok(_) => return Ok(()),
             Err(e) if e.is_permanent() => return Err(e),
-            Err(e) => tracing::warn!(error = %crate::base::errors::error_chain(&e), "fleet session ended; trying again"),
+            Err(e) => {
+                tracing::warn!(error = %crate::base::errors::error_chain(&e), "fleet session ended; trying again")
+            }
         }
         if !pause(backoff, stop, until) {
             return Ok(());
@@ -180,7 +182,13 @@ enum Done {
     Budget,
 }
 
-async fn session(out: &Path, cfg: &FleetConfig, stats: &Stats, stop: &AtomicBool, until: Until) -> Result<Done, FleetError> {
+async fn session(
+    out: &Path,
+    cfg: &FleetConfig,
+    stats: &Stats,
+    stop: &AtomicBool,
+    until: Until,
+) -> Result<Done, FleetError> {
     let js = link::connect(cfg).await?;
     let fires = link::ensure_streams(&js, cfg).await?;
     stats.connected.store(true, Ordering::SeqCst);

@@ -37,7 +37,8 @@ pub async fn batch(
             let payload = serde_json::to_vec(e).expect("a fire entry always serializes");
             stats.bytes.fetch_add(payload.len() as u64, Ordering::SeqCst);
             let publish = PublishMessage::build().payload(payload.into()).message_id(&e.hash);
-            let ack = js.send_publish(subject.to_owned(), publish).await.map_err(|e| FleetError::server("a publish", e))?;
+            let ack =
+                js.send_publish(subject.to_owned(), publish).await.map_err(|e| FleetError::server("a publish", e))?;
             pending.push((e.seq, ack));
         }
         for (seq, ack) in pending {
