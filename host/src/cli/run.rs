@@ -108,6 +108,7 @@ pub(crate) fn start_watch(
     handle: sentinel_host::core::sentinel::Handle,
     setup: WatchSetup,
     live: Arc<sentinel_host::watch::Live>,
+    fleet: Arc<sentinel_host::fleet::Stats>,
 ) -> anyhow::Result<sentinel_host::watch::WatchServer> {
     use sentinel_host::watch::{AppState, Gates, WatchServer, limiter::FailedAttempts};
     let WatchSetup { http, env } = setup;
@@ -128,6 +129,7 @@ pub(crate) fn start_watch(
         hosts: Default::default(),
         attempts: FailedAttempts::new(env.token_failures),
         dispatch: Default::default(),
+        fleet,
         chain: Default::default(),
         public_titles: false,
     };
@@ -183,13 +185,14 @@ pub(crate) fn run_long(
     let mut sentinel = sentinel_host::core::sentinel::Sentinel::open(opts)
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     // Beside the scan, never in its commit: a fire never waits on the network.
-    let _shipper =
-        fleet.map(|cfg| sentinel_host::fleet::Shipper::start(sentinel.out_dir().to_owned(), cfg, Default::default()));
+    let fleet_stats = Arc::new(sentinel_host::fleet::Stats::default());
+    let _shipper = fleet
+        .map(|cfg| sentinel_host::fleet::Shipper::start(sentinel.out_dir().to_owned(), cfg, Arc::clone(&fleet_stats)));
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
     let (handle, commands) = sentinel_host::core::sentinel::Handle::channel();
     let live = Arc::new(sentinel_host::watch::Live::default());
     let watch = match listen {
-        Some(setup) => Some(start_watch(&sentinel, handle.clone(), setup, Arc::clone(&live))?),
+        Some(setup) => Some(start_watch(&sentinel, handle.clone(), setup, Arc::clone(&live), fleet_stats)?),
         None => None,
     };
     let kicker = kicker(&sentinel, handle);

@@ -34,6 +34,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Where the shipper stands, for `/v1/fleet` and the summary.
 #[derive(Debug, Default)]
 pub struct Stats {
+    shipping: AtomicBool,
     connected: AtomicBool,
     cursor: AtomicU64,
     head: AtomicU64,
@@ -46,6 +47,8 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatsView {
+    /// `[fleet]` is configured and the shipper runs.
+    pub shipping: bool,
     /// A session is open with the server.
     pub connected: bool,
     /// Every fire up to this `seq` is acked by the server.
@@ -64,6 +67,7 @@ impl Stats {
     pub fn view(&self) -> StatsView {
         let cursor = self.cursor.load(Ordering::SeqCst);
         StatsView {
+            shipping: self.shipping.load(Ordering::SeqCst),
             connected: self.connected.load(Ordering::SeqCst),
             cursor,
             backlog: self.head.load(Ordering::SeqCst).saturating_sub(cursor),
@@ -101,6 +105,7 @@ impl Shipper {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let url = cfg.nats.clone();
+        stats.shipping.store(true, Ordering::SeqCst);
         let thread = std::thread::Builder::new()
             .name("fleet-shipper".into())
             .spawn(move || {

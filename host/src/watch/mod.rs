@@ -116,6 +116,8 @@ pub struct AppState {
     pub attempts: limiter::FailedAttempts,
     /// Where the dispatcher stands (all zero while it does not run).
     pub dispatch: Arc<dispatch::Stats>,
+    /// Where the fleet shipper stands (all zero while `[fleet]` is off).
+    pub fleet: Arc<crate::fleet::Stats>,
     /// The chain's verification, kept while the log is unchanged.
     pub chain: chain::ChainCache,
     /// Titles (the page, issues, failure details) are public: the server

@@ -88,6 +88,7 @@ impl utoipa::Modify for Security {
         reads::public_key,
         reads::gates,
         reads::dispatch,
+        reads::fleet,
         admin::quarantine,
         admin::release,
         admin::enable,
@@ -96,7 +97,7 @@ impl utoipa::Modify for Security {
         admin::ui_snapshot,
         admin::arming,
     ),
-    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, admin::AdminBody, admin::ArmingBody)),
+    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, crate::fleet::StatsView, admin::AdminBody, admin::ArmingBody)),
     modifiers(&Security, &Refusals)
 )]
 pub struct ApiDoc;

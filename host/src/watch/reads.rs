@@ -410,6 +410,13 @@ pub async fn gates(State(state): State<Arc<AppState>>) -> Result<Json<GateState>
     blocking(move || gate_state(&state)).await.map(Json)
 }
 
+/// Where the fleet shipper stands (docs/fleet.md): all zero and
+/// `shipping: false` while `[fleet]` is off.
+#[utoipa::path(get, path = "/v1/fleet", tag = "reads", responses((status = 200, body = crate::fleet::StatsView)))]
+pub async fn fleet(State(state): State<Arc<AppState>>) -> Json<crate::fleet::StatsView> {
+    Json(state.fleet.view())
+}
+
 /// Where the dispatcher stands, and how far behind the log it is.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -489,6 +496,7 @@ mod tests {
             hosts: Default::default(),
             attempts: Default::default(),
             dispatch: Default::default(),
+            fleet: Default::default(),
             chain: Default::default(),
             public_titles: true,
         }

@@ -36,6 +36,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/public-key"),
     ("GET", "/v1/gates"),
     ("GET", "/v1/dispatch"),
+    ("GET", "/v1/fleet"),
     ("POST", "/v1/admin/sentinels/{name}/quarantine"),
     ("POST", "/v1/admin/sentinels/{name}/release"),
     ("POST", "/v1/admin/sentinels/{name}/enable"),
@@ -57,6 +58,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/public-key", get(reads::public_key))
         .route("/v1/gates", get(reads::gates))
         .route("/v1/dispatch", get(reads::dispatch))
+        .route("/v1/fleet", get(reads::fleet))
         .route("/v1/admin/sentinels/{name}/quarantine", post(admin::quarantine))
         .route("/v1/admin/sentinels/{name}/release", post(admin::release))
         .route("/v1/admin/sentinels/{name}/enable", post(admin::enable))
