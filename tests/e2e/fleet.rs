@@ -142,3 +142,23 @@ fn fleet_a_sentinel_killed_between_an_ack_and_its_cursor_ships_no_duplicate() {
     assert!(said.contains("backlog 0") && said.contains(" 0 duplicate(s)"), "reconciled, not resent: {said}");
     consumer_checks(&server, &out);
 }
+
+#[test]
+fn fleet_a_server_down_at_start_leaves_the_run_whole_and_the_backlog_ships_later() {
+    let s = Scratch::new();
+    let detectors = s.detectors_with(&[]);
+    let (data, out) = (s.path("data"), s.path("out"));
+    std::fs::create_dir_all(&data).unwrap();
+    add_failures(&data, 0, 3);
+    // A loopback port nothing listens on, and a one-second budget.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let down = s.path("down.toml");
+    std::fs::write(&down, format!("[fleet]\nnats = \"nats://127.0.0.1:{port}\"\nonce_budget_secs = 1\n")).unwrap();
+    let o = run_once(&detectors, &data, &out, &down);
+    let fires = crate::ledger::fire_entries(&out).len();
+    assert!(fires >= 3, "the scan committed its fires: {o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("cursor 0, backlog {fires},")), "{o:?}");
+    let server = NatsServer::start(&s.path("nats"));
+    run_once(&detectors, &data, &out, &fleet_config(&s, "fleet", &server));
+    consumer_checks(&server, &out);
+}

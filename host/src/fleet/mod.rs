@@ -146,6 +146,7 @@ fn ship(out: &Path, cfg: &FleetConfig, stats: &Stats, stop: &AtomicBool, until: 
         .map_err(|e| FleetError::server("a runtime", e))?;
     let mut backoff = POLL;
     loop {
+        local_figures(out, stats);
         let session = session(out, cfg, stats, stop, until);
         let result = match until {
             Until::Caught(at) => rt
@@ -165,6 +166,17 @@ fn ship(out: &Path, cfg: &FleetConfig, stats: &Stats, stop: &AtomicBool, until: 
             return Ok(());
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The cursor and the log's newest `seq` as the output folder has them, so
+/// the backlog shows while no session is open.
+fn local_figures(out: &Path, stats: &Stats) {
+    stats.cursor.store(cursor::read(out), Ordering::SeqCst);
+    if let Ok(Some(v)) = LedgerView::open(out)
+        && let Ok(last) = v.last_fire_seq()
+    {
+        stats.head.store(u64::try_from(last).unwrap_or(0), Ordering::SeqCst);
     }
 }
 
