@@ -131,28 +131,11 @@ pub(in crate::ledger) fn issue_fire(
     at: i64,
     reason: Option<String>,
 ) -> FireEntry {
-    FireEntry {
-        seq: 0,
-        fire_type,
-        recorded_at: at,
-        at,
-        detector,
-        detector_version: None,
-        kind,
-        sig: Some(sig.to_owned()),
-        origin: None,
-        severity: None,
-        tool: None,
-        bot_id: None,
-        thread_id: None,
-        turn_id: None,
-        evidence_source: None,
-        evidence_id: None,
-        probation: false,
-        reason,
-        prev: String::new(),
-        hash: String::new(),
-    }
+    // A health fire's shape (no occurrence fields), with the issue named.
+    let health = crate::ledger::Health::new(&detector);
+    let mut entry = super::count::fires::health_fire(fire_type, &health, at, None, String::new());
+    (entry.kind, entry.sig, entry.reason) = (kind, Some(sig.to_owned()), reason);
+    entry
 }
 
 /// Marks every fixed issue this scan counted a new occurrence of as
