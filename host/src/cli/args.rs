@@ -59,6 +59,9 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "out")]
         version: Option<String>,
     },
+    /// The issues and their life: list, show, fix, reopen.
+    #[command(subcommand)]
+    Issues(IssuesCommand),
     /// Check the fire log: every segment, the hash chain and the signed head
     /// (exit 12 when it does not verify).
     Verify(VerifyArgs),
@@ -357,4 +360,40 @@ mod tests {
         assert_eq!(parse_set("a.b=yes please").unwrap().2, ConfigValue::Text("yes please".into()));
         assert!(parse_set("nodot=1").is_err());
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum IssuesCommand {
+    /// One line per issue (first seen first): state, count, wasted turns, signature, title.
+    List {
+        #[command(flatten)]
+        location: Location,
+        /// Only the issues in this state.
+        #[arg(long, value_parser = ["open", "fixed", "regressed"])]
+        state: Option<String>,
+        /// Print the issues as JSON lines, as issues.jsonl holds them.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Everything stored about one issue, as JSON.
+    Show {
+        sig: String,
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Mark an issue fixed (a `fix` fire); a new occurrence after it makes it `regressed`.
+    Fix {
+        sig: String,
+        /// Why it is fixed (a release, a commit), kept with the fix.
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Set a fixed or regressed issue open again (a `reopen` fire).
+    Reopen {
+        sig: String,
+        #[command(flatten)]
+        location: Location,
+    },
 }

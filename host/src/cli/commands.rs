@@ -1,5 +1,5 @@
 //! The one-shot commands' handlers: `detectors`, `replay`, `verify`,
-//! `reset`, `service install`/`uninstall` and `check-install`.
+//! `reset`, `service install`/`uninstall`, `check-install` and `issues`.
 //!
 //! Each calls the library and renders what it returns; it owns no work of
 //! its own and returns the exit code its outcome maps to.
@@ -11,7 +11,8 @@ use sentinel_host::ops::service::{self, CheckOutcome, Platform};
 use sentinel_host::runtime::Limits;
 
 use crate::args::{
-    CheckInstallArgs, DetectorsCommand, ReplayArgs, ResetArgs, ServiceInstallArgs, ServiceUninstallArgs, VerifyArgs,
+    CheckInstallArgs, DetectorsCommand, IssuesCommand, ReplayArgs, ResetArgs, ServiceInstallArgs, ServiceUninstallArgs,
+    VerifyArgs,
 };
 use crate::{exit, render};
 
@@ -221,4 +222,40 @@ pub(crate) fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(code)
+}
+
+pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
+    use sentinel_host::ledger::IssueState;
+    use sentinel_host::ops::issues;
+    match cmd {
+        IssuesCommand::List { location, state, json } => {
+            let state = state.as_deref().and_then(IssueState::parse);
+            let list = issues::list(location.data_dir.as_deref(), location.out.as_deref(), state)
+                .context("cannot list the issues")?;
+            for i in &list {
+                if *json {
+                    println!("{}", render::json(i).context("cannot render an issue as JSON")?);
+                } else {
+                    let title = sentinel_host::base::sanitize::one_line(&i.title);
+                    println!("{:<9} {:>6} {:>6}  {}  {}", i.state.as_str(), i.count, i.wasted_turns, i.sig, title);
+                }
+            }
+        }
+        IssuesCommand::Show { sig, location } => {
+            let i = issues::show(location.data_dir.as_deref(), location.out.as_deref(), sig)
+                .context("cannot show the issue")?;
+            println!("{}", render::json(&i).context("cannot render the issue as JSON")?);
+        }
+        IssuesCommand::Fix { sig, note, location } => {
+            let c = issues::change(location.data_dir.as_deref(), location.out.as_deref(), sig, Some(note.as_deref()))
+                .context("cannot fix the issue")?;
+            println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
+        }
+        IssuesCommand::Reopen { sig, location } => {
+            let c = issues::change(location.data_dir.as_deref(), location.out.as_deref(), sig, None)
+                .context("cannot reopen the issue")?;
+            println!("sentinel: issue {} open again (fire {})", c.sig, c.fire_seq);
+        }
+    }
+    Ok(exit::OK)
 }

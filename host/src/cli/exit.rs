@@ -48,6 +48,15 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(sentinel_host::ops::wit_export::WitExportError::UnknownVersion(_)) = err.downcast_ref() {
         return USAGE;
     }
+    match err.downcast_ref::<sentinel_host::ops::issues::IssuesError>() {
+        Some(sentinel_host::ops::issues::IssuesError::Scan(e)) => return scan_code(e),
+        Some(sentinel_host::ops::issues::IssuesError::Lifecycle(sentinel_host::ledger::LifecycleError::Ledger(_))) => {
+            return OUTPUT_IO;
+        }
+        // An unknown signature, or a fix of a fixed issue: the operator's input.
+        Some(_) => return USAGE,
+        None => {}
+    }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::watch::gates::EnvError>().is_some()
         || err.downcast_ref::<sentinel_host::ops::replay::ReplayError>().is_some()

@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         },
         Command::Reset(args) => commands::reset(&args),
         Command::Verify(args) => commands::verify(&args),
+        Command::Issues(cmd) => commands::issues(&cmd),
         Command::Replay(args) => commands::replay(&args),
         Command::Detectors(cmd) => commands::detectors(&cmd),
         Command::Service(ServiceCommand::Install(args)) => commands::service_install(&args),

@@ -64,12 +64,25 @@ pub enum FireType {
     /// A diagnostic fire: the operator's force-wake (the watch API), with
     /// the tenant it landed in named in `reason`.
     Diagnostic,
+    /// An issue marked fixed by the operator (`sig`, the note in `reason`).
+    Fix,
+    /// A fixed or regressed issue set open again by the operator (`sig`).
+    Reopen,
+    /// A fixed issue seen again: a new occurrence counted after its fix.
+    Regression,
 }
 
 impl FireType {
     /// Every type, in the order the docs list them.
-    pub const ALL: [FireType; 4] =
-        [FireType::Occurrence, FireType::Quarantine, FireType::Release, FireType::Diagnostic];
+    pub const ALL: [FireType; 7] = [
+        FireType::Occurrence,
+        FireType::Quarantine,
+        FireType::Release,
+        FireType::Diagnostic,
+        FireType::Fix,
+        FireType::Reopen,
+        FireType::Regression,
+    ];
 
     /// The name the JSON shows.
     pub fn as_str(self) -> &'static str {
@@ -78,6 +91,9 @@ impl FireType {
             FireType::Quarantine => "quarantine",
             FireType::Release => "release",
             FireType::Diagnostic => "diagnostic",
+            FireType::Fix => "fix",
+            FireType::Reopen => "reopen",
+            FireType::Regression => "regression",
         }
     }
 

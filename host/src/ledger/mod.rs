@@ -24,6 +24,7 @@
 pub mod count;
 pub mod export;
 mod leftovers;
+pub mod lifecycle;
 pub mod lock;
 pub mod meta;
 pub mod store;
@@ -39,6 +40,7 @@ pub use crate::model::standing::Health;
 pub use count::commit::ScanCommit;
 pub use count::rule::{CommitReport, issue_sig};
 pub use export::issues::{EvidenceRef, IssueLine};
+pub use lifecycle::{IssueState, LifecycleError, StateChange};
 pub use lock::{LockError, WriterLock};
 pub use meta::{MetaEntry, MetaKey};
 pub use store::Admin;
@@ -50,7 +52,9 @@ pub use view::{FireFact, FireFilter, FireSample, LedgerView};
 /// Version 3: each detector keeps its own position in each source
 /// (`positions`), and the operator's enable/disable (`detector_admin`); a
 /// version 2 store is carried over as is (the source cursors become the
-/// starting position of every detector), nothing is reset.
+/// starting position of every detector), nothing is reset. The issues'
+/// states (`issue_state`) came later as a table of its own: an older store
+/// gains it empty (every issue open), nothing else changes.
 pub const SCHEMA_VERSION: i64 = 3;
 
 pub const STORE_FILE: &str = "ledger.db";

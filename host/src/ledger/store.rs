@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS detector_health(
     detector TEXT PRIMARY KEY, state TEXT NOT NULL, quarantined_until INTEGER, probation_left INTEGER,
     failures_in_a_row INTEGER NOT NULL, failures_total INTEGER NOT NULL, last_failure TEXT,
     last_scan_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS issue_state(sig TEXT PRIMARY KEY, state TEXT NOT NULL, fixed_at INTEGER, note TEXT);
 ";
 
 /// The page size of a new store: SQLite's largest. A big scan's commit
@@ -279,6 +280,16 @@ impl Ledger {
                     i.probation
                 ],
             )
+            .and_then(|_| {
+                // The state a fix gave it survives the store's loss.
+                if i.state == super::IssueState::Open {
+                    return Ok(0);
+                }
+                tx.execute(
+                    "INSERT OR IGNORE INTO issue_state(sig, state, fixed_at, note) VALUES(?1, ?2, ?3, ?4)",
+                    params![i.sig, i.state.as_str(), i.fixed_at, i.fix_note],
+                )
+            })
             .map_err(|source| LedgerError::Store {
                 path: db.clone(),
                 action: "cannot import an issue",

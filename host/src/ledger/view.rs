@@ -208,12 +208,13 @@ impl LedgerView {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT rowid, sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
-                        count, wasted_turns, evidence_source, evidence_id, grouping_version, probation
-                 FROM issues WHERE rowid < ?1
+                "SELECT i.rowid, i.sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
+                        last_at, count, wasted_turns, evidence_source, evidence_id, grouping_version, probation,
+                        s.state, s.fixed_at, s.note
+                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig WHERE i.rowid < ?1
                    AND (?2 IS NULL OR kind IN (SELECT value FROM json_each(?2)))
                    AND (?3 IS NULL OR kind = ?3)
-                 ORDER BY rowid DESC LIMIT ?4",
+                 ORDER BY i.rowid DESC LIMIT ?4",
             )
             .map_err(self.err("cannot read issues"))?;
         let rows = stmt
@@ -237,6 +238,9 @@ impl LedgerView {
                         evidence_ref: EvidenceRef { source: r.get(14)?, id: r.get(15)? },
                         grouping_version: r.get(16)?,
                         probation: r.get(17)?,
+                        state: crate::ledger::IssueState::from_column(18, r.get(18)?)?,
+                        fixed_at: r.get(19)?,
+                        fix_note: r.get(20)?,
                     },
                 ))
             })

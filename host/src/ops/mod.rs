@@ -8,6 +8,7 @@
 
 pub mod blessing;
 pub mod inspect;
+pub mod issues;
 pub mod replay;
 pub mod reset;
 pub mod service;

@@ -95,6 +95,8 @@ impl Ledger {
         }
         let mut report = counted.sums.report;
         tx.write_issues(&counted.sums.issues)?;
+        report.regressed = crate::ledger::lifecycle::mark_regressions(&tx.tx, &counted.sums.issues, scan.scan_time)
+            .map_err(tx.e("cannot mark a regression"))?;
         tx.write_bookkeeping(&scan)?;
         let (fires, health_spent) = tx.append_health(&scan)?;
         report.fires = fires - counted.fires_before;

@@ -32,6 +32,8 @@ pub struct CommitReport {
     pub new_issues: u64,
     pub updated_issues: u64,
     pub total_issues: u64,
+    /// Fixed issues this commit counted a new occurrence of.
+    pub regressed: u64,
 }
 
 /// SHA-256 over `parts`, a zero byte between each two.
@@ -87,11 +89,24 @@ pub(in crate::ledger) struct IssueDelta {
     /// at least as new as the stored evidence.
     evidence: Option<Incoming>,
     evidence_at: i64,
+    /// The detector of the last occurrence counted.
+    detector: String,
 }
 
 impl IssueDelta {
+    /// Occurrences this scan counted.
+    pub(in crate::ledger) fn counted(&self) -> i64 {
+        self.count
+    }
+
+    /// The detector of the last occurrence this scan counted.
+    pub(in crate::ledger) fn detector(&self) -> &str {
+        &self.detector
+    }
+
     fn apply(&mut self, o: Incoming, wasted: i64) {
         self.count += 1;
+        self.detector.clone_from(&o.detector);
         self.wasted += wasted;
         self.first_at = self.first_at.min(o.at);
         self.last_at = self.last_at.max(o.at);
@@ -255,6 +270,7 @@ pub(in crate::ledger) fn count_one(
                 severity: o.severity,
                 evidence_at: at,
                 evidence: None,
+                detector: o.detector.clone(),
                 first: Some(o),
             }
         }
@@ -269,6 +285,7 @@ pub(in crate::ledger) fn count_one(
                 severity: Severity::parse(&severity).unwrap_or(Severity::Low),
                 evidence: None,
                 evidence_at,
+                detector: String::new(),
             };
             d.apply(o, wasted);
             d

@@ -9,6 +9,7 @@
 use rusqlite::Connection;
 use serde::Serialize;
 
+use crate::ledger::lifecycle::IssueState;
 use crate::ledger::meta::{self, MetaKey};
 use crate::ledger::{Ledger, LedgerError};
 
@@ -46,9 +47,10 @@ impl Ledger {
 /// Every issue, in `issues.jsonl` order (first seen, then signature).
 pub(in crate::ledger) fn read_issues(conn: &Connection) -> rusqlite::Result<Vec<IssueLine>> {
     let mut stmt = conn.prepare(
-        "SELECT sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
-                        count, wasted_turns, evidence_source, evidence_id, grouping_version, probation
-                 FROM issues ORDER BY first_at, sig",
+        "SELECT i.sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
+                        count, wasted_turns, evidence_source, evidence_id, grouping_version, probation,
+                        s.state, s.fixed_at, s.note
+                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig ORDER BY first_at, i.sig",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(IssueLine {
@@ -68,6 +70,9 @@ pub(in crate::ledger) fn read_issues(conn: &Connection) -> rusqlite::Result<Vec<
             evidence_ref: EvidenceRef { source: r.get(13)?, id: r.get(14)? },
             grouping_version: r.get(15)?,
             probation: r.get(16)?,
+            state: IssueState::from_column(17, r.get(17)?)?,
+            fixed_at: r.get(18)?,
+            fix_note: r.get(19)?,
         })
     })?;
     rows.collect()
@@ -103,6 +108,15 @@ pub struct IssueLine {
     /// field, never a title prefix, so titles stay stable across scans).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub probation: bool,
+    /// Open, fixed by the operator, or regressed (seen again after a fix).
+    #[serde(default)]
+    pub state: IssueState,
+    /// When the operator last marked it fixed, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_at: Option<i64>,
+    /// The operator's note with that fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix_note: Option<String>,
 }
 
 fn one() -> u32 {

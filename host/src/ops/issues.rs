@@ -1,0 +1,64 @@
+//! `issues`: the operator's list of issues and their life, from the command
+//! line.
+//!
+//! It owns those commands: the output folder chosen as a scan would, the
+//! issues read through the read-only view (`list`, `show`: a running scan is
+//! never waited for), and a fix or a reopen through the ledger under its
+//! writer lock (refused while a scan runs: the watch API's admin routes go
+//! through the running core instead). It never touches the data dir.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::base::out_dir;
+use crate::ledger::{IssueLine, IssueState, Ledger, LedgerView, LifecycleError, StateChange};
+use crate::scan::{ScanError, resolve_data_dir};
+
+/// Why an `issues` command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IssuesError {
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    #[error(transparent)]
+    Lifecycle(#[from] LifecycleError),
+    #[error("no issue has the signature `{0}`")]
+    Unknown(String),
+}
+
+fn out_folder(data_dir: Option<&Path>, out: Option<&Path>) -> Result<PathBuf, ScanError> {
+    let data_dir = resolve_data_dir(data_dir)?;
+    Ok(out_dir::prepare(out, &data_dir)?)
+}
+
+/// The issues of the output folder, those in `state` only when given.
+pub fn list(
+    data_dir: Option<&Path>,
+    out: Option<&Path>,
+    state: Option<IssueState>,
+) -> Result<Vec<IssueLine>, IssuesError> {
+    let out = out_folder(data_dir, out)?;
+    let Some(view) = LedgerView::open(&out).map_err(ScanError::from)? else { return Ok(Vec::new()) };
+    let issues = view.issues().map_err(ScanError::from)?;
+    Ok(issues.into_iter().filter(|i| state.is_none_or(|s| i.state == s)).collect())
+}
+
+/// The issue with signature `sig`.
+pub fn show(data_dir: Option<&Path>, out: Option<&Path>, sig: &str) -> Result<IssueLine, IssuesError> {
+    list(data_dir, out, None)?.into_iter().find(|i| i.sig == sig).ok_or_else(|| IssuesError::Unknown(sig.to_owned()))
+}
+
+/// Marks `sig` fixed (`Some(note)`, or no note), or sets it open again (`None`).
+pub fn change(
+    data_dir: Option<&Path>,
+    out: Option<&Path>,
+    sig: &str,
+    fix: Option<Option<&str>>,
+) -> Result<StateChange, IssuesError> {
+    let out = out_folder(data_dir, out)?;
+    let mut ledger = Ledger::open(&out).map_err(ScanError::from)?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    Ok(match fix {
+        Some(note) => ledger.fix_issue(sig, now, note)?,
+        None => ledger.reopen_issue(sig, now)?,
+    })
+}
