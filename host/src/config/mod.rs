@@ -606,7 +606,7 @@ impl FleetConfig {
         -1
     }
     fn default_in_flight() -> usize {
-        64
+        1
     }
     fn default_once_budget() -> u64 {
         10

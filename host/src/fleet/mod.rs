@@ -14,6 +14,10 @@ pub mod link;
 pub mod publish;
 pub mod reconcile;
 
+/// Fire-log entries read per query of the view (the publishes of a page go
+/// out `in_flight` at a time).
+const READ_PAGE: u32 = 256;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -227,7 +231,7 @@ async fn session(
             (Some(v), Some((_, _, at))) => {
                 stats.head.store(u64::try_from(v.last_fire_seq()?).unwrap_or(0), Ordering::SeqCst);
                 stats.cursor.store(*at, Ordering::SeqCst);
-                v.fires_after(*at, u32::try_from(cfg.in_flight.max(1) * 4).unwrap_or(256))?
+                v.fires_after(*at, READ_PAGE.max(u32::try_from(cfg.in_flight).unwrap_or(u32::MAX)))?
             }
             _ => Vec::new(),
         };

@@ -292,6 +292,10 @@ mod tests {
         l.commit(ScanCommit { observations: &[obs("m1", 10)], ..Default::default() }).unwrap();
         l.conn.execute_batch("DROP TABLE issue_state").unwrap();
         drop(l);
+        let view = crate::ledger::LedgerView::open(dir.path()).unwrap().expect("a store");
+        let page = view.issues_page(None, 10, None, None).expect("a read before the new writer's first open");
+        assert_eq!(page[0].1.state, IssueState::Open, "the stand-in table reads every issue as open");
+        drop(view);
         let mut l = Ledger::open(dir.path()).unwrap();
         assert_eq!(l.reset_reason(), None, "only a table was added: nothing reset");
         let sig = l.issues().unwrap()[0].sig.clone();

@@ -42,7 +42,31 @@ impl LedgerView {
             action: "cannot open for reading",
             source,
         })?;
-        Ok(Some(LedgerView { db_path, conn }))
+        let view = LedgerView { db_path, conn };
+        view.stand_in_for_issue_states()?;
+        Ok(Some(view))
+    }
+
+    /// A store from before issue states has no `issue_state` table until a
+    /// writer opens it; an empty one in `temp` (every issue open) stands in,
+    /// so a read by a new binary before its first scan still works.
+    fn stand_in_for_issue_states(&self) -> Result<(), LedgerError> {
+        let present: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'issue_state')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.err("cannot read the store's schema"))?;
+        if !present {
+            self.conn
+                .execute_batch(
+                    "CREATE TEMP TABLE issue_state(sig TEXT PRIMARY KEY, state TEXT NOT NULL, fixed_at INTEGER, note TEXT)",
+                )
+                .map_err(self.err("cannot stand in for the issue states"))?;
+        }
+        Ok(())
     }
 
     /// [`LedgerView::open`] on a folder that may be anyone's: the
