@@ -327,6 +327,8 @@ fn every_refusal_is_problem_json_and_admin_routes_are_shut_without_a_token() {
         "/v1/admin/sentinels/tool_error/enable",
         "/v1/admin/sentinels/tool_error/disable",
         "/v1/admin/sentinels/tool_error/force-wake",
+        "/v1/admin/issues/tool_error:x/fix",
+        "/v1/admin/issues/tool_error:x/reopen",
         "/v1/admin/ui-snapshot",
         "/v1/admin/arming",
     ] {
@@ -663,4 +665,52 @@ fn the_status_page_shows_sentinels_heat_fires_and_the_chain_in_headless_chromium
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{} bytes", png.len());
+}
+
+/// The `/v1/issues` item for `tool`'s issue, when listed.
+fn issue_of_tool(s: &Served, tool: &str) -> Option<Value> {
+    let (_, _, issues) = call(s, "GET", "/v1/issues?limit=100", None, None);
+    issues["items"].as_array()?.iter().find(|i| i["tool"] == tool).cloned()
+}
+
+#[test]
+fn an_issue_fixed_through_the_admin_api_and_seen_again_is_regressed_and_its_fire_delivered() {
+    let (url, got) = receiver();
+    let s = serve(&[
+        ("BOOTSTRAP_TOKEN", ADMIN),
+        ("WATCH_DISPATCH_WEBHOOK", url.as_str()),
+        ("WATCH_DISPATCHER_ENABLED", "1"),
+    ]);
+    until(&s, "aalpha's issue is listed", || issue_of_tool(&s, "aalpha").is_some());
+    let sig = issue_of_tool(&s, "aalpha").unwrap()["sig"].as_str().unwrap().to_owned();
+    let fix = format!("/v1/admin/issues/{sig}/fix");
+    let reopen = format!("/v1/admin/issues/{sig}/reopen");
+    assert_problem(&call(&s, "POST", &fix, None, None), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", &reopen, Some(WRONG), None), 401, "unauthorized");
+    assert_problem(&call(&s, "POST", "/v1/admin/issues/tool_error:nobody/fix", Some(ADMIN), None), 404, "not_found");
+    assert_problem(&call(&s, "POST", &reopen, Some(ADMIN), None), 409, "conflict");
+
+    let (status, _, r) = call(&s, "POST", &fix, Some(ADMIN), json(serde_json::json!({"note": "release 1.2"})));
+    assert_eq!((status, &r["state"]), (200, &Value::from("fixed")), "{r}");
+    assert_problem(&call(&s, "POST", &fix, Some(ADMIN), None), 409, "conflict");
+    let listed = issue_of_tool(&s, "aalpha").unwrap();
+    assert_eq!(
+        (&listed["state"], &listed["fixNote"]),
+        (&Value::from("fixed"), &Value::from("release 1.2")),
+        "{listed}"
+    );
+
+    // The same error again in the data dir: the next scan regresses it, and
+    // the regression is a fire the dispatcher delivers like any other.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    datagen::insert_activity(&s.data, &Activity::failed("ma-again", now - HOUR + 50, "t2", "aalpha", "error: failed"))
+        .unwrap();
+    until(&s, "the issue regressed", || issue_of_tool(&s, "aalpha").is_some_and(|i| i["state"] == "regressed"));
+    until(&s, "the regression delivered", || {
+        got.lock().unwrap().iter().any(|(_, body)| body["fire"]["type"] == "regression")
+    });
+    let (status, _, r) = call(&s, "POST", &reopen, Some(ADMIN), None);
+    assert_eq!((status, &r["state"]), (200, &Value::from("open")), "{r}");
+    let (_, _, chain) = call(&s, "GET", "/v1/chain", None, None);
+    assert_eq!(chain["ok"], true, "fix, regression and reopen are in a chain that verifies: {chain}");
 }

@@ -46,6 +46,10 @@ pub enum Command {
     /// Run a detector at the next scan whatever its cadence, and scan now;
     /// a diagnostic fire records it, naming the tenant it was aimed at.
     ForceWake { detector: String, tenant: String },
+    /// Mark an issue fixed, with the operator's note; a `fix` fire records it.
+    FixIssue { sig: String, note: Option<String> },
+    /// Set a fixed or regressed issue open again; a `reopen` fire records it.
+    ReopenIssue(String),
 }
 
 impl Command {
@@ -56,7 +60,9 @@ impl Command {
 
     fn detector(&self) -> Option<&str> {
         match self {
-            Command::ScanNow | Command::Kick | Command::Reload => None,
+            Command::ScanNow | Command::Kick | Command::Reload | Command::FixIssue { .. } | Command::ReopenIssue(_) => {
+                None
+            }
             Command::Quarantine(d)
             | Command::Release(d)
             | Command::Enable(d)
@@ -90,6 +96,10 @@ pub enum Applied {
         detector: String,
         tenant: String,
         fire_seq: u64,
+    },
+    /// An issue's state changed, with the fire that records it.
+    Issue {
+        change: crate::ledger::StateChange,
     },
 }
 
@@ -132,6 +142,8 @@ pub enum CommandError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Scan(#[from] ScanError),
+    #[error(transparent)]
+    Issue(#[from] crate::ledger::LifecycleError),
     #[error("the sentinel is gone: it stopped before it answered")]
     Gone,
 }
@@ -391,6 +403,10 @@ impl Sentinel {
                 let fire_seq = self.ledger.diagnostic_fire(detector, version, now, reason)?;
                 Applied::Woken { detector: detector.clone(), tenant: tenant.clone(), fire_seq }
             }
+            Command::FixIssue { sig, note } => {
+                Applied::Issue { change: self.ledger.fix_issue(sig, now, note.as_deref())? }
+            }
+            Command::ReopenIssue(sig) => Applied::Issue { change: self.ledger.reopen_issue(sig, now)? },
         })
     }
 

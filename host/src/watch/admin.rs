@@ -1,5 +1,6 @@
 //! The admin mutations: quarantine, release, enable, disable, force-wake,
-//! the UI snapshot, and arming (a principal of its own).
+//! an issue's fix and reopen, the UI snapshot, and arming (a principal of
+//! its own).
 //!
 //! It owns checking the bearer token (before anything else is looked at),
 //! parsing the small JSON body (unknown fields refused), the tenant rule,
@@ -25,6 +26,7 @@ use super::gates::{GateState, check_bearer};
 use super::problem::Problem;
 use super::reads::{self, blocking};
 use crate::core::sentinel::{Applied, Command, CommandError};
+use crate::ledger::LifecycleError;
 
 /// What an admin mutation may carry.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
@@ -123,6 +125,12 @@ fn command_problem(e: CommandError) -> Problem {
         CommandError::UnknownDetector(name) => {
             Problem::not_found(format!("no sentinel named `{}` is loaded", crate::base::sanitize::one_line(&name)))
         }
+        CommandError::Issue(LifecycleError::Unknown(sig)) => {
+            Problem::not_found(format!("no issue has the signature `{}`", crate::base::sanitize::one_line(&sig)))
+        }
+        CommandError::Issue(e @ LifecycleError::Already { .. }) => {
+            Problem::new(StatusCode::CONFLICT, "conflict", crate::base::sanitize::one_line(&e.to_string()))
+        }
         CommandError::Gone => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "core_gone", e.to_string()),
         e => {
             tracing::error!(error = %crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)), "an admin mutation failed");
@@ -185,6 +193,86 @@ mutation!(release, Action::Release, "/v1/admin/sentinels/{name}/release");
 mutation!(enable, Action::Enable, "/v1/admin/sentinels/{name}/enable");
 mutation!(disable, Action::Disable, "/v1/admin/sentinels/{name}/disable");
 mutation!(force_wake, Action::ForceWake, "/v1/admin/sentinels/{name}/force-wake");
+
+/// What a fix may carry.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FixBody {
+    /// The operator's note (e.g. the release that fixed it).
+    pub note: Option<String>,
+    /// The tenant aimed at; with none, the default.
+    pub tenant: Option<String>,
+}
+
+/// What an issue's fix or reopen did.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueMutation {
+    pub sig: String,
+    /// `fixed` or `open`.
+    pub state: String,
+    /// The fire-log entry that records it.
+    pub fire_seq: u64,
+    pub tenant: String,
+    pub tenant_defaulted: bool,
+}
+
+async fn change_issue(
+    state: Arc<AppState>,
+    client: SocketAddr,
+    sig: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    fix: bool,
+) -> Result<Json<IssueMutation>, Problem> {
+    admin(&state, client, &headers)?;
+    let Path(sig) = sig?;
+    let body: FixBody = parse_body(&headers, &body?, Some(FixBody::default()))?;
+    let (tenant, tenant_defaulted) = state.env.tenant(body.tenant.as_deref())?;
+    let command =
+        if fix { Command::FixIssue { sig: sig.clone(), note: body.note } } else { Command::ReopenIssue(sig.clone()) };
+    let handle = state.handle.clone();
+    let applied = blocking(move || handle.send(command).map_err(command_problem)).await?;
+    let Applied::Issue { change } = applied else {
+        return Err(Problem::internal("the core answered an issue's change with something else"));
+    };
+    tracing::info!(%sig, state = change.state.as_str(), %tenant, "an issue's state changed by the operator");
+    Ok(Json(IssueMutation {
+        sig: change.sig,
+        state: change.state.as_str().to_owned(),
+        fire_seq: change.fire_seq,
+        tenant,
+        tenant_defaulted,
+    }))
+}
+
+macro_rules! issue_change {
+    ($fn:ident, $fix:expr, $path:literal, $body:ty) => {
+        #[utoipa::path(post, path = $path, tag = "admin", security(("bearer" = [])),
+                                    params(("sig" = String, Path, description = "the issue's signature")),
+                                    request_body(content = Option<$body>, content_type = "application/json"),
+                                    responses((status = 200, body = IssueMutation),
+                                        (status = 401, body = Problem, content_type = "application/problem+json"),
+                                        (status = 403, body = Problem, content_type = "application/problem+json"),
+                                        (status = 404, body = Problem, content_type = "application/problem+json"),
+                                        (status = 409, body = Problem, content_type = "application/problem+json"),
+                                        (status = 413, body = Problem, content_type = "application/problem+json"),
+                                        (status = 415, body = Problem, content_type = "application/problem+json"),
+                                        (status = 422, body = Problem, content_type = "application/problem+json")))]
+        pub async fn $fn(
+            State(state): State<Arc<AppState>>,
+            ConnectInfo(client): ConnectInfo<SocketAddr>,
+            sig: Result<Path<String>, PathRejection>,
+            headers: HeaderMap,
+            body: Result<Bytes, BytesRejection>,
+        ) -> Result<Json<IssueMutation>, Problem> {
+            change_issue(state, client, sig, headers, body, $fix).await
+        }
+    };
+}
+
+issue_change!(fix_issue, true, "/v1/admin/issues/{sig}/fix", FixBody);
+issue_change!(reopen_issue, false, "/v1/admin/issues/{sig}/reopen", AdminBody);
 
 /// What the status page shows, as JSON.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

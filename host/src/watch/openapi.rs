@@ -94,10 +94,12 @@ impl utoipa::Modify for Security {
         admin::enable,
         admin::disable,
         admin::force_wake,
+        admin::fix_issue,
+        admin::reopen_issue,
         admin::ui_snapshot,
         admin::arming,
     ),
-    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, crate::fleet::StatsView, admin::AdminBody, admin::ArmingBody)),
+    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, crate::fleet::StatsView, admin::AdminBody, admin::ArmingBody, admin::FixBody, admin::IssueMutation)),
     modifiers(&Security, &Refusals)
 )]
 pub struct ApiDoc;

@@ -42,6 +42,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/admin/sentinels/{name}/enable"),
     ("POST", "/v1/admin/sentinels/{name}/disable"),
     ("POST", "/v1/admin/sentinels/{name}/force-wake"),
+    ("POST", "/v1/admin/issues/{sig}/fix"),
+    ("POST", "/v1/admin/issues/{sig}/reopen"),
     ("POST", "/v1/admin/ui-snapshot"),
     ("POST", "/v1/admin/arming"),
 ];
@@ -64,6 +66,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/admin/sentinels/{name}/enable", post(admin::enable))
         .route("/v1/admin/sentinels/{name}/disable", post(admin::disable))
         .route("/v1/admin/sentinels/{name}/force-wake", post(admin::force_wake))
+        .route("/v1/admin/issues/{sig}/fix", post(admin::fix_issue))
+        .route("/v1/admin/issues/{sig}/reopen", post(admin::reopen_issue))
         .route("/v1/admin/ui-snapshot", post(admin::ui_snapshot))
         .route("/v1/admin/arming", post(admin::arming))
         .fallback(not_found)
