@@ -27,6 +27,7 @@
 //! the first page's (the schema changed between pages). Rows read and skipped
 //! together never exceed `max_rows` in one scan.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use rusqlite::types::Value;
@@ -63,11 +64,13 @@ fn cell<'a>(v: &'a Value, kind: ColumnType) -> Cell<'a> {
     }
 }
 
-fn text_of(v: &Value) -> Option<String> {
+/// A value as text: a text value borrowed in place (no copy per cell), a
+/// number written out, a blob or null none.
+fn text_of(v: &Value) -> Option<Cow<'_, str>> {
     match v {
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Real(f) => Some(f.to_string()),
-        Value::Text(s) => Some(s.clone()),
+        Value::Integer(i) => Some(Cow::Owned(i.to_string())),
+        Value::Real(f) => Some(Cow::Owned(f.to_string())),
+        Value::Text(s) => Some(Cow::Borrowed(s)),
         Value::Null | Value::Blob(_) => None,
     }
 }
@@ -79,6 +82,47 @@ impl QuerySource {
 
     fn fail(&self, path: &Path, message: String) -> SourceError {
         SourceError::Read { source_name: self.name.clone(), path: path.to_owned(), source: message.into() }
+    }
+
+    /// Pushes one page's rows into the batch, moving `after` to the highest
+    /// cursor value and counting a row whose cursor is not an integer as
+    /// skipped.
+    fn push_rows(
+        &self,
+        rows: &[Vec<Value>],
+        kinds: &[ColumnType],
+        cursor_col: Option<usize>,
+        after: &mut i64,
+        b: &mut BatchBuilder,
+        report: &mut SourceReport,
+    ) -> Result<(), SourceError> {
+        let mut texts: Vec<Option<Cow<'_, str>>> = Vec::with_capacity(kinds.len());
+        for row in rows {
+            if let Some(i) = cursor_col {
+                match row[i] {
+                    Value::Integer(c) => *after = (*after).max(c),
+                    _ => {
+                        report.skipped += 1;
+                        continue;
+                    }
+                }
+            }
+            texts.clear();
+            texts.extend(row.iter().zip(kinds).map(|(v, k)| if *k == ColumnType::Text { text_of(v) } else { None }));
+            let cells: Vec<Cell<'_>> = row
+                .iter()
+                .zip(kinds)
+                .zip(&texts)
+                .map(|((v, k), t)| match k {
+                    ColumnType::Text => t.as_deref().map_or(Cell::Null, Cell::Text),
+                    _ => cell(v, *k),
+                })
+                .collect();
+            b.push_row(&cells)
+                .map_err(|e| SourceError::Stopped { source_name: self.name.clone(), reason: e.to_string() })?;
+            report.records += 1;
+        }
+        Ok(())
     }
 
     fn err(&self, path: &Path, e: rusqlite::Error) -> SourceError {
@@ -146,30 +190,7 @@ impl Source for QuerySource {
             let cursor_col = self.cursor.as_ref().and_then(|c| names.iter().position(|n| n == c));
             let got = rows.len();
             let before = after;
-            for row in &rows {
-                if let Some(i) = cursor_col {
-                    match row[i] {
-                        Value::Integer(c) => after = after.max(c),
-                        _ => {
-                            report.skipped += 1;
-                            continue;
-                        }
-                    }
-                }
-                let texts: Vec<Option<String>> = row.iter().map(text_of).collect();
-                let cells: Vec<Cell<'_>> = row
-                    .iter()
-                    .zip(&kinds)
-                    .zip(&texts)
-                    .map(|((v, k), t)| match k {
-                        ColumnType::Text => t.as_deref().map_or(Cell::Null, Cell::Text),
-                        _ => cell(v, *k),
-                    })
-                    .collect();
-                b.push_row(&cells)
-                    .map_err(|e| SourceError::Stopped { source_name: self.name.clone(), reason: e.to_string() })?;
-                report.records += 1;
-            }
+            self.push_rows(&rows, &kinds, cursor_col, &mut after, b, &mut report)?;
             if !b.is_empty() {
                 sink(b.take()).map_err(|reason| SourceError::Stopped { source_name: self.name.clone(), reason })?;
             }
