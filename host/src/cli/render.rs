@@ -14,6 +14,8 @@ use sentinel_host::ScanReport;
 use sentinel_host::base::sanitize::{multi_line, one_line};
 use sentinel_host::scan::{DetectorStatus, SourceStatus};
 
+use crate::duration;
+
 /// A value as one line of JSON whose bytes are safe to print: serde_json
 /// escapes C0 controls, [`sentinel_host::base::sanitize::json_text`] the rest.
 pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
@@ -21,22 +23,23 @@ pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<Strin
 }
 
 pub fn human(r: &ScanReport) -> String {
-    multi_line(&human_raw(r)).into_owned()
+    multi_line(&human_raw(r, duration::now_ms())).into_owned()
 }
 
-fn human_raw(r: &ScanReport) -> String {
+fn human_raw(r: &ScanReport, now: i64) -> String {
     let mut s = String::new();
     if let Some(since) = r.unchanged_since {
         let _ = writeln!(
             s,
-            "sentinel: nothing changed in {} since the last scan (at {since} ms); no rows read, {} issues in {}",
+            "sentinel: nothing changed in {} since the last scan ({} ago); no rows read, {} issues in {}",
             r.data_dir.display(),
+            duration::human(now - since),
             r.issues.total_issues,
             r.issues_file.display()
         );
         return s;
     }
-    let _ = writeln!(s, "sentinel: scanned {} in {} ms", r.data_dir.display(), r.elapsed_ms);
+    let _ = writeln!(s, "sentinel: scanned {} in {}", r.data_dir.display(), duration::human(r.elapsed_ms as i64));
     if let Some(reason) = &r.state_reset {
         let _ = writeln!(s, "  state started again: {reason}; issues kept, only newer occurrences counted");
     }
@@ -77,7 +80,8 @@ fn human_raw(r: &ScanReport) -> String {
     for d in &r.detectors {
         match &d.failure {
             None if d.status == DetectorStatus::NotDue => {
-                let _ = writeln!(s, "    not due  {}: next due at {} ms", d.name, d.next_due.unwrap_or_default());
+                let due = d.next_due.map_or_else(|| "-".to_owned(), |t| duration::from_now(t, now));
+                let _ = writeln!(s, "    not due  {}: next due {due}", d.name);
             }
             None if d.status == DetectorStatus::Disabled => match &d.note {
                 Some(note) => {
@@ -125,10 +129,10 @@ fn human_raw(r: &ScanReport) -> String {
 
 /// `detectors list` and `detectors inspect`.
 pub fn detectors(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
-    multi_line(&detectors_raw(infos, full)).into_owned()
+    multi_line(&detectors_raw(infos, full, duration::now_ms())).into_owned()
 }
 
-fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
+fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool, now: i64) -> String {
     let mut s = String::new();
     for info in infos {
         let i = &info.inspection;
@@ -139,13 +143,16 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
         let health = match (&i.error, &info.health) {
             (Some(_), _) => "refused".to_owned(),
             (None, Some(h)) => match h.state {
-                sentinel_host::model::standing::State::Quarantined { until } => format!("quarantined until {until}"),
+                sentinel_host::model::standing::State::Quarantined { until } if until > now => {
+                    format!("quarantined for {}", duration::human(until - now))
+                }
+                sentinel_host::model::standing::State::Quarantined { .. } => "quarantined, ending now".to_owned(),
                 other => other.label().to_owned(),
             },
             (None, None) => "ok (never run here)".to_owned(),
         };
         let name = one_line(&name);
-        let due = info.next_due.map(|t| format!("  next due {t}")).unwrap_or_default();
+        let due = info.next_due.map(|t| format!("  next due {}", duration::from_now(t, now))).unwrap_or_default();
         let _ = writeln!(
             s,
             "{name:<20} {:<8} wit {:<6} {:<24} {:>9} bytes  sha256 {}  {}{due}",
@@ -165,6 +172,9 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
         }
         if let Some(d) = &i.descriptor {
             let _ = writeln!(s, "  emits: {}", d.emits.join(", "));
+            if let Some(c) = d.cadence_seconds {
+                let _ = writeln!(s, "  cadence: every {}", duration::human(i64::from(c) * 1_000));
+            }
             for sub in &d.subscriptions {
                 let _ = writeln!(s, "  reads: {} / {}", sub.source, sub.kind);
             }
