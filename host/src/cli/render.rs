@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use sentinel_host::ScanReport;
 use sentinel_host::base::sanitize::{multi_line, one_line};
-use sentinel_host::scan::{DetectorStatus, SourceStatus};
+use sentinel_host::scan::{DetectorStatus, DetectorSummary, FailureSummary, SourceStatus, SourceSummary};
 
 use crate::duration;
 
@@ -43,8 +43,26 @@ fn human_raw(r: &ScanReport, now: i64) -> String {
     if let Some(reason) = &r.state_reset {
         let _ = writeln!(s, "  state started again: {reason}; issues kept, only newer occurrences counted");
     }
-    let sources: Vec<String> = r
-        .sources
+    write_sources(&mut s, &r.sources);
+    write_detector_counts(&mut s, &r.detectors);
+    for d in &r.detectors {
+        write_detector(&mut s, d, now);
+    }
+    let _ = writeln!(
+        s,
+        "  issues: {} new, {} updated, {} total -> {}",
+        r.issues.new_issues,
+        r.issues.updated_issues,
+        r.issues.total_issues,
+        r.issues_file.display()
+    );
+    s
+}
+
+/// One line naming each source and what it read, then each source's error
+/// and warnings.
+fn write_sources(s: &mut String, sources: &[SourceSummary]) {
+    let line: Vec<String> = sources
         .iter()
         .map(|src| match src.status {
             SourceStatus::Ok if src.skipped > 0 => {
@@ -56,8 +74,8 @@ fn human_raw(r: &ScanReport, now: i64) -> String {
             SourceStatus::Failed => format!("{} FAILED", src.name),
         })
         .collect();
-    let _ = writeln!(s, "  sources: {}", sources.join(", "));
-    for src in &r.sources {
+    let _ = writeln!(s, "  sources: {}", line.join(", "));
+    for src in sources {
         if let Some(e) = &src.error {
             let _ = writeln!(s, "    {}: {}", one_line(&src.name), one_line(e));
         }
@@ -65,7 +83,11 @@ fn human_raw(r: &ScanReport, now: i64) -> String {
             let _ = writeln!(s, "    {}: warning: {}", one_line(&src.name), one_line(w));
         }
     }
-    let count = |status: DetectorStatus| r.detectors.iter().filter(|d| d.status == status).count();
+}
+
+/// How many detectors ran, failed, were refused, waited or are disabled.
+fn write_detector_counts(s: &mut String, detectors: &[DetectorSummary]) {
+    let count = |status: DetectorStatus| detectors.iter().filter(|d| d.status == status).count();
     let waiting = count(DetectorStatus::NotDue);
     let disabled = count(DetectorStatus::Disabled);
     let _ = writeln!(
@@ -77,54 +99,51 @@ fn human_raw(r: &ScanReport, now: i64) -> String {
         if waiting > 0 { format!(", {waiting} waiting for their cadence") } else { String::new() },
         if disabled > 0 { format!(", {disabled} disabled") } else { String::new() }
     );
-    for d in &r.detectors {
-        match &d.failure {
-            None if d.status == DetectorStatus::NotDue => {
-                let due = d.next_due.map_or_else(|| "-".to_owned(), |t| duration::from_now(t, now));
-                let _ = writeln!(s, "    not due  {}: next due {due}", d.name);
-            }
-            None if d.status == DetectorStatus::Disabled => match &d.note {
-                Some(note) => {
-                    let _ = writeln!(s, "    disabled {}: {note}", d.name);
-                }
-                None => {
-                    let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
-                }
-            },
-            None => {
-                let _ = writeln!(
-                    s,
-                    "    ok       {}{} {}: {} records, {} observations, decision in {:.2} ms{}",
-                    if d.probation { sentinel_host::firelog::PROBATION_MARKER } else { "" },
-                    one_line(&d.name),
-                    one_line(d.version.as_deref().unwrap_or("")),
-                    d.records,
-                    d.observations,
-                    d.finish_us as f64 / 1000.0,
-                    d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
-                );
-            }
-            Some(f) => {
-                let phase = f.phase.map(|p| format!(" in {p}")).unwrap_or_default();
-                let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
-                let status = status.unwrap_or_default();
-                let (name, message) = (one_line(&d.name), one_line(&f.message));
-                let _ = writeln!(s, "    {status:<8} {name}: {}{}: {message}", f.kind, one_line(&phase));
-                if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
-                    let _ = writeln!(s, "             stderr: {}", one_line(line));
-                }
-            }
+}
+
+/// One detector's line: not due, disabled, what it read, or its failure.
+fn write_detector(s: &mut String, d: &DetectorSummary, now: i64) {
+    match &d.failure {
+        None if d.status == DetectorStatus::NotDue => {
+            let due = d.next_due.map_or_else(|| "-".to_owned(), |t| duration::from_now(t, now));
+            let _ = writeln!(s, "    not due  {}: next due {due}", d.name);
         }
+        None if d.status == DetectorStatus::Disabled => match &d.note {
+            Some(note) => {
+                let _ = writeln!(s, "    disabled {}: {note}", d.name);
+            }
+            None => {
+                let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
+            }
+        },
+        None => {
+            let _ = writeln!(
+                s,
+                "    ok       {}{} {}: {} records, {} observations, decision in {:.2} ms{}",
+                if d.probation { sentinel_host::firelog::PROBATION_MARKER } else { "" },
+                one_line(&d.name),
+                one_line(d.version.as_deref().unwrap_or("")),
+                d.records,
+                d.observations,
+                d.finish_us as f64 / 1000.0,
+                d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
+            );
+        }
+        Some(f) => write_failure(s, d, f),
     }
-    let _ = writeln!(
-        s,
-        "  issues: {} new, {} updated, {} total -> {}",
-        r.issues.new_issues,
-        r.issues.updated_issues,
-        r.issues.total_issues,
-        r.issues_file.display()
-    );
-    s
+}
+
+/// A failed or refused detector: its status, failure kind and phase, the
+/// message, and the first line of its stderr.
+fn write_failure(s: &mut String, d: &DetectorSummary, f: &FailureSummary) {
+    let phase = f.phase.map(|p| format!(" in {p}")).unwrap_or_default();
+    let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
+    let status = status.unwrap_or_default();
+    let (name, message) = (one_line(&d.name), one_line(&f.message));
+    let _ = writeln!(s, "    {status:<8} {name}: {}{}: {message}", f.kind, one_line(&phase));
+    if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
+        let _ = writeln!(s, "             stderr: {}", one_line(line));
+    }
 }
 
 /// `detectors list` and `detectors inspect`.
@@ -140,17 +159,7 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
             || i.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             |d| d.name.clone(),
         );
-        let health = match (&i.error, &info.health) {
-            (Some(_), _) => "refused".to_owned(),
-            (None, Some(h)) => match h.state {
-                sentinel_host::model::standing::State::Quarantined { until } if until > now => {
-                    format!("quarantined for {}", duration::human(until - now))
-                }
-                sentinel_host::model::standing::State::Quarantined { .. } => "quarantined, ending now".to_owned(),
-                other => other.label().to_owned(),
-            },
-            (None, None) => "ok (never run here)".to_owned(),
-        };
+        let health = health_label(info, now);
         let name = one_line(&name);
         let due = info.next_due.map(|t| format!("  next due {}", duration::from_now(t, now))).unwrap_or_default();
         let _ = writeln!(
@@ -203,6 +212,22 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
         }
     }
     s
+}
+
+/// A detector's standing as `detectors list` shows it: refused, never run,
+/// its health, or how long its quarantine still lasts.
+fn health_label(info: &sentinel_host::ops::inspect::DetectorInfo, now: i64) -> String {
+    match (&info.inspection.error, &info.health) {
+        (Some(_), _) => "refused".to_owned(),
+        (None, Some(h)) => match h.state {
+            sentinel_host::model::standing::State::Quarantined { until } if until > now => {
+                format!("quarantined for {}", duration::human(until - now))
+            }
+            sentinel_host::model::standing::State::Quarantined { .. } => "quarantined, ending now".to_owned(),
+            other => other.label().to_owned(),
+        },
+        (None, None) => "ok (never run here)".to_owned(),
+    }
 }
 
 /// What `verify` found, in a few lines.
