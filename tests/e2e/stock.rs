@@ -726,4 +726,8 @@ fn the_fast_sentinel_runs_only_when_kicked_and_a_polling_one_ticks_on_its_cooldo
     assert!(line("file_inbox_watch").contains(" fast"), "{listing}");
     assert!(line("silence_watch").contains(" polling") && line("silence_watch").contains("next due"), "{listing}");
     assert!(line("anomaly_watch").contains(" deep"), "{listing}");
+    // The next due time reads as a span from now (`in 59s`, `now`), not raw epoch ms.
+    let due = line("silence_watch");
+    let due = due.split("next due ").nth(1).unwrap_or_default();
+    assert!(due == "now" || due.starts_with("in ") && due.ends_with(|c: char| c.is_ascii_alphabetic()), "{listing}");
 }

@@ -9,6 +9,7 @@
 
 mod args;
 mod commands;
+mod duration;
 mod exit;
 mod generate;
 mod progress;

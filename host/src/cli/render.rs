@@ -12,7 +12,9 @@ use std::fmt::Write;
 
 use sentinel_host::ScanReport;
 use sentinel_host::base::sanitize::{multi_line, one_line};
-use sentinel_host::scan::{DetectorStatus, SourceStatus};
+use sentinel_host::scan::{DetectorStatus, DetectorSummary, FailureSummary, SourceStatus, SourceSummary};
+
+use crate::duration;
 
 /// A value as one line of JSON whose bytes are safe to print: serde_json
 /// escapes C0 controls, [`sentinel_host::base::sanitize::json_text`] the rest.
@@ -21,96 +23,30 @@ pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<Strin
 }
 
 pub fn human(r: &ScanReport) -> String {
-    multi_line(&human_raw(r)).into_owned()
+    multi_line(&human_raw(r, duration::now_ms())).into_owned()
 }
 
-fn human_raw(r: &ScanReport) -> String {
+fn human_raw(r: &ScanReport, now: i64) -> String {
     let mut s = String::new();
     if let Some(since) = r.unchanged_since {
         let _ = writeln!(
             s,
-            "sentinel: nothing changed in {} since the last scan (at {since} ms); no rows read, {} issues in {}",
+            "sentinel: nothing changed in {} since the last scan ({} ago); no rows read, {} issues in {}",
             r.data_dir.display(),
+            duration::human(now - since),
             r.issues.total_issues,
             r.issues_file.display()
         );
         return s;
     }
-    let _ = writeln!(s, "sentinel: scanned {} in {} ms", r.data_dir.display(), r.elapsed_ms);
+    let _ = writeln!(s, "sentinel: scanned {} in {}", r.data_dir.display(), duration::human(r.elapsed_ms as i64));
     if let Some(reason) = &r.state_reset {
         let _ = writeln!(s, "  state started again: {reason}; issues kept, only newer occurrences counted");
     }
-    let sources: Vec<String> = r
-        .sources
-        .iter()
-        .map(|src| match src.status {
-            SourceStatus::Ok if src.skipped > 0 => {
-                format!("{} {} records ({} skipped)", src.name, src.records, src.skipped)
-            }
-            SourceStatus::Ok => format!("{} {} records", src.name, src.records),
-            SourceStatus::Missing => format!("{} missing", src.name),
-            SourceStatus::NotRead => format!("{} not read (its readers wait)", src.name),
-            SourceStatus::Failed => format!("{} FAILED", src.name),
-        })
-        .collect();
-    let _ = writeln!(s, "  sources: {}", sources.join(", "));
-    for src in &r.sources {
-        if let Some(e) = &src.error {
-            let _ = writeln!(s, "    {}: {}", one_line(&src.name), one_line(e));
-        }
-        for w in &src.warnings {
-            let _ = writeln!(s, "    {}: warning: {}", one_line(&src.name), one_line(w));
-        }
-    }
-    let count = |status: DetectorStatus| r.detectors.iter().filter(|d| d.status == status).count();
-    let waiting = count(DetectorStatus::NotDue);
-    let disabled = count(DetectorStatus::Disabled);
-    let _ = writeln!(
-        s,
-        "  detectors: {} ok, {} failed, {} refused{}{}",
-        count(DetectorStatus::Ok),
-        count(DetectorStatus::Failed),
-        count(DetectorStatus::Refused),
-        if waiting > 0 { format!(", {waiting} waiting for their cadence") } else { String::new() },
-        if disabled > 0 { format!(", {disabled} disabled") } else { String::new() }
-    );
+    write_sources(&mut s, &r.sources);
+    write_detector_counts(&mut s, &r.detectors);
     for d in &r.detectors {
-        match &d.failure {
-            None if d.status == DetectorStatus::NotDue => {
-                let _ = writeln!(s, "    not due  {}: next due at {} ms", d.name, d.next_due.unwrap_or_default());
-            }
-            None if d.status == DetectorStatus::Disabled => match &d.note {
-                Some(note) => {
-                    let _ = writeln!(s, "    disabled {}: {note}", d.name);
-                }
-                None => {
-                    let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
-                }
-            },
-            None => {
-                let _ = writeln!(
-                    s,
-                    "    ok       {}{} {}: {} records, {} observations, decision in {:.2} ms{}",
-                    if d.probation { sentinel_host::firelog::PROBATION_MARKER } else { "" },
-                    one_line(&d.name),
-                    one_line(d.version.as_deref().unwrap_or("")),
-                    d.records,
-                    d.observations,
-                    d.finish_us as f64 / 1000.0,
-                    d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
-                );
-            }
-            Some(f) => {
-                let phase = f.phase.map(|p| format!(" in {p}")).unwrap_or_default();
-                let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
-                let status = status.unwrap_or_default();
-                let (name, message) = (one_line(&d.name), one_line(&f.message));
-                let _ = writeln!(s, "    {status:<8} {name}: {}{}: {message}", f.kind, one_line(&phase));
-                if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
-                    let _ = writeln!(s, "             stderr: {}", one_line(line));
-                }
-            }
-        }
+        write_detector(&mut s, d, now);
     }
     let _ = writeln!(
         s,
@@ -123,12 +59,99 @@ fn human_raw(r: &ScanReport) -> String {
     s
 }
 
-/// `detectors list` and `detectors inspect`.
-pub fn detectors(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
-    multi_line(&detectors_raw(infos, full)).into_owned()
+/// One line naming each source and what it read, then each source's error
+/// and warnings.
+fn write_sources(s: &mut String, sources: &[SourceSummary]) {
+    let line: Vec<String> = sources
+        .iter()
+        .map(|src| match src.status {
+            SourceStatus::Ok if src.skipped > 0 => {
+                format!("{} {} records ({} skipped)", src.name, src.records, src.skipped)
+            }
+            SourceStatus::Ok => format!("{} {} records", src.name, src.records),
+            SourceStatus::Missing => format!("{} missing", src.name),
+            SourceStatus::NotRead => format!("{} not read (its readers wait)", src.name),
+            SourceStatus::Failed => format!("{} FAILED", src.name),
+        })
+        .collect();
+    let _ = writeln!(s, "  sources: {}", line.join(", "));
+    for src in sources {
+        if let Some(e) = &src.error {
+            let _ = writeln!(s, "    {}: {}", one_line(&src.name), one_line(e));
+        }
+        for w in &src.warnings {
+            let _ = writeln!(s, "    {}: warning: {}", one_line(&src.name), one_line(w));
+        }
+    }
 }
 
-fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
+/// How many detectors ran, failed, were refused, waited or are disabled.
+fn write_detector_counts(s: &mut String, detectors: &[DetectorSummary]) {
+    let count = |status: DetectorStatus| detectors.iter().filter(|d| d.status == status).count();
+    let waiting = count(DetectorStatus::NotDue);
+    let disabled = count(DetectorStatus::Disabled);
+    let _ = writeln!(
+        s,
+        "  detectors: {} ok, {} failed, {} refused{}{}",
+        count(DetectorStatus::Ok),
+        count(DetectorStatus::Failed),
+        count(DetectorStatus::Refused),
+        if waiting > 0 { format!(", {waiting} waiting for their cadence") } else { String::new() },
+        if disabled > 0 { format!(", {disabled} disabled") } else { String::new() }
+    );
+}
+
+/// One detector's line: not due, disabled, what it read, or its failure.
+fn write_detector(s: &mut String, d: &DetectorSummary, now: i64) {
+    match &d.failure {
+        None if d.status == DetectorStatus::NotDue => {
+            let due = d.next_due.map_or_else(|| "-".to_owned(), |t| duration::from_now(t, now));
+            let _ = writeln!(s, "    not due  {}: next due {due}", d.name);
+        }
+        None if d.status == DetectorStatus::Disabled => match &d.note {
+            Some(note) => {
+                let _ = writeln!(s, "    disabled {}: {note}", d.name);
+            }
+            None => {
+                let _ = writeln!(s, "    disabled {}: not run until enabled; it then reads what it missed", d.name);
+            }
+        },
+        None => {
+            let _ = writeln!(
+                s,
+                "    ok       {}{} {}: {} records, {} observations, decision in {:.2} ms{}",
+                if d.probation { sentinel_host::firelog::PROBATION_MARKER } else { "" },
+                one_line(&d.name),
+                one_line(d.version.as_deref().unwrap_or("")),
+                d.records,
+                d.observations,
+                d.finish_us as f64 / 1000.0,
+                d.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default()
+            );
+        }
+        Some(f) => write_failure(s, d, f),
+    }
+}
+
+/// A failed or refused detector: its status, failure kind and phase, the
+/// message, and the first line of its stderr.
+fn write_failure(s: &mut String, d: &DetectorSummary, f: &FailureSummary) {
+    let phase = f.phase.map(|p| format!(" in {p}")).unwrap_or_default();
+    let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_owned));
+    let status = status.unwrap_or_default();
+    let (name, message) = (one_line(&d.name), one_line(&f.message));
+    let _ = writeln!(s, "    {status:<8} {name}: {}{}: {message}", f.kind, one_line(&phase));
+    if let Some(line) = f.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())) {
+        let _ = writeln!(s, "             stderr: {}", one_line(line));
+    }
+}
+
+/// `detectors list` and `detectors inspect`.
+pub fn detectors(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool) -> String {
+    multi_line(&detectors_raw(infos, full, duration::now_ms())).into_owned()
+}
+
+fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool, now: i64) -> String {
     let mut s = String::new();
     for info in infos {
         let i = &info.inspection;
@@ -136,16 +159,9 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
             || i.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             |d| d.name.clone(),
         );
-        let health = match (&i.error, &info.health) {
-            (Some(_), _) => "refused".to_owned(),
-            (None, Some(h)) => match h.state {
-                sentinel_host::model::standing::State::Quarantined { until } => format!("quarantined until {until}"),
-                other => other.label().to_owned(),
-            },
-            (None, None) => "ok (never run here)".to_owned(),
-        };
+        let health = health_label(info, now);
         let name = one_line(&name);
-        let due = info.next_due.map(|t| format!("  next due {t}")).unwrap_or_default();
+        let due = info.next_due.map(|t| format!("  next due {}", duration::from_now(t, now))).unwrap_or_default();
         let _ = writeln!(
             s,
             "{name:<20} {:<8} wit {:<6} {:<24} {:>9} bytes  sha256 {}  {}{due}",
@@ -165,6 +181,9 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
         }
         if let Some(d) = &i.descriptor {
             let _ = writeln!(s, "  emits: {}", d.emits.join(", "));
+            if let Some(c) = d.cadence_seconds {
+                let _ = writeln!(s, "  cadence: every {}", duration::human(i64::from(c) * 1_000));
+            }
             for sub in &d.subscriptions {
                 let _ = writeln!(s, "  reads: {} / {}", sub.source, sub.kind);
             }
@@ -193,6 +212,22 @@ fn detectors_raw(infos: &[sentinel_host::ops::inspect::DetectorInfo], full: bool
         }
     }
     s
+}
+
+/// A detector's standing as `detectors list` shows it: refused, never run,
+/// its health, or how long its quarantine still lasts.
+fn health_label(info: &sentinel_host::ops::inspect::DetectorInfo, now: i64) -> String {
+    match (&info.inspection.error, &info.health) {
+        (Some(_), _) => "refused".to_owned(),
+        (None, Some(h)) => match h.state {
+            sentinel_host::model::standing::State::Quarantined { until } if until > now => {
+                format!("quarantined for {}", duration::human(until - now))
+            }
+            sentinel_host::model::standing::State::Quarantined { .. } => "quarantined, ending now".to_owned(),
+            other => other.label().to_owned(),
+        },
+        (None, None) => "ok (never run here)".to_owned(),
+    }
 }
 
 /// What `verify` found, in a few lines.

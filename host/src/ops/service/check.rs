@@ -85,32 +85,9 @@ pub fn check_install(
     data_dir: Option<&Path>,
     out: Option<&Path>,
 ) -> Result<CheckOutcome, ServiceError> {
-    let name = platform.files()[0];
-    let mut looked_in = Vec::new();
-    let mut found = None;
-    if let Some(dir) = installed_dir(platform) {
-        let p = dir.join(name);
-        if p.is_file() {
-            found = Some((p, true));
-        } else {
-            looked_in.push(p);
-        }
-    }
-    if found.is_none() {
-        let data = match data_dir {
-            Some(d) => d.to_owned(),
-            None => out_dir::default_data_dir().ok_or(ScanError::NoDataDir)?,
-        };
-        let folder = out_dir::choose(out, &out_dir::resolve(&data))?;
-        let p = folder.join(name);
-        if p.is_file() {
-            found = Some((p, platform == Platform::Windows));
-        } else {
-            looked_in.push(p);
-        }
-    }
-    let Some((file, installed)) = found else {
-        return Ok(CheckOutcome::NotInstalled { looked_in });
+    let (file, installed) = match find_schedule_file(platform, data_dir, out)? {
+        Ok(found) => found,
+        Err(looked_in) => return Ok(CheckOutcome::NotInstalled { looked_in }),
     };
     let mut check = InstallCheck {
         platform,
@@ -123,20 +100,68 @@ pub fn check_install(
     };
     if !installed {
         check.notes.push(format!(
-            "read the copy in sentinel's folder: the scheduler's folder has no {name}, so the printed install commands were not run"
+            "read the copy in sentinel's folder: the scheduler's folder has no {}, so the printed install commands were not run",
+            platform.files()[0]
         ));
     }
-    let text = match std::fs::read_to_string(&file) {
+    let Some(schedule) = read_schedule(&mut check, platform, &file) else {
+        return Ok(CheckOutcome::Checked(Box::new(check)));
+    };
+    check_paths(&mut check, &schedule);
+    check_detectors(&mut check, &schedule)?;
+    check.schedule = Some(schedule);
+    Ok(CheckOutcome::Checked(Box::new(check)))
+}
+
+/// The schedule file and whether it is the copy the scheduler reads: the
+/// scheduler's folder first, else sentinel's folder; or every path looked in.
+fn find_schedule_file(
+    platform: Platform,
+    data_dir: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<Result<(PathBuf, bool), Vec<PathBuf>>, ServiceError> {
+    let name = platform.files()[0];
+    let mut looked_in = Vec::new();
+    if let Some(dir) = installed_dir(platform) {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(Ok((p, true)));
+        }
+        looked_in.push(p);
+    }
+    let data = match data_dir {
+        Some(d) => d.to_owned(),
+        None => out_dir::default_data_dir().ok_or(ScanError::NoDataDir)?,
+    };
+    let folder = out_dir::choose(out, &out_dir::resolve(&data))?;
+    let p = folder.join(name);
+    if p.is_file() {
+        // On Windows the task runs this very copy.
+        return Ok(Ok((p, platform == Platform::Windows)));
+    }
+    looked_in.push(p);
+    Ok(Err(looked_in))
+}
+
+/// The `run` command the schedule file holds, or the problem naming why
+/// there is none.
+fn read_schedule(check: &mut InstallCheck, platform: Platform, file: &Path) -> Option<Schedule> {
+    let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => {
             check.problems.push(format!("cannot read {}: {e}", file.display()));
-            return Ok(CheckOutcome::Checked(Box::new(check)));
+            return None;
         }
     };
-    let Some(schedule) = parse_command(platform, &text).and_then(|args| Schedule::from_command(&args)) else {
+    let schedule = parse_command(platform, &text).and_then(|args| Schedule::from_command(&args));
+    if schedule.is_none() {
         check.problems.push(format!("{} holds no sentinel-host run command", file.display()));
-        return Ok(CheckOutcome::Checked(Box::new(check)));
-    };
+    }
+    schedule
+}
+
+/// The binary, the config files and the data dir the schedule names.
+fn check_paths(check: &mut InstallCheck, schedule: &Schedule) {
     if !schedule.binary.is_file() {
         check.problems.push(format!("binary {} is gone", schedule.binary.display()));
     }
@@ -153,11 +178,15 @@ pub fn check_install(
             schedule.data_dir.display()
         ));
     }
+}
+
+/// Every detector file the install recorded and the folder holds now,
+/// loaded exactly as the scheduled scan will load them.
+fn check_detectors(check: &mut InstallCheck, schedule: &Schedule) -> Result<(), ServiceError> {
     let manifest: Option<Manifest> = std::fs::read(schedule.out.join(MANIFEST_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .filter(|m: &Manifest| m.schedule.detectors_dir == schedule.detectors_dir);
-    // Loaded exactly as the scheduled scan will load them.
     let runtime = crate::ops::inspect::runtime_for_checks(Some(&schedule.out))?;
     let loaded = match runtime.load_dir(&schedule.detectors_dir) {
         Ok(loaded) => loaded,
@@ -168,16 +197,12 @@ pub fn check_install(
     };
     let present: Vec<PathBuf> =
         loaded.iter().map(|l| l.as_ref().map_or_else(|e| e.path().to_owned(), |d| d.path.clone())).collect();
-    if let Some(m) = &manifest {
-        for d in m.detectors.iter().filter(|d| !present.contains(d)) {
-            check.problems.push(format!("detector {} is gone", d.display()));
-            check.detectors.push(DetectorCheck { path: d.clone(), status: DetectorCheckStatus::Missing, error: None });
-        }
-    } else {
-        check.notes.push(format!(
+    match &manifest {
+        Some(m) => check_missing(check, &m.detectors, &present),
+        None => check.notes.push(format!(
             "no {MANIFEST_FILE} from the install in {}: only the detectors there now are checked",
             schedule.out.display()
-        ));
+        )),
     }
     if present.is_empty() && schedule.detectors_dir.is_dir() {
         check.problems.push(format!("detectors folder {} holds no *.wasm detector", schedule.detectors_dir.display()));
@@ -196,6 +221,13 @@ pub fn check_install(
             }
         }
     }
-    check.schedule = Some(schedule);
-    Ok(CheckOutcome::Checked(Box::new(check)))
+    Ok(())
+}
+
+/// The detectors the install recorded that the folder no longer holds.
+fn check_missing(check: &mut InstallCheck, installed: &[PathBuf], present: &[PathBuf]) {
+    for d in installed.iter().filter(|d| !present.contains(d)) {
+        check.problems.push(format!("detector {} is gone", d.display()));
+        check.detectors.push(DetectorCheck { path: d.clone(), status: DetectorCheckStatus::Missing, error: None });
+    }
 }
