@@ -7,7 +7,8 @@
 //! no I/O) are the leaves; the [`firelog`] is its format, key and checks;
 //! the [`runtime`] runs detector components under wasmtime; [`config`] reads
 //! the config files; [`sources`] read the data dir into batches; the
-//! [`ledger`] counts and commits what detectors report and exports it; [`scan`]
+//! [`ledger`] counts and commits what detectors report and exports it; the
+//! [`report`] digests a period of it (ranking, trend, formats); [`scan`]
 //! wires one pass together (plan → read → fan out → stage → settle →
 //! report); [`core`] is the long-lived `Sentinel` with its catalog, loop and
 //! kick; [`watch`] is the HTTP API and the dispatcher; [`ops`] holds the
@@ -23,6 +24,7 @@ pub mod fleet;
 pub mod ledger;
 pub mod model;
 pub mod ops;
+pub mod report;
 pub mod runtime;
 pub mod scan;
 pub mod sources;

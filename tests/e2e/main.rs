@@ -19,6 +19,7 @@ mod long_lived;
 mod parameters;
 mod real_errors;
 mod replay;
+mod report;
 mod rotation;
 mod service;
 mod signals;

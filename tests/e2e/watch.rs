@@ -714,3 +714,86 @@ fn an_issue_fixed_through_the_admin_api_and_seen_again_is_regressed_and_its_fire
     let (_, _, chain) = call(&s, "GET", "/v1/chain", None, None);
     assert_eq!(chain["ok"], true, "fix, regression and reopen are in a chain that verifies: {chain}");
 }
+
+/// The occurrences of `sig` per UTC day of the 14 days ending today, from
+/// the fire log as `/v1/fires` serves it (the oracle for the page's trend).
+fn day_counts_from_fires(s: &Served, sig: &str) -> Vec<u64> {
+    const DAY: i64 = 86_400_000;
+    let (_, _, fires) = call(s, "GET", "/v1/fires?type=occurrence&limit=500", None, None);
+    let today = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 / DAY;
+    let mut counts = vec![0u64; 14];
+    for f in fires["items"].as_array().unwrap().iter().filter(|f| f["sig"] == sig) {
+        let day = f["at"].as_i64().unwrap().div_euclid(DAY);
+        if let Some(slot) = usize::try_from(day - (today - 13)).ok().and_then(|i| counts.get_mut(i)) {
+            *slot += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn the_status_page_lists_the_open_issues_with_their_trend_and_each_issue_has_a_page_in_headless_chromium() {
+    // An issue whose tool name the data dir chose to be markup, seen over
+    // three days, beside the five of every served data dir.
+    let scratch = Scratch::new();
+    let data = scratch.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    add_failures(&data, "a", 5);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let hostile = "<img src=x onerror=alert(1)>";
+    for (i, ago) in [2i64, 2, 2, 1, 0, 0].iter().enumerate() {
+        let id = format!("hostile-{i}");
+        let at = now - ago * 86_400_000 - 7_200_000 + i as i64;
+        datagen::insert_activity(&data, &Activity::failed(&id, at, &format!("th{i}"), hostile, "error: failed"))
+            .unwrap();
+    }
+    let s = serve_with(scratch, &[], &[]);
+    until(&s, "the hostile issue counted six times", || issue_of_tool(&s, hostile).is_some_and(|i| i["count"] == 6));
+    let issue = issue_of_tool(&s, hostile).unwrap();
+    let sig = issue["sig"].as_str().unwrap().to_owned();
+    let want = day_counts_from_fires(&s, &sig);
+    assert_eq!(want.iter().sum::<u64>(), 6, "{want:?}");
+
+    let profile = s.out.parent().unwrap().join("chromium-profile");
+    let browser = |url: &str, args: &[&str]| {
+        let mut c = Command::new(chromium());
+        c.args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1280,1400"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .arg(url)
+            .stdin(Stdio::null());
+        let out = run_within(c, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dom = browser(&format!("{}/", s.base), &["--dump-dom"]);
+    let table = dom.split("id=\"issues\"").nth(1).expect("an issues table");
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr data-sig=").count(), 6, "five issues of the first scan and the hostile one: {table}");
+    let row = table.split(&format!("data-sig=\"{sig}\"")).nth(1).expect("the hostile issue's row");
+    let row = &row[..row.find("</tr>").unwrap()];
+    let counts: Vec<String> = want.iter().map(u64::to_string).collect();
+    assert!(
+        row.contains(&format!("data-counts=\"{}\"", counts.join(" "))),
+        "the trend is the log's per-day count {want:?}: {row}"
+    );
+    assert!(row.contains("<polyline"), "drawn as SVG: {row}");
+    assert!(!dom.contains("<img"), "the data dir's markup is text, never an element: {table}");
+    assert!(row.contains("&lt;img src=x onerror=alert(1)&gt;"), "{row}");
+
+    // The issue's own page, through the link the row carries.
+    let href = row.split("href=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let page = browser(&format!("{}{href}", s.base), &["--dump-dom"]);
+    assert!(page.contains(&format!("<td>{sig}</td>")) && page.contains("id=\"history\""), "{page}");
+    assert!(!page.contains("<img"), "{page}");
+    let (status, _, _) = call(&s, "GET", "/issues/tool_error:0000000000000000", None, None);
+    assert_eq!(status, 404, "an unknown signature");
+
+    let artifacts = root().join("target/e2e/artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("watch-issues.png");
+    let _ = std::fs::remove_file(&shot);
+    browser(&format!("{}/", s.base), &[&format!("--screenshot={}", shot.display())]);
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{} bytes", png.len());
+}

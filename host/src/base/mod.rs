@@ -2,11 +2,13 @@
 //! error reads on one line ([`errors`]), the one escaping of untrusted text
 //! ([`sanitize`]), private files and folders ([`private_fs`]), where
 //! sentinel writes ([`out_dir`]) and a file's metadata stamp ([`file_stamp`]) and the hardening of a SQLite
-//! connection to a database someone else wrote ([`harden`]).
+//! connection to a database someone else wrote ([`harden`]), and the civil
+//! calendar of UTC days and stamps ([`calendar`]).
 //!
 //! It owns those rules only; it imports nothing else of the crate and never
 //! decides what is written where beyond the output folder's rules.
 
+pub mod calendar;
 pub mod errors;
 pub mod file_stamp;
 pub mod harden;

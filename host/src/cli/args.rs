@@ -62,6 +62,9 @@ pub(crate) enum Command {
     /// The issues and their life: list, show, fix, reopen.
     #[command(subcommand)]
     Issues(IssuesCommand),
+    /// The friction digest of a period: the issues that cost the most wasted
+    /// turns, the new, the regressed and the fixed, with a count per day.
+    Report(ReportArgs),
     /// Check the fire log: every segment, the hash chain and the signed head
     /// (exit 12 when it does not verify).
     Verify(VerifyArgs),
@@ -72,6 +75,30 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ReportArgs {
+    #[command(flatten)]
+    pub(crate) location: Location,
+    /// How far back the period reaches from its end (`24h`, `3d`, `90m`).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_period)]
+    pub(crate) since: u64,
+    /// Where the period ends, ms since the Unix epoch (for a past day's
+    /// digest and for tests) [default: now].
+    #[arg(long, value_name = "MS")]
+    pub(crate) until: Option<i64>,
+    /// The output's format.
+    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "json", "html"])]
+    pub(crate) format: String,
+    /// How many of the costliest issues to list (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) top: usize,
+}
+
+/// A period's length: a duration in ms, s, m, h or d.
+fn parse_period(s: &str) -> Result<u64, String> {
+    sentinel_host::config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (24h, 3d, 90m)"))
 }
 
 #[derive(Args, Debug)]

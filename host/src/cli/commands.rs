@@ -11,8 +11,8 @@ use sentinel_host::ops::service::{self, CheckOutcome, Platform};
 use sentinel_host::runtime::Limits;
 
 use crate::args::{
-    CheckInstallArgs, DetectorsCommand, IssuesCommand, ReplayArgs, ResetArgs, ServiceInstallArgs, ServiceUninstallArgs,
-    VerifyArgs,
+    CheckInstallArgs, DetectorsCommand, IssuesCommand, ReplayArgs, ReportArgs, ResetArgs, ServiceInstallArgs,
+    ServiceUninstallArgs, VerifyArgs,
 };
 use crate::{exit, render};
 
@@ -222,6 +222,17 @@ pub(crate) fn check_install(args: &CheckInstallArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(code)
+}
+
+pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<u8> {
+    use sentinel_host::ops::report;
+    let format = sentinel_host::report::Format::parse(&args.format).context("an unknown format")?;
+    let period = report::period(args.since, args.until.unwrap_or_else(super::duration::now_ms))
+        .context("cannot make the digest")?;
+    let digest = report::digest(args.location.data_dir.as_deref(), args.location.out.as_deref(), period, args.top)
+        .context("cannot make the digest")?;
+    print!("{}", sentinel_host::report::render::render(&digest, format));
+    Ok(exit::OK)
 }
 
 pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {

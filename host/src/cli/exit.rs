@@ -57,6 +57,12 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(_) => return USAGE,
         None => {}
     }
+    match err.downcast_ref::<sentinel_host::ops::report::ReportError>() {
+        Some(sentinel_host::ops::report::ReportError::Scan(e)) => return scan_code(e),
+        // A period too long or empty: the operator's input.
+        Some(_) => return USAGE,
+        None => {}
+    }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::watch::gates::EnvError>().is_some()
         || err.downcast_ref::<sentinel_host::ops::replay::ReplayError>().is_some()

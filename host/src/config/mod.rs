@@ -286,7 +286,7 @@ pub(crate) fn to_config_value(v: &toml::Value) -> Option<ConfigValue> {
     })
 }
 
-/// `250ms`, `30s`, `5m`, `2h` as milliseconds.
+/// `250ms`, `30s`, `5m`, `2h`, `3d` as milliseconds.
 pub fn parse_duration(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit())?;
@@ -297,6 +297,7 @@ pub fn parse_duration(s: &str) -> Option<u64> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
+        "d" => 86_400_000,
         _ => return None,
     };
     // Too large to be a duration in ms: not a duration.

@@ -110,6 +110,14 @@ fn write_state(
     Ok(())
 }
 
+/// Remembers an issue's fix, reopen or regression (fire `seq`) in its
+/// history, so an issue's page reads them by its key, not from the log.
+fn remember(conn: &Connection, sig: &str, seq: u64, fire_type: FireType, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO main.issue_events(sig, seq, type, at) VALUES(?1, ?2, ?3, ?4)")?
+        .execute(params![sig, i64::try_from(seq).unwrap_or(i64::MAX), fire_type.as_str(), at])?;
+    Ok(())
+}
+
 /// The detector that last reported `sig` (its newest occurrence fire), for
 /// the operator's fires; empty when the log holds none.
 fn last_detector(conn: &Connection, sig: &str) -> rusqlite::Result<String> {
@@ -164,6 +172,7 @@ pub(in crate::ledger) fn mark_regressions(
         let kind = sig.split(':').next().map(str::to_owned);
         let entry = issue_fire(FireType::Regression, d.detector().to_owned(), sig, kind, scan_time, Some(reason));
         appender.append(tx, entry.view())?;
+        remember(tx, sig, appender.count(), FireType::Regression, scan_time)?;
     }
     appender.flush(tx)?;
     Ok(fixed.len() as u64)
@@ -210,6 +219,7 @@ impl Ledger {
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
         let fire_seq = appender.count();
+        remember(&tx, sig, fire_seq, fire_type, at).map_err(&e)?;
         tx.commit().map_err(&e)?;
         self.export()?;
         self.export_fires(at)?;

@@ -59,6 +59,9 @@ pub const SCHEMA_VERSION: i64 = 3;
 
 pub const STORE_FILE: &str = "ledger.db";
 pub const ISSUES_FILE: &str = "issues.jsonl";
+/// Days of each issue's per-day occurrence count the store keeps (the
+/// status page's trend and `report`'s longest period read within them).
+pub const ISSUE_DAYS_KEPT: i64 = 400;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {

@@ -46,6 +46,11 @@ CREATE TABLE IF NOT EXISTS detector_health(
     failures_in_a_row INTEGER NOT NULL, failures_total INTEGER NOT NULL, last_failure TEXT,
     last_scan_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS issue_state(sig TEXT PRIMARY KEY, state TEXT NOT NULL, fixed_at INTEGER, note TEXT);
+CREATE TABLE IF NOT EXISTS issue_days(sig TEXT NOT NULL, day INTEGER NOT NULL, count INTEGER NOT NULL,
+    PRIMARY KEY(sig, day)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS issue_days_by_day ON issue_days(day);
+CREATE TABLE IF NOT EXISTS issue_events(sig TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,
+    at INTEGER NOT NULL, PRIMARY KEY(sig, seq)) WITHOUT ROWID;
 ";
 
 /// The page size of a new store: SQLite's largest. A big scan's commit

@@ -47,26 +47,81 @@ impl LedgerView {
         Ok(Some(view))
     }
 
-    /// A store from before issue states has no `issue_state` table until a
-    /// writer opens it; an empty one in `temp` (every issue open) stands in,
-    /// so a read by a new binary before its first scan still works.
+    /// A store from before issue states (or their per-day history) has no
+    /// `issue_state` (`issue_days`) table until a writer opens it; an empty
+    /// one in `temp` (every issue open, no history) stands in, so a read by
+    /// a new binary before its first scan still works.
     fn stand_in_for_issue_states(&self) -> Result<(), LedgerError> {
-        let present: bool = self
-            .conn
-            .query_row(
-                "SELECT EXISTS(SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'issue_state')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(self.err("cannot read the store's schema"))?;
-        if !present {
-            self.conn
-                .execute_batch(
-                    "CREATE TEMP TABLE issue_state(sig TEXT PRIMARY KEY, state TEXT NOT NULL, fixed_at INTEGER, note TEXT)",
+        const TABLES: [(&str, &str); 3] = [
+            (
+                "issue_state",
+                "CREATE TEMP TABLE issue_state(sig TEXT PRIMARY KEY, state TEXT NOT NULL, fixed_at INTEGER, note TEXT)",
+            ),
+            (
+                "issue_days",
+                "CREATE TEMP TABLE issue_days(sig TEXT NOT NULL, day INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY(sig, day))",
+            ),
+            (
+                "issue_events",
+                "CREATE TEMP TABLE issue_events(sig TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(sig, seq))",
+            ),
+        ];
+        for (name, create) in TABLES {
+            let present: bool = self
+                .conn
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?1)",
+                    [name],
+                    |r| r.get(0),
                 )
-                .map_err(self.err("cannot stand in for the issue states"))?;
+                .map_err(self.err("cannot read the store's schema"))?;
+            if !present {
+                self.conn.execute_batch(create).map_err(self.err("cannot stand in for a table of issue states"))?;
+            }
         }
         Ok(())
+    }
+
+    /// Issue `sig`'s fixes, reopens and regressions, oldest first: each its
+    /// fire's sequence number, type and time (the newest `limit`).
+    pub fn issue_events(&self, sig: &str, limit: u32) -> Result<Vec<(u64, FireType, i64)>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, type, at FROM issue_events WHERE sig = ?1 ORDER BY seq DESC LIMIT ?2")
+            .map_err(self.err("cannot read an issue's history"))?;
+        let rows = stmt
+            .query_map(params![sig, limit], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
+            .map_err(self.err("cannot read an issue's history"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, ty, at) = row.map_err(self.err("cannot read an issue's history"))?;
+            if let Some(ty) = FireType::parse(&ty) {
+                out.push((u64::try_from(seq).unwrap_or(0), ty, at));
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Issue `sig`'s occurrences per UTC day of `days` (days since the
+    /// epoch), oldest first: a read of the primary key's range, whatever the
+    /// folder's age.
+    pub fn issue_days(&self, sig: &str, days: std::ops::RangeInclusive<i64>) -> Result<Vec<u64>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT day, count FROM issue_days WHERE sig = ?1 AND day BETWEEN ?2 AND ?3")
+            .map_err(self.err("cannot read an issue's history"))?;
+        let mut out = vec![0u64; days.clone().count()];
+        let rows = stmt
+            .query_map(params![sig, days.start(), days.end()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(self.err("cannot read an issue's history"))?;
+        for row in rows {
+            let (day, n) = row.map_err(self.err("cannot read an issue's history"))?;
+            if let Some(slot) = usize::try_from(day - days.start()).ok().and_then(|i| out.get_mut(i)) {
+                *slot = u64::try_from(n).unwrap_or(0);
+            }
+        }
+        Ok(out)
     }
 
     /// [`LedgerView::open`] on a folder that may be anyone's: the

@@ -283,6 +283,8 @@ pub struct Snapshot {
     pub sentinels: Vec<reads::SentinelView>,
     #[schema(value_type = Vec<Object>)]
     pub fires: Vec<reads::ShownFire>,
+    /// The open and regressed issues, with their last days' trend.
+    pub issues: Vec<super::issue_page::ShownIssue>,
     pub chain: ChainSummary,
 }
 
@@ -303,6 +305,10 @@ pub fn snapshot(state: &AppState, fires: u32, v: crate::firelog::Verification) -
         gates: reads::gate_state(state)?,
         sentinels: reads::sentinels(state)?,
         fires: reads::fires_page(state, &reads::PageQuery { limit: Some(fires), ..Default::default() })?.items,
+        issues: match reads::view(state)? {
+            Some(v) => super::issue_page::shown(&v, reads::now_ms()).map_err(reads::ledger_problem)?,
+            None => Vec::new(),
+        },
         chain: ChainSummary {
             ok: v.ok,
             entries: v.entries,

@@ -23,6 +23,7 @@ pub mod dispatch;
 pub mod gates;
 pub mod guard;
 pub mod heat;
+pub mod issue_page;
 pub mod limiter;
 pub mod openapi;
 pub mod page;

@@ -12,7 +12,7 @@ use axum::Json;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::{admin, gates, page, problem, reads};
+use super::{admin, gates, issue_page, page, problem, reads};
 
 struct Security;
 
@@ -79,6 +79,7 @@ impl utoipa::Modify for Security {
     info(title = "sentinel watch API", description = "Reads are public on loopback (elsewhere titles need WATCH_READ_TOKEN); mutations are admin; arming is a different principal entirely; a foreign Host is 421, a foreign Origin 403 (docs/watch-api.md)."),
     paths(
         page::status_page,
+        issue_page::issue_page,
         openapi_json,
         reads::list_sentinels,
         reads::one_sentinel,
@@ -99,7 +100,7 @@ impl utoipa::Modify for Security {
         admin::ui_snapshot,
         admin::arming,
     ),
-    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, crate::fleet::StatsView, admin::AdminBody, admin::ArmingBody, admin::FixBody, admin::IssueMutation)),
+    components(schemas(problem::Problem, gates::GateState, reads::SentinelList, reads::SentinelView, reads::DispatchView, crate::fleet::StatsView, admin::AdminBody, admin::ArmingBody, admin::FixBody, admin::IssueMutation, issue_page::ShownIssue)),
     modifiers(&Security, &Refusals)
 )]
 pub struct ApiDoc;

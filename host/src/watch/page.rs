@@ -26,24 +26,12 @@ pub fn esc(s: &str) -> String {
     crate::base::sanitize::markup(&visible)
 }
 
-/// A time in ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil
-/// calendar from days, Howard Hinnant's algorithm).
+/// A time in ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
 pub fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+    crate::base::calendar::utc_seconds(ms)
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
+pub(super) const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse;margin-bottom:2em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}\
 .cold{background:#dbeafe}.warm{background:#fef3c7}.hot{background:#fecaca}\
 .ok{color:#166534}.bad{color:#b91c1c;font-weight:bold}.probation{color:#92400e}";
@@ -89,7 +77,9 @@ pub fn render(s: &Snapshot) -> String {
             f24 = x.heat.fires_24h,
         );
     }
-    h.push_str("</table><h2>Latest fires</h2><table id=\"fires\"><tr><th>#</th><th>type</th><th>sentinel</th><th>kind</th><th>at</th><th>note</th></tr>");
+    h.push_str("</table>");
+    super::issue_page::table(&mut h, &s.issues);
+    h.push_str("<h2>Latest fires</h2><table id=\"fires\"><tr><th>#</th><th>type</th><th>sentinel</th><th>kind</th><th>at</th><th>note</th></tr>");
     for f in &s.fires {
         let ty = f.fire_type.as_str();
         let _ = write!(

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::problem::Problem;
-use super::{AppState, admin, guard, openapi, page, reads};
+use super::{AppState, admin, guard, issue_page, openapi, page, reads};
 
 pub const MAX_BODY: usize = 16 * 1024;
 pub const MAX_QUERY: usize = 2048;
@@ -27,6 +27,7 @@ pub const MAX_HEADERS: usize = 16 * 1024;
 /// docs are checked against this list.
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
+    ("GET", "/issues/{sig}"),
     ("GET", "/openapi.json"),
     ("GET", "/v1/sentinels"),
     ("GET", "/v1/sentinels/{name}"),
@@ -51,6 +52,7 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(page::status_page))
+        .route("/issues/{sig}", get(issue_page::issue_page))
         .route("/openapi.json", get(openapi::openapi_json))
         .route("/v1/sentinels", get(reads::list_sentinels))
         .route("/v1/sentinels/{name}", get(reads::one_sentinel))

@@ -95,6 +95,7 @@ impl Ledger {
         }
         let mut report = counted.sums.report;
         tx.write_issues(&counted.sums.issues)?;
+        tx.forget_old_days(scan.scan_time)?;
         report.regressed = crate::ledger::lifecycle::mark_regressions(&tx.tx, &counted.sums.issues, scan.scan_time)
             .map_err(tx.e("cannot mark a regression"))?;
         tx.write_bookkeeping(&scan)?;
@@ -204,6 +205,18 @@ impl<'t> ScanTx<'t> {
         for (sig, d) in issues {
             d.write(&self.tx, sig).map_err(self.e("cannot write an issue"))?;
         }
+        Ok(())
+    }
+
+    /// The per-day history keeps [`crate::ledger::ISSUE_DAYS_KEPT`] days
+    /// before the scan's (by the index on `day`: the cost of a scan's
+    /// pruning does not grow with the folder's age).
+    fn forget_old_days(&self, scan_time: i64) -> Result<(), LedgerError> {
+        let oldest = crate::base::calendar::day_of(scan_time) - crate::ledger::ISSUE_DAYS_KEPT;
+        self.tx
+            .prepare_cached("DELETE FROM issue_days WHERE day < ?1")
+            .and_then(|mut s| s.execute([oldest]))
+            .map_err(self.e("cannot prune the issues' per-day history"))?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 //! occurrence key as given: only their hashes. It never opens a transaction:
 //! the commit ([`super::commit`]) and the tally ([`super::tally`]) bring one.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
@@ -91,6 +91,9 @@ pub(in crate::ledger) struct IssueDelta {
     evidence_at: i64,
     /// The detector of the last occurrence counted.
     detector: String,
+    /// Occurrences counted this scan per UTC day of their `at` (days since
+    /// the epoch): what the issue's per-day history gains.
+    days: BTreeMap<i64, i64>,
 }
 
 impl IssueDelta {
@@ -106,6 +109,7 @@ impl IssueDelta {
 
     fn apply(&mut self, o: Incoming, wasted: i64) {
         self.count += 1;
+        *self.days.entry(crate::base::calendar::day_of(o.at)).or_default() += 1;
         self.detector.clone_from(&o.detector);
         self.wasted += wasted;
         self.first_at = self.first_at.min(o.at);
@@ -182,6 +186,18 @@ impl IssueDelta {
                     ])?;
                 }
             }
+        }
+        self.write_days(tx, sig)
+    }
+
+    /// Adds this scan's occurrences to the issue's count per day.
+    fn write_days(&self, tx: &rusqlite::Transaction<'_>, sig: &str) -> rusqlite::Result<()> {
+        let mut add = tx.prepare_cached(
+            "INSERT INTO issue_days(sig, day, count) VALUES(?1, ?2, ?3)
+             ON CONFLICT(sig, day) DO UPDATE SET count = count + excluded.count",
+        )?;
+        for (day, n) in &self.days {
+            add.execute(params![sig, day, n])?;
         }
         Ok(())
     }
@@ -271,6 +287,7 @@ pub(in crate::ledger) fn count_one(
                 evidence_at: at,
                 evidence: None,
                 detector: o.detector.clone(),
+                days: BTreeMap::from([(crate::base::calendar::day_of(at), 1)]),
                 first: Some(o),
             }
         }
@@ -286,6 +303,7 @@ pub(in crate::ledger) fn count_one(
                 evidence: None,
                 evidence_at,
                 detector: String::new(),
+                days: BTreeMap::new(),
             };
             d.apply(o, wasted);
             d

@@ -1,0 +1,123 @@
+//! The friction digest end to end: three days of history scanned day by day,
+//! an issue fixed and one regressed, and `report` checked against an
+//! independent recomputation from the exported fire log
+//! (`report_oracle.py`); a quiet period says so; every format escapes what
+//! the data dir wrote.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use xtask::datagen::{self, Activity};
+
+use crate::support::*;
+
+const DAY: i64 = 86_400_000;
+
+/// The wall clock, ms: an operator's fix is stamped with it, so the history
+/// is laid out in the three UTC days before today.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn report(data: &Path, out: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = sentinel_host();
+    c.arg("report").args(args).arg("--data-dir").arg(data).arg("--out").arg(out);
+    run_within(c, Duration::from_secs(60))
+}
+
+fn ok_stdout(o: &std::process::Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// Three days of failures: four errors, each on its own days and turns.
+fn history(data: &Path, t0: i64) {
+    let errors = [
+        ("Bash", "exit 2: no such file or directory"),
+        ("Read", "permission denied while opening the config"),
+        ("Fetch", "connection refused by the upstream <script>alert(1)</script>"),
+        ("Bash", "exit 137: killed by the out-of-memory killer"),
+    ];
+    let mut n = 0;
+    for day in 0..3 {
+        for (e, (tool, text)) in errors.iter().enumerate() {
+            // Error e fails (e + day) % 4 + 1 times on this day, in turns of two calls each.
+            for k in 0..(e as i64 + day) % 4 + 1 {
+                n += 1;
+                let (id, turn) = (format!("m{n}"), format!("t{day}-{e}-{}", k / 2));
+                let at = t0 + day * DAY + 3_600_000 * (e as i64 + 1) + k * 60_000;
+                datagen::insert_activity(data, &Activity::failed(&id, at, &turn, tool, text)).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn the_digest_ranks_as_a_recomputation_from_the_fire_log_does() {
+    let s = Scratch::new();
+    let (data, out) = (s.path("data"), s.path("out"));
+    let detectors = s.detectors_with(&[]);
+    let scan_at = |at: i64| {
+        let o = run(&detectors, &data, &out, &["--no-fast-path", "--scan-time", &at.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let now = now_ms();
+    let t0 = now.div_euclid(DAY) * DAY - 3 * DAY;
+    history(&data, t0);
+    for day in 0..3 {
+        scan_at(t0 + day * DAY + 23 * 3_600_000);
+    }
+    let issues = issues_of(&out, "tool_error");
+    assert_eq!(issues.len(), 4, "one issue per error: {issues:?}");
+    // One fixed, then seen again: a fix and a regression in the period.
+    let sig = issues[0]["sig"].as_str().unwrap().to_owned();
+    let mut fix = sentinel_host();
+    fix.args(["issues", "fix", &sig, "--data-dir"]).arg(&data).arg("--out").arg(&out);
+    ok_stdout(&run_within(fix, Duration::from_secs(60)));
+    let again = Activity::failed("late", now + 60_000, "t-late", "Bash", "exit 2: no such file or directory");
+    datagen::insert_activity(&data, &again).unwrap();
+    scan_at(now + 120_000);
+
+    // From the history's first midnight to an hour after the regression.
+    let until = now + 3_600_000;
+    let since = t0;
+    let length = format!("{}ms", until - since);
+    let period = ["--since", length.as_str(), "--until", &until.to_string()];
+    let json = ok_stdout(&report(&data, &out, &[&period[..], &["--format", "json", "--top", "0"]].concat()));
+    let got: Value = serde_json::from_str(&json).unwrap();
+    let oracle = std::process::Command::new("python3")
+        .arg(root().join("tests/e2e/report_oracle.py"))
+        .arg(&out)
+        .args([since.to_string(), until.to_string()])
+        .output()
+        .unwrap();
+    assert!(oracle.status.success(), "{}", String::from_utf8_lossy(&oracle.stderr));
+    let want: Value = serde_json::from_slice(&oracle.stdout).unwrap();
+    let ranked: Vec<Value> = got["costliest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| serde_json::json!({"sig": c["sig"], "count": c["count"], "wastedTurns": c["wastedTurns"], "perDay": c["perDay"]}))
+        .collect();
+    assert_eq!(Value::from(ranked), want["costliest"], "the ranking, counts and trend");
+    assert_eq!(want["costliest"].as_array().unwrap().len(), 4, "every issue had an occurrence");
+    let sigs = |v: &Value| -> Vec<Value> { v.as_array().unwrap().iter().map(|e| e["sig"].clone()).collect() };
+    for section in ["new", "regressed", "fixed"] {
+        assert_eq!(Value::from(sigs(&got[section])), want[section], "{section}");
+    }
+    assert_eq!((&want["regressed"], &want["fixed"]), (&serde_json::json!([sig]), &serde_json::json!([sig])));
+    assert_eq!(got["days"].as_array().unwrap().len(), 4, "three days of history and today");
+
+    // What the data dir wrote is escaped in every format.
+    let html = ok_stdout(&report(&data, &out, &[&period[..], &["--format", "html"]].concat()));
+    assert!(html.contains("<svg class=\"spark\"") && !html.contains("<script>"), "{html}");
+    let text = ok_stdout(&report(&data, &out, &period));
+    assert!(text.contains("costliest") && text.contains("regressed"), "{text}");
+
+    // A quiet day: nothing happened, and it says so.
+    let quiet = ok_stdout(&report(&data, &out, &["--until", &(t0 - DAY).to_string()]));
+    assert!(quiet.contains("nothing happened"), "{quiet}");
+    let o = report(&data, &out, &["--since", "500d"]);
+    assert_eq!(o.status.code(), Some(2), "a period over the limit is the operator's input");
+}
