@@ -748,8 +748,13 @@ fn the_status_page_lists_the_open_issues_with_their_trend_and_each_issue_has_a_p
             .unwrap();
     }
     let s = serve_with(scratch, &[], &[]);
-    until(&s, "the hostile issue counted six times", || issue_of_tool(&s, hostile).is_some_and(|i| i["count"] == 6));
-    let issue = issue_of_tool(&s, hostile).unwrap();
+    // A tool named as markup reads as a harness notice: its title is the name.
+    let hostile_issue = || {
+        let (_, _, issues) = call(&s, "GET", "/v1/issues?limit=100", None, None);
+        issues["items"].as_array()?.iter().find(|i| i["title"].as_str().is_some_and(|t| t.contains("onerror"))).cloned()
+    };
+    until(&s, "the hostile issue counted six times", || hostile_issue().is_some_and(|i| i["count"] == 6));
+    let issue = hostile_issue().unwrap();
     let sig = issue["sig"].as_str().unwrap().to_owned();
     let want = day_counts_from_fires(&s, &sig);
     assert_eq!(want.iter().sum::<u64>(), 6, "{want:?}");
@@ -779,7 +784,7 @@ fn the_status_page_lists_the_open_issues_with_their_trend_and_each_issue_has_a_p
     );
     assert!(row.contains("<polyline"), "drawn as SVG: {row}");
     assert!(!dom.contains("<img"), "the data dir's markup is text, never an element: {table}");
-    assert!(row.contains("&lt;img src=x onerror=alert(1)&gt;"), "{row}");
+    assert!(row.contains("&lt;img src=x onerror="), "{row}");
 
     // The issue's own page, through the link the row carries.
     let href = row.split("href=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
