@@ -121,3 +121,95 @@ fn the_digest_ranks_as_a_recomputation_from_the_fire_log_does() {
     let o = report(&data, &out, &["--since", "500d"]);
     assert_eq!(o.status.code(), Some(2), "a period over the limit is the operator's input");
 }
+
+/// The `digest` entries of the exported fire log, in order.
+fn digest_fires(out: &Path) -> Vec<Value> {
+    let mut segments: Vec<_> = files_under(out)
+        .into_iter()
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("fires-") && n.ends_with(".ndjson"))
+        })
+        .collect();
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str::<Value>(&l).unwrap())
+        .filter(|e| e["type"] == "digest")
+        .collect()
+}
+
+#[test]
+fn the_daily_digest_is_written_once_at_the_local_hour_covers_days_the_machine_was_off_and_a_quiet_day_sends_nothing() {
+    let s = Scratch::new();
+    let (data, out) = (s.path("data"), s.path("out"));
+    let detectors = s.detectors_with(&[]);
+    let config = s.path("config.toml");
+    std::fs::write(&config, "[report]\ndaily_at_hour = 7\n").unwrap();
+    // 2026-10-12T00:00:00Z; the zone is UTC+2 (POSIX TZ's sign is west), so
+    // 07:00 local is 05:00Z.
+    let d: i64 = 1_791_763_200_000;
+    let h = 3_600_000;
+    let scan_at = |at: i64| {
+        let mut c = run_command(&detectors, &data, &out);
+        c.args(["--once", "--json", "--no-fast-path", "--scan-time", &at.to_string(), "--config"]).arg(&config);
+        c.env("TZ", "XXX-2");
+        let o = run_within(c, Duration::from_secs(300));
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let fail = |id: &str, at: i64| {
+        datagen::insert_activity(&data, &Activity::failed(id, at, id, "Bash", "exit 2: no such file or directory"))
+            .unwrap();
+    };
+    let digests = || if out.join("digests").exists() { listing(&out.join("digests")) } else { Vec::new() };
+    fail("before", d + h);
+    // 08:00 local: the series starts; no digest of the time before.
+    scan_at(d + 6 * h);
+    assert!(digests().is_empty() && digest_fires(&out).is_empty());
+    fail("day0-a", d + 10 * h);
+    fail("day0-b", d + 11 * h);
+    scan_at(d + 12 * h);
+    assert!(digests().is_empty(), "not due before 07:00 local: {:?}", digests());
+    // 07:30 local the next day: due, written once.
+    scan_at(d + DAY + 5 * h + 30 * 60_000);
+    scan_at(d + DAY + 6 * h);
+    assert_eq!(digests(), ["digest-2026-10-13.json", "digest-2026-10-13.md"]);
+    let first: Value =
+        serde_json::from_slice(&std::fs::read(out.join("digests/digest-2026-10-13.json")).unwrap()).unwrap();
+    assert_eq!((first["since"].as_i64(), first["until"].as_i64()), (Some(d + 5 * h), Some(d + DAY + 5 * h)));
+    assert_eq!(first["occurrences"], 2, "the two failures after the series began: {first:#}");
+    // Off for three days: one digest covers the whole stretch.
+    fail("day2", d + 2 * DAY + 10 * h);
+    scan_at(d + 4 * DAY + 5 * h + 10 * 60_000);
+    let second: Value =
+        serde_json::from_slice(&std::fs::read(out.join("digests/digest-2026-10-16.json")).unwrap()).unwrap();
+    assert_eq!(
+        (second["since"].as_i64(), second["until"].as_i64()),
+        (Some(d + DAY + 5 * h), Some(d + 4 * DAY + 5 * h))
+    );
+    assert_eq!((second["occurrences"].as_u64(), second["days"].as_array().map(Vec::len)), (Some(1), Some(4)));
+    // A quiet day: nothing written, nothing sent.
+    scan_at(d + 5 * DAY + 5 * h + 10 * 60_000);
+    assert_eq!(digests().len(), 4, "{:?}", digests());
+    let fires = digest_fires(&out);
+    assert_eq!(fires.len(), 2, "one fire per digest that was not quiet: {fires:#?}");
+    assert!(
+        fires[0]["reason"].as_str().unwrap().starts_with("digests/digest-2026-10-13.md: 2 occurrences"),
+        "{fires:#?}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(out.join("digests/digest-2026-10-16.md")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let mut verify = sentinel_host();
+    verify.arg("verify").arg("--out").arg(&out).arg("--data-dir").arg(&data);
+    let o = run_within(verify, Duration::from_secs(60));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the digest fires are chained and signed: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

@@ -38,6 +38,28 @@ pub fn stamp(ms: i64) -> String {
     format!("{} {:02}:{:02}Z", date(day_of(ms)), minute / 60, minute % 60)
 }
 
+/// The machine's offset from UTC at `ms` (ms; east positive), as the C
+/// library's `localtime_r` reads the zone (`TZ`, else `/etc/localtime`); 0
+/// when it cannot say.
+pub fn local_offset_ms(ms: i64) -> i64 {
+    let t: libc::time_t = ms.div_euclid(1000) as libc::time_t;
+    // SAFETY: `localtime_r` writes only the `tm` it is given.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if ok { i64::from(tm.tm_gmtoff as i32) * 1000 } else { 0 }
+}
+
+/// The latest time at or before `ms` when the local clock read `hour`:00,
+/// with the zone's offset `offset_ms` (see [`local_offset_ms`]).
+pub fn last_local_hour(ms: i64, hour: u8, offset_ms: i64) -> i64 {
+    let local = ms + offset_ms;
+    let mut at = local.div_euclid(DAY_MS) * DAY_MS + i64::from(hour) * 3_600_000;
+    if at > local {
+        at -= DAY_MS;
+    }
+    at - offset_ms
+}
+
 /// `2026-12-01 10:00:59 UTC`: the UTC second `ms` falls in.
 pub fn utc_seconds(ms: i64) -> String {
     let second = ms.rem_euclid(DAY_MS) / 1000;
@@ -58,6 +80,18 @@ mod tests {
         // 1_764_547_200_000 ms is 2025-12-01T00:00:00Z.
         assert_eq!(stamp(1_764_547_200_000 + 10 * 3_600_000 + 5 * 60_000 + 59_999), "2025-12-01 10:05Z");
         assert_eq!(day_of(-1), -1);
+    }
+
+    #[test]
+    fn the_last_local_hour_is_at_or_before_now_in_any_zone() {
+        let t = 1_764_547_200_000 + 8 * 3_600_000; // 2025-12-01 08:00Z
+        assert_eq!(last_local_hour(t, 7, 0), t - 3_600_000);
+        assert_eq!(last_local_hour(t, 8, 0), t);
+        assert_eq!(last_local_hour(t, 9, 0), t + 3_600_000 - DAY_MS);
+        // UTC+2: 08:00Z is 10:00 local; 07:00 local was 05:00Z.
+        assert_eq!(last_local_hour(t, 7, 2 * 3_600_000), t - 3 * 3_600_000);
+        // UTC-5: 08:00Z is 03:00 local; 07:00 local was yesterday's 12:00Z.
+        assert_eq!(last_local_hour(t, 7, -5 * 3_600_000), t + 4 * 3_600_000 - DAY_MS);
     }
 
     #[test]

@@ -199,6 +199,12 @@ impl Config {
     }
 
     fn check(&self, text: &str) -> Result<(), ConfigError> {
+        if let Some(r) = &self.report
+            && r.daily_at_hour > 23
+        {
+            let message = format!("report.daily_at_hour is {}: an hour of the day, 0 to 23", r.daily_at_hour);
+            return Err(self.invalid_at(text, "daily_at_hour", message));
+        }
         let mut names: Vec<&str> = vec!["messages", "runtime", "bots", "events"];
         let s = &self.sources;
         let extra = s

@@ -69,6 +69,9 @@ pub struct Config {
     /// `[fleet]`: ship the fire log to NATS JetStream (docs/fleet.md); off when absent.
     #[serde(default)]
     pub fleet: Option<FleetConfig>,
+    /// `[report]`: the daily digest, written at a local hour; off when absent.
+    #[serde(default)]
+    pub report: Option<ReportConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -569,6 +572,24 @@ sentinels:
         fn any_duration_text_parses_or_is_refused(s in "\\PC{0,24}") {
             let _ = parse_duration(&s);
         }
+    }
+}
+
+/// `[report]`: the daily friction digest (docs/cli.md, `report`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    /// The local hour (0–23) at which a day's digest is due: the first scan
+    /// at or after it writes the digest of everything since the last one.
+    pub daily_at_hour: u8,
+    /// How many of the costliest issues the digest lists.
+    #[serde(default = "ReportConfig::default_top")]
+    pub top: usize,
+}
+
+impl ReportConfig {
+    fn default_top() -> usize {
+        10
     }
 }
 

@@ -3,11 +3,13 @@
 //! It owns the [`sentinel::Sentinel`] (the runtime, the catalog of loaded
 //! detectors, the only ledger writer, the operator's commands between
 //! scans), the [`catalog`] of component files, the long-running mode's loop
-//! ([`daemon`]) and the file-system watcher that kicks a fast scan
-//! ([`kick`]). It never prints and never installs signal handlers (the
+//! ([`daemon`]), the file-system watcher that kicks a fast scan
+//! ([`kick`]) and the daily digest the scans make when it is due
+//! ([`digest`]). It never prints and never installs signal handlers (the
 //! binary does).
 
 pub mod catalog;
 pub mod daemon;
+pub mod digest;
 pub mod kick;
 pub mod sentinel;

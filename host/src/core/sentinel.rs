@@ -316,7 +316,31 @@ impl Sentinel {
         self.opts.deadline = self.opts.scan_budget.map(|b| started + b);
         let result = self.scan_from(started);
         self.opts.deadline = None;
+        if result.is_ok() {
+            self.digest_if_due();
+        }
         result
+    }
+
+    /// The daily digest, when `[report]` asks for one and it is due; a
+    /// failure is logged (the next scan tries again), never the scan's.
+    fn digest_if_due(&mut self) {
+        let Some(cfg) = self.opts.config.report.clone() else { return };
+        let now = self.opts.scan_time_ms.unwrap_or_else(now_ms);
+        match crate::core::digest::if_due(&mut self.ledger, &self.out, &cfg, now) {
+            Ok(Some(made)) => tracing::info!(
+                since = made.period.since,
+                until = made.period.until,
+                file = ?made.file,
+                fire = ?made.fire,
+                "daily digest made"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                error = %crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)),
+                "the daily digest could not be made; the next scan tries again"
+            ),
+        }
     }
 
     fn scan_from(&mut self, started: Instant) -> Result<ScanReport, ScanError> {

@@ -70,11 +70,14 @@ pub enum FireType {
     Reopen,
     /// A fixed issue seen again: a new occurrence counted after its fix.
     Regression,
+    /// The daily digest of a period that was not quiet: `reason` names its
+    /// file in the output folder and its totals (docs/cli.md, `report`).
+    Digest,
 }
 
 impl FireType {
     /// Every type, in the order the docs list them.
-    pub const ALL: [FireType; 7] = [
+    pub const ALL: [FireType; 8] = [
         FireType::Occurrence,
         FireType::Quarantine,
         FireType::Release,
@@ -82,6 +85,7 @@ impl FireType {
         FireType::Fix,
         FireType::Reopen,
         FireType::Regression,
+        FireType::Digest,
     ];
 
     /// The name the JSON shows.
@@ -94,6 +98,7 @@ impl FireType {
             FireType::Fix => "fix",
             FireType::Reopen => "reopen",
             FireType::Regression => "regression",
+            FireType::Digest => "digest",
         }
     }
 

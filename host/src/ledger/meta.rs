@@ -31,6 +31,8 @@ pub enum MetaKey {
     Cadence(String),
     /// A detector's next due time as the last scan planned it, ms.
     Due(String),
+    /// Where the last daily digest's period ended, ms.
+    DigestUntil,
 }
 
 impl MetaKey {
@@ -44,6 +46,7 @@ impl MetaKey {
             MetaKey::FiresClosed => "fires_closed",
             MetaKey::FiresHead => "fires_head",
             MetaKey::FiresFiles => "fires_files",
+            MetaKey::DigestUntil => "digest_until",
             MetaKey::Cadence(detector) => return Cow::Owned(format!("cadence.{detector}")),
             MetaKey::Due(detector) => return Cow::Owned(format!("due.{detector}")),
         })

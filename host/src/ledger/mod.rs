@@ -18,10 +18,12 @@
 //! read-only view readers use; [`lock`] makes sure one process writes an
 //! output folder, and `leftovers` removes, once it holds the lock, the
 //! temporary files a writer that died left; [`verify_out_dir`] checks the
-//! exported fire log against the store. Only a [`Ledger`] writes, and only
+//! exported fire log against the store; [`lifecycle`] keeps the issues'
+//! states and [`daily`] the daily digest's bookkeeping. Only a [`Ledger`] writes, and only
 //! one exists per output folder at a time (it holds the [`WriterLock`]).
 
 pub mod count;
+pub mod daily;
 pub mod export;
 mod leftovers;
 pub mod lifecycle;
