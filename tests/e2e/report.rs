@@ -213,3 +213,56 @@ fn the_daily_digest_is_written_once_at_the_local_hour_covers_days_the_machine_wa
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+#[test]
+fn an_issue_crossing_the_threshold_records_one_threshold_fire_and_a_bad_window_is_refused() {
+    let s = Scratch::new();
+    let (data, out) = (s.path("data"), s.path("out"));
+    let detectors = s.detectors_with(&[]);
+    let config = s.path("config.toml");
+    std::fs::write(&config, "[report]\nthreshold_count = 3\nthreshold_window = \"2h\"\n").unwrap();
+    let t: i64 = 1_791_763_200_000 + 10 * 3_600_000;
+    let scan_at = |at: i64| {
+        let mut c = run_command(&detectors, &data, &out);
+        c.args(["--once", "--json", "--no-fast-path", "--scan-time", &at.to_string(), "--config"]).arg(&config);
+        let o = run_within(c, Duration::from_secs(300));
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let fail = |id: &str, at: i64| {
+        datagen::insert_activity(&data, &Activity::failed(id, at, id, "Bash", "exit 2: no such file or directory"))
+            .unwrap();
+    };
+    let thresholds = |out: &Path| -> Vec<Value> {
+        let mut segments: Vec<_> = files_under(out)
+            .into_iter()
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("fires-")))
+            .collect();
+        segments.sort();
+        segments
+            .iter()
+            .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+            .map(|l| serde_json::from_str::<Value>(&l).unwrap())
+            .filter(|e| e["type"] == "threshold")
+            .collect()
+    };
+    fail("a", t);
+    fail("b", t + 60_000);
+    scan_at(t + 120_000);
+    assert!(thresholds(&out).is_empty(), "two of three");
+    fail("c", t + 180_000);
+    scan_at(t + 240_000);
+    fail("d", t + 300_000);
+    scan_at(t + 360_000);
+    let fired = thresholds(&out);
+    assert_eq!(fired.len(), 1, "once per crossing, not once per scan over it: {fired:#?}");
+    let sig = issues_of(&out, "tool_error")[0]["sig"].clone();
+    assert_eq!(fired[0]["sig"], sig);
+    assert!(fired[0]["reason"].as_str().unwrap().starts_with("3 occurrences"), "{fired:#?}");
+
+    std::fs::write(&config, "[report]\nthreshold_count = 3\nthreshold_window = \"90m\"\n").unwrap();
+    let mut c = run_command(&detectors, &data, &out);
+    c.args(["--once", "--config"]).arg(&config);
+    let o = run_within(c, Duration::from_secs(300));
+    assert_eq!(o.status.code(), Some(3), "a window that is not whole hours is a config error");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("threshold_window"), "{}", String::from_utf8_lossy(&o.stderr));
+}

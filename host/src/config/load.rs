@@ -199,11 +199,20 @@ impl Config {
     }
 
     fn check(&self, text: &str) -> Result<(), ConfigError> {
-        if let Some(r) = &self.report
-            && r.daily_at_hour > 23
-        {
-            let message = format!("report.daily_at_hour is {}: an hour of the day, 0 to 23", r.daily_at_hour);
-            return Err(self.invalid_at(text, "daily_at_hour", message));
+        if let Some(r) = &self.report {
+            if let Some(hour) = r.daily_at_hour.filter(|h| *h > 23) {
+                let message = format!("report.daily_at_hour is {hour}: an hour of the day, 0 to 23");
+                return Err(self.invalid_at(text, "daily_at_hour", message));
+            }
+            let window = parse_duration(&r.threshold_window);
+            if !window.is_some_and(|ms| ms % 3_600_000 == 0 && (3_600_000..=168 * 3_600_000).contains(&ms)) {
+                let message = format!("report.threshold_window is `{}`: whole hours, 1h to 168h", r.threshold_window);
+                return Err(self.invalid_at(text, "threshold_window", message));
+            }
+            if [r.threshold_count, r.threshold_wasted_turns].iter().flatten().any(|n| *n < 1) {
+                let message = "report.threshold_count and threshold_wasted_turns are at least 1".to_owned();
+                return Err(self.invalid_at(text, "threshold_", message));
+            }
         }
         let mut names: Vec<&str> = vec!["messages", "runtime", "bots", "events"];
         let s = &self.sources;

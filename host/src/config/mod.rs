@@ -580,16 +580,30 @@ sentinels:
 #[serde(deny_unknown_fields)]
 pub struct ReportConfig {
     /// The local hour (0–23) at which a day's digest is due: the first scan
-    /// at or after it writes the digest of everything since the last one.
-    pub daily_at_hour: u8,
+    /// at or after it writes the digest of everything since the last one;
+    /// no daily digest when absent.
+    #[serde(default)]
+    pub daily_at_hour: Option<u8>,
     /// How many of the costliest issues the digest lists.
     #[serde(default = "ReportConfig::default_top")]
     pub top: usize,
+    /// A `threshold` fire when an issue has this many occurrences in the window.
+    #[serde(default)]
+    pub threshold_count: Option<i64>,
+    /// A `threshold` fire when an issue has this many wasted turns in the window.
+    #[serde(default)]
+    pub threshold_wasted_turns: Option<i64>,
+    /// The threshold's rolling window, in whole hours (`"1h"` to `"168h"`).
+    #[serde(default = "ReportConfig::default_window")]
+    pub threshold_window: String,
 }
 
 impl ReportConfig {
     fn default_top() -> usize {
         10
+    }
+    fn default_window() -> String {
+        "1h".into()
     }
 }
 

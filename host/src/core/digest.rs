@@ -11,14 +11,17 @@
 //! `0600`), and the rule that a quiet period writes and sends nothing ("an
 //! empty run is a correct run") while still moving the end on. The first
 //! scan with the setting starts the series: no digest of the time before.
-//! It never fails a scan (the caller logs a failure and the next scan tries
-//! again: nothing is recorded until the files are written) and never
-//! computes a digest itself ([`crate::report`]).
+//! The same step applies the threshold rule ([`threshold_rule`]: `[report]
+//! threshold_count` or `threshold_wasted_turns` in `threshold_window`) after
+//! every scan. It never fails a scan (the caller logs a failure and the next
+//! scan tries again: nothing is recorded until the files are written) and
+//! never computes a digest itself ([`crate::report`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::base::calendar::{self, DAY_MS, day_of};
 use crate::config::ReportConfig;
+use crate::ledger::threshold::ThresholdRule;
 use crate::ledger::{ISSUE_DAYS_KEPT, Ledger, LedgerError, LedgerView};
 use crate::report::{Format, Period, render};
 
@@ -48,11 +51,22 @@ pub struct Made {
     pub fire: Option<u64>,
 }
 
+/// The threshold rule `cfg` sets, if it sets a count or a number of wasted
+/// turns (the window in whole hours, checked when the config was loaded).
+pub fn threshold_rule(cfg: &ReportConfig) -> Option<ThresholdRule> {
+    if cfg.threshold_count.is_none() && cfg.threshold_wasted_turns.is_none() {
+        return None;
+    }
+    let window_hours = crate::config::parse_duration(&cfg.threshold_window).map_or(1, |ms| (ms / 3_600_000) as i64);
+    Some(ThresholdRule { count: cfg.threshold_count, wasted_turns: cfg.threshold_wasted_turns, window_hours })
+}
+
 /// The digest due at `now` for the output folder `out`, made and recorded,
-/// or `None` when none is due.
+/// or `None` when none is due (or `[report]` sets no hour).
 pub fn if_due(ledger: &mut Ledger, out: &Path, cfg: &ReportConfig, now: i64) -> Result<Option<Made>, DigestError> {
+    let Some(hour) = cfg.daily_at_hour else { return Ok(None) };
     let offset = calendar::local_offset_ms(now);
-    let due = calendar::last_local_hour(now, cfg.daily_at_hour, offset);
+    let due = calendar::last_local_hour(now, hour, offset);
     let Some(last) = ledger.digest_until()? else {
         // The series starts here: the next digest covers from this hour on.
         ledger.record_digest(due, now, None)?;

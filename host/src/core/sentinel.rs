@@ -322,11 +322,21 @@ impl Sentinel {
         result
     }
 
-    /// The daily digest, when `[report]` asks for one and it is due; a
-    /// failure is logged (the next scan tries again), never the scan's.
+    /// The threshold rule and the daily digest, when `[report]` asks for
+    /// them; a failure is logged (the next scan tries again), never the scan's.
     fn digest_if_due(&mut self) {
         let Some(cfg) = self.opts.config.report.clone() else { return };
         let now = self.opts.scan_time_ms.unwrap_or_else(now_ms);
+        if let Some(rule) = crate::core::digest::threshold_rule(&cfg) {
+            match self.ledger.mark_thresholds(&rule, now) {
+                Ok(fired) if !fired.is_empty() => tracing::info!(fires = ?fired, "issues crossed the threshold"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(
+                    error = %crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)),
+                    "the threshold rule could not be applied; the next scan tries again"
+                ),
+            }
+        }
         match crate::core::digest::if_due(&mut self.ledger, &self.out, &cfg, now) {
             Ok(Some(made)) => tracing::info!(
                 since = made.period.since,

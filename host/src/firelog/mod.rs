@@ -73,11 +73,14 @@ pub enum FireType {
     /// The daily digest of a period that was not quiet: `reason` names its
     /// file in the output folder and its totals (docs/cli.md, `report`).
     Digest,
+    /// Issue `sig` crossed the configured threshold (`[report]`'s count or
+    /// wasted turns in its window): once per crossing; `reason` says which.
+    Threshold,
 }
 
 impl FireType {
     /// Every type, in the order the docs list them.
-    pub const ALL: [FireType; 8] = [
+    pub const ALL: [FireType; 9] = [
         FireType::Occurrence,
         FireType::Quarantine,
         FireType::Release,
@@ -86,6 +89,7 @@ impl FireType {
         FireType::Reopen,
         FireType::Regression,
         FireType::Digest,
+        FireType::Threshold,
     ];
 
     /// The name the JSON shows.
@@ -99,6 +103,7 @@ impl FireType {
             FireType::Reopen => "reopen",
             FireType::Regression => "regression",
             FireType::Digest => "digest",
+            FireType::Threshold => "threshold",
         }
     }
 

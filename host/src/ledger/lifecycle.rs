@@ -112,7 +112,13 @@ fn write_state(
 
 /// Remembers an issue's fix, reopen or regression (fire `seq`) in its
 /// history, so an issue's page reads them by its key, not from the log.
-fn remember(conn: &Connection, sig: &str, seq: u64, fire_type: FireType, at: i64) -> rusqlite::Result<()> {
+pub(in crate::ledger) fn remember(
+    conn: &Connection,
+    sig: &str,
+    seq: u64,
+    fire_type: FireType,
+    at: i64,
+) -> rusqlite::Result<()> {
     conn.prepare_cached("INSERT OR REPLACE INTO main.issue_events(sig, seq, type, at) VALUES(?1, ?2, ?3, ?4)")?
         .execute(params![sig, i64::try_from(seq).unwrap_or(i64::MAX), fire_type.as_str(), at])?;
     Ok(())
@@ -120,7 +126,7 @@ fn remember(conn: &Connection, sig: &str, seq: u64, fire_type: FireType, at: i64
 
 /// The detector that last reported `sig` (its newest occurrence fire), for
 /// the operator's fires; empty when the log holds none.
-fn last_detector(conn: &Connection, sig: &str) -> rusqlite::Result<String> {
+pub(in crate::ledger) fn last_detector(conn: &Connection, sig: &str) -> rusqlite::Result<String> {
     let needle = format!("\"sig\":{}", serde_json::Value::String(sig.to_owned()));
     let line: Option<String> = conn
         .query_row("SELECT line FROM main.fires WHERE instr(line, ?1) > 0 ORDER BY seq DESC LIMIT 1", [needle], |r| {

@@ -19,7 +19,8 @@
 //! output folder, and `leftovers` removes, once it holds the lock, the
 //! temporary files a writer that died left; [`verify_out_dir`] checks the
 //! exported fire log against the store; [`lifecycle`] keeps the issues'
-//! states and [`daily`] the daily digest's bookkeeping. Only a [`Ledger`] writes, and only
+//! states, [`daily`] the daily digest's bookkeeping and [`threshold`] the
+//! threshold rule's crossings. Only a [`Ledger`] writes, and only
 //! one exists per output folder at a time (it holds the [`WriterLock`]).
 
 pub mod count;
@@ -30,6 +31,7 @@ pub mod lifecycle;
 pub mod lock;
 pub mod meta;
 pub mod store;
+pub mod threshold;
 mod verify;
 pub mod view;
 
@@ -64,6 +66,9 @@ pub const ISSUES_FILE: &str = "issues.jsonl";
 /// Days of each issue's per-day occurrence count the store keeps (the
 /// status page's trend and `report`'s longest period read within them).
 pub const ISSUE_DAYS_KEPT: i64 = 400;
+/// Hours of each issue's per-hour occurrence and wasted-turn counts the
+/// store keeps: the threshold rule's longest window (a week).
+pub const ISSUE_HOURS_KEPT: i64 = 168;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {

@@ -209,7 +209,8 @@ impl<'t> ScanTx<'t> {
     }
 
     /// The per-day history keeps [`crate::ledger::ISSUE_DAYS_KEPT`] days
-    /// before the scan's (by the index on `day`: the cost of a scan's
+    /// before the scan's, the per-hour one [`crate::ledger::ISSUE_HOURS_KEPT`]
+    /// hours (by the indexes on `day` and `hour`: the cost of a scan's
     /// pruning does not grow with the folder's age).
     fn forget_old_days(&self, scan_time: i64) -> Result<(), LedgerError> {
         let oldest = crate::base::calendar::day_of(scan_time) - crate::ledger::ISSUE_DAYS_KEPT;
@@ -217,6 +218,11 @@ impl<'t> ScanTx<'t> {
             .prepare_cached("DELETE FROM issue_days WHERE day < ?1")
             .and_then(|mut s| s.execute([oldest]))
             .map_err(self.e("cannot prune the issues' per-day history"))?;
+        let oldest_hour = scan_time.div_euclid(3_600_000) - crate::ledger::ISSUE_HOURS_KEPT;
+        self.tx
+            .prepare_cached("DELETE FROM issue_hours WHERE hour < ?1")
+            .and_then(|mut s| s.execute([oldest_hour]))
+            .map_err(self.e("cannot prune the issues' per-hour history"))?;
         Ok(())
     }
 

@@ -94,6 +94,9 @@ pub(in crate::ledger) struct IssueDelta {
     /// Occurrences counted this scan per UTC day of their `at` (days since
     /// the epoch): what the issue's per-day history gains.
     days: BTreeMap<i64, i64>,
+    /// Occurrences and wasted turns counted this scan per hour of their `at`
+    /// (hours since the epoch): what the threshold rule's window reads.
+    hours: BTreeMap<i64, (i64, i64)>,
 }
 
 impl IssueDelta {
@@ -110,6 +113,8 @@ impl IssueDelta {
     fn apply(&mut self, o: Incoming, wasted: i64) {
         self.count += 1;
         *self.days.entry(crate::base::calendar::day_of(o.at)).or_default() += 1;
+        let hour = self.hours.entry(o.at.div_euclid(HOUR_MS)).or_default();
+        (hour.0, hour.1) = (hour.0 + 1, hour.1 + wasted);
         self.detector.clone_from(&o.detector);
         self.wasted += wasted;
         self.first_at = self.first_at.min(o.at);
@@ -199,9 +204,19 @@ impl IssueDelta {
         for (day, n) in &self.days {
             add.execute(params![sig, day, n])?;
         }
+        let mut add = tx.prepare_cached(
+            "INSERT INTO issue_hours(sig, hour, count, wasted) VALUES(?1, ?2, ?3, ?4)
+             ON CONFLICT(sig, hour) DO UPDATE SET count = count + excluded.count, wasted = wasted + excluded.wasted",
+        )?;
+        for (hour, (n, wasted)) in &self.hours {
+            add.execute(params![sig, hour, n, wasted])?;
+        }
         Ok(())
     }
 }
+
+/// An hour, ms.
+const HOUR_MS: i64 = 3_600_000;
 
 /// Where counting checks and records what it counted: the store itself, in
 /// the commit's transaction (`commit`'s `Direct`), or the scan's tally while records
@@ -288,6 +303,7 @@ pub(in crate::ledger) fn count_one(
                 evidence: None,
                 detector: o.detector.clone(),
                 days: BTreeMap::from([(crate::base::calendar::day_of(at), 1)]),
+                hours: BTreeMap::from([(at.div_euclid(HOUR_MS), (1, w))]),
                 first: Some(o),
             }
         }
@@ -304,6 +320,7 @@ pub(in crate::ledger) fn count_one(
                 evidence_at,
                 detector: String::new(),
                 days: BTreeMap::new(),
+                hours: BTreeMap::new(),
             };
             d.apply(o, wasted);
             d
