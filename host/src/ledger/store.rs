@@ -11,6 +11,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::export::continued;
 use super::export::issues::IssueLine;
 use super::meta::{self, MetaKey};
 use super::{
@@ -83,6 +84,10 @@ impl Ledger {
     /// A store of an older schema version has its state dropped and started
     /// again (see [`Ledger::reset_state`]); a missing store with an
     /// `issues.jsonl` beside it is rebuilt from that file the same way. A
+    /// store behind the exported fire log (new, lost, an older copy) takes
+    /// the log's entries from the verified files, so the chain goes on and no
+    /// exported byte is written again; a log that does not verify is refused
+    /// ([`LedgerError::ExportedLog`]). A
     /// file that is not a sentinel ledger is refused, never overwritten. The
     /// ledger holds the output folder's [`WriterLock`] until it is dropped:
     /// while another process holds it, this fails with [`LockError::Held`].
@@ -104,6 +109,14 @@ impl Ledger {
         if existed {
             check_header(&db_path)?;
         }
+        // A new store beside an exported fire log continues that log: checked
+        // before the store is created, so one that does not verify is refused
+        // with nothing written.
+        let exported = if !existed && continued::behind(0, continued::claimed(dir)) {
+            Some(continued::verified(dir)?)
+        } else {
+            None
+        };
         let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
         if existed {
@@ -175,6 +188,19 @@ impl Ledger {
                 }
             }
         }
+        // Whatever happened to the store, the exported log is the record: a
+        // store behind it (new, lost, an older copy) takes its entries first.
+        if let Some(c) = ledger.continue_exported_log(exported)? {
+            let note = format!(
+                "the fire log goes on from its exported head: {} entries copied from the verified files, the next fire is entry {}",
+                c.copied,
+                c.count + 1
+            );
+            ledger.reset = Some(match ledger.reset.take() {
+                Some(reason) => format!("{reason}; {note}"),
+                None => note,
+            });
+        }
         Ok(ledger)
     }
 
@@ -194,7 +220,8 @@ impl Ledger {
         Ok(())
     }
 
-    /// Drops the state and starts again, keeping the issues: source cursors
+    /// Drops the state and starts again, keeping the issues and every fire
+    /// (the `fires` table is never touched): source cursors
     /// reset, occurrence keys and detector state cleared. So that nothing is
     /// counted twice, from now on an occurrence is counted only when it is
     /// newer than the newest one already recorded for its kind. This loses
@@ -229,9 +256,10 @@ impl Ledger {
         let issues_kept =
             self.conn.query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0)).map_err(e("cannot count"))?
                 as u64;
-        tracing::info!(reason, issues_kept, "ledger state started again");
+        let fires_kept = self.fire_count()?;
+        tracing::info!(reason, issues_kept, fires_kept, "ledger state started again");
         self.reset = Some(reason.to_owned());
-        Ok(ResetReport { issues_kept })
+        Ok(ResetReport { issues_kept, fires_kept })
     }
 
     /// Seeds the issues table from an `issues.jsonl` left without its store.
