@@ -10,11 +10,12 @@ use xtask::datagen::{self, Activity};
 use crate::ledger::{fire_entries, verify};
 use crate::support::*;
 
-/// `n` failed tool calls, ids `m{from}`.., one a second after `from` s.
+/// `n` failed tool calls, ids `m{from}`.., a second apart.
 fn failures(data: &Path, from: usize, n: usize) {
     for i in from..from + n {
-        let (id, output) = (format!("m{i}"), format!("no layer {i} in /l{i}"));
-        let a = Activity::failed(&id, 1_000 * (i as i64 + 1), "t1", "mcp__agents__load_layer", &output);
+        // One turn each: one occurrence of one kind each (no retry loop).
+        let (id, turn, output) = (format!("m{i}"), format!("t{i}"), format!("no layer {i} in /l{i}"));
+        let a = Activity::failed(&id, 1_000 * (i as i64 + 1), &turn, "mcp__agents__load_layer", &output);
         datagen::insert_activity(data, &a).unwrap();
     }
 }
@@ -50,7 +51,8 @@ fn a_deleted_ledger_keeps_every_fire_byte_for_byte_and_the_chain_goes_on() {
     failures(&data, 0, 3);
     let detectors = s.detectors_with(&[]);
     let out = s.path("out");
-    assert_eq!(scan(&detectors, &data, &out)["issues"]["fires"], 3);
+    let summary = scan(&detectors, &data, &out);
+    assert_eq!(summary["issues"]["fires"], 3, "{summary:#}");
     let segment = std::fs::read(out.join("fires-000001.ndjson")).unwrap();
 
     delete_ledger(&out);
