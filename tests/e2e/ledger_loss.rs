@@ -28,7 +28,11 @@ fn delete_ledger(out: &Path) {
 
 /// Every fire-log file of `out` (segments, head, public key) and its bytes.
 fn log_files(out: &Path) -> Vec<(String, Vec<u8>)> {
-    listing(out).into_iter().filter(|n| n.starts_with("fires")).map(|n| (n.clone(), std::fs::read(out.join(n)).unwrap())).collect()
+    listing(out)
+        .into_iter()
+        .filter(|n| n.starts_with("fires"))
+        .map(|n| (n.clone(), std::fs::read(out.join(n)).unwrap()))
+        .collect()
 }
 
 /// `verify --json` with `extra`, as (exit code, JSON).
@@ -62,7 +66,11 @@ fn a_deleted_ledger_keeps_every_fire_byte_for_byte_and_the_chain_goes_on() {
     let first = scan(&detectors, &data, &out);
     let reset = first["stateReset"].as_str().unwrap_or_default();
     assert!(reset.contains("3 entries copied") && reset.contains("the next fire is entry 4"), "{first:#}");
-    assert_eq!((first["issues"]["counted"].as_u64(), first["issues"]["fires"].as_u64()), (Some(2), Some(2)), "{first:#}");
+    assert_eq!(
+        (first["issues"]["counted"].as_u64(), first["issues"]["fires"].as_u64()),
+        (Some(2), Some(2)),
+        "{first:#}"
+    );
     let second = scan(&detectors, &data, &out);
     assert_eq!(second["issues"]["counted"], 0, "{second:#}");
 

@@ -281,7 +281,12 @@ fn check(
         )));
     }
     if head.hash != crate::base::hex(&prev) {
-        return Err(matches(finding(Some(HEAD_FILE), None, Some(seq), "the signed head's hash is not the last entry's")));
+        return Err(matches(finding(
+            Some(HEAD_FILE),
+            None,
+            Some(seq),
+            "the signed head's hash is not the last entry's",
+        )));
     }
     v.mark(CheckName::HeadMatchesLog, Status::Ok, None);
     Ok(())

@@ -110,7 +110,12 @@ fn against_ledger(dir: &Path, mut v: Verification, folder: Folder) -> Verificati
             Ok(Some(h)) if h == e.hash => v.mark(CheckName::LedgerEntry, Status::Ok, None),
             _ => v.fail(
                 CheckName::LedgerEntry,
-                finding(Some(HEAD_FILE), None, None, format!("the ledger's entry {} differs from the exported one", e.count)),
+                finding(
+                    Some(HEAD_FILE),
+                    None,
+                    None,
+                    format!("the ledger's entry {} differs from the exported one", e.count),
+                ),
             ),
         },
         _ => v.mark(CheckName::LedgerEntry, Status::NotChecked, Some("the log is empty".into())),
@@ -363,8 +368,10 @@ mod tests {
         put(dir.path(), 2, &seg);
         let v = verify_out_dir(dir.path(), None);
         let s = statuses(&v);
-        assert_eq!((s[4], s[5], s[6]), (("chain", Failed), ("head-matches-log", NotChecked), ("ledger-anchor", NotChecked)));
+        assert_eq!(
+            (s[4], s[5], s[6]),
+            (("chain", Failed), ("head-matches-log", NotChecked), ("ledger-anchor", NotChecked))
+        );
         assert_eq!(v.checks[5].why.as_deref(), Some(STOPPED));
     }
 }
-

@@ -121,7 +121,8 @@ impl Ledger {
     fn copy_exported(&mut self, stored: u64, head: &Head) -> Result<u64, LedgerError> {
         let dir = self.dir.clone();
         let db = self.db_path.clone();
-        let e = move |source| LedgerError::Store { path: db.clone(), action: "cannot copy the exported fire log", source };
+        let e =
+            move |source| LedgerError::Store { path: db.clone(), action: "cannot copy the exported fire log", source };
         let mut prev: Option<[u8; 32]> = None;
         if stored > 0 {
             let hash: Option<String> = self
@@ -135,8 +136,7 @@ impl Ledger {
         let mut chain =
             Chain { dir: &dir, seq: 0, prev: [0; 32], stored, stored_hash: prev, copied: 0, floors: HashMap::new() };
         {
-            let mut insert =
-                tx.prepare_cached("INSERT INTO fires(seq, hash, line) VALUES(?1, ?2, ?3)").map_err(&e)?;
+            let mut insert = tx.prepare_cached("INSERT INTO fires(seq, hash, line) VALUES(?1, ?2, ?3)").map_err(&e)?;
             for index in 1..=head.count.div_ceil(SEGMENT_ENTRIES) {
                 chain.segment(index, &mut |seq, hash, line| {
                     insert.execute(params![seq as i64, hash, line]).map(drop).map_err(&e)
@@ -146,10 +146,8 @@ impl Ledger {
         if chain.seq != head.count || crate::base::hex(&chain.prev) != head.hash {
             return Err(refused(&dir, HEAD_FILE, None, Some(chain.seq), "the log changed while it was copied"));
         }
-        let head_json = serde_json::to_string_pretty(head).map_err(|e| LedgerError::Export {
-            path: dir.join(HEAD_FILE),
-            source: std::io::Error::other(e),
-        })?;
+        let head_json = serde_json::to_string_pretty(head)
+            .map_err(|e| LedgerError::Export { path: dir.join(HEAD_FILE), source: std::io::Error::other(e) })?;
         // An occurrence the copied fires counted is never counted again,
         // whatever the store remembers of it: the reset rule's floor, per kind.
         for (kind, at) in &chain.floors {
@@ -203,10 +201,10 @@ impl Chain<'_> {
             self.seq += 1;
             let seq = self.seq;
             let bad = |p: &str| refused(self.dir, &name, Some(n), Some(seq), p);
-            let entry: FireEntry = serde_json::from_str(line).map_err(|err| bad(&format!("not a fire entry: {err}")))?;
+            let entry: FireEntry =
+                serde_json::from_str(line).map_err(|err| bad(&format!("not a fire entry: {err}")))?;
             let hash = entry.compute_hash(&self.prev);
-            if entry.seq != seq || entry.prev != crate::base::hex(&self.prev) || entry.hash != crate::base::hex(&hash)
-            {
+            if entry.seq != seq || entry.prev != crate::base::hex(&self.prev) || entry.hash != crate::base::hex(&hash) {
                 return Err(bad("the entry no longer chains: the log changed while it was copied"));
             }
             self.prev = hash;
