@@ -109,14 +109,7 @@ impl Ledger {
         if existed {
             check_header(&db_path)?;
         }
-        // A new store beside an exported fire log continues that log: checked
-        // before the store is created, so one that does not verify is refused
-        // with nothing written.
-        let exported = if !existed && continued::behind(0, continued::claimed(dir)) {
-            Some(continued::verified(dir)?)
-        } else {
-            None
-        };
+        let exported = continued::checked_before_creating(dir, existed)?;
         let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
         if existed {
@@ -164,44 +157,37 @@ impl Ledger {
             fire_export_time: std::time::Duration::ZERO,
             export_time: std::time::Duration::ZERO,
         };
-        match version {
-            Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),
-            Some(v) if v == SCHEMA_VERSION => {}
-            // Version 3 only added tables (created above): carried over as is.
-            Some(2) => ledger.write_version()?,
-            Some(v) => {
-                ledger
-                    .reset_state(&format!("the ledger had schema version {v}, this release writes {SCHEMA_VERSION}"))?;
-            }
-            None if existed => {
-                ledger.reset_state("the ledger had no schema version")?;
-            }
-            None => {
-                let imported = ledger.import_issues()?;
-                match imported {
-                    Some(n) => {
-                        ledger.reset_state(&format!(
-                            "{STORE_FILE} was missing: {n} issues imported from {ISSUES_FILE}"
-                        ))?;
-                    }
-                    None => ledger.write_version()?,
-                }
-            }
-        }
+        ledger.carry_over(version, existed)?;
         // Whatever happened to the store, the exported log is the record: a
         // store behind it (new, lost, an older copy) takes its entries first.
-        if let Some(c) = ledger.continue_exported_log(exported)? {
-            let note = format!(
-                "the fire log goes on from its exported head: {} entries copied from the verified files, the next fire is entry {}",
-                c.copied,
-                c.count + 1
-            );
-            ledger.reset = Some(match ledger.reset.take() {
-                Some(reason) => format!("{reason}; {note}"),
-                None => note,
-            });
-        }
+        ledger.go_on_from_export(exported)?;
         Ok(ledger)
+    }
+
+    /// Carries a store of schema `version` over to this release's (see
+    /// [`Ledger::open`]).
+    fn carry_over(&mut self, version: Option<i64>, existed: bool) -> Result<(), LedgerError> {
+        match version {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(LedgerError::NewerSchema { path: self.db_path.clone(), found: v });
+            }
+            Some(v) if v == SCHEMA_VERSION => {}
+            // Version 3 only added tables (created above): carried over as is.
+            Some(2) => self.write_version()?,
+            Some(v) => {
+                self.reset_state(&format!("the ledger had schema version {v}, this release writes {SCHEMA_VERSION}"))?;
+            }
+            None if existed => {
+                self.reset_state("the ledger had no schema version")?;
+            }
+            None => match self.import_issues()? {
+                Some(n) => {
+                    self.reset_state(&format!("{STORE_FILE} was missing: {n} issues imported from {ISSUES_FILE}"))?;
+                }
+                None => self.write_version()?,
+            },
+        }
+        Ok(())
     }
 
     /// Why this open started the state again, if it did.

@@ -78,6 +78,19 @@ pub(in crate::ledger) fn verified(dir: &Path) -> Result<Verification, LedgerErro
     }
 }
 
+/// A new store beside an exported fire log continues that log: it is
+/// checked before the store is created (`existed`: it already was), so one
+/// that does not verify is refused with nothing written.
+pub(in crate::ledger) fn checked_before_creating(
+    dir: &Path,
+    existed: bool,
+) -> Result<Option<Verification>, LedgerError> {
+    if existed || !behind(0, claimed(dir)) {
+        return Ok(None);
+    }
+    verified(dir).map(Some)
+}
+
 /// What continuing the chain did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Continued {
@@ -88,6 +101,23 @@ pub struct Continued {
 }
 
 impl Ledger {
+    /// [`Ledger::continue_exported_log`], and the open's summary says so
+    /// (beside a state reset, if there was one).
+    pub(in crate::ledger) fn go_on_from_export(&mut self, verified: Option<Verification>) -> Result<(), LedgerError> {
+        if let Some(c) = self.continue_exported_log(verified)? {
+            let note = format!(
+                "the fire log goes on from its exported head: {} entries copied from the verified files, the next fire is entry {}",
+                c.copied,
+                c.count + 1
+            );
+            self.reset = Some(match self.reset.take() {
+                Some(reason) => format!("{reason}; {note}"),
+                None => note,
+            });
+        }
+        Ok(())
+    }
+
     /// Continues the chain from the exported log when the store is behind
     /// it (see the module); `verified`, when given, is the check the open
     /// made before it created the store. `None`: the store was not behind.
