@@ -20,6 +20,22 @@ fn failures(data: &Path, from: usize, n: usize) {
     }
 }
 
+/// As [`failures`], `n` of them in one transaction (thousands, quickly).
+fn many_failures(data: &Path, from: usize, n: usize) {
+    let mut c = datagen::messages_db(data).unwrap();
+    let tx = c.transaction().unwrap();
+    for i in from..from + n {
+        let data = serde_json::json!({"turnId": format!("t{i}"), "from": {"botId": "bot-x"},
+            "tool": {"name": "mcp__agents__load_layer", "ok": false, "output": format!("no layer {i} in /l{i}")}});
+        tx.execute(
+            "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, 'th-x', ?2, 'activity', ?3)",
+            rusqlite::params![format!("m{i}"), 1_000 * (i as i64 + 1), data.to_string()],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
 fn delete_ledger(out: &Path) {
     for f in ["ledger.db", "ledger.db-wal", "ledger.db-shm"] {
         let _ = std::fs::remove_file(out.join(f));
@@ -86,6 +102,33 @@ fn a_deleted_ledger_keeps_every_fire_byte_for_byte_and_the_chain_goes_on() {
     let counted: u64 = issues(&out).iter().map(|i| i["count"].as_u64().unwrap()).sum();
     assert_eq!(counted, 5, "every failure counted once, none twice");
     assert_eq!(fires.iter().filter(|e| e["type"] == "occurrence").count(), 5);
+}
+
+#[test]
+fn a_deleted_ledger_continues_the_open_segment_to_its_end_and_the_next_one_after_it() {
+    // 4094 fires: segment 1 two short of its 4096. After the ledger is
+    // deleted, five more: two close segment 1, three open segment 2.
+    let s = Scratch::new();
+    let data = s.path("data");
+    many_failures(&data, 0, 4094);
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    let first = scan(&detectors, &data, &out);
+    assert_eq!(first["issues"]["fires"], 4094, "{:#}", first["issues"]);
+    let segment = std::fs::read(out.join("fires-000001.ndjson")).unwrap();
+    delete_ledger(&out);
+    many_failures(&data, 4094, 5);
+    let again = scan(&detectors, &data, &out);
+    assert_eq!(again["issues"]["fires"], 5, "{:#}", again["issues"]);
+
+    let closed = std::fs::read_to_string(out.join("fires-000001.ndjson")).unwrap();
+    assert!(closed.as_bytes().starts_with(&segment), "an old fire's bytes were written again");
+    assert_eq!(closed.lines().count(), 4096, "segment 1 filled to its end, then closed");
+    assert_eq!(std::fs::read_to_string(out.join("fires-000002.ndjson")).unwrap().lines().count(), 3);
+    let v = verify(&out);
+    assert_eq!((v["ok"].as_bool(), v["entries"].as_u64(), v["segments"].as_u64()), (Some(true), Some(4099), Some(2)));
+    let counted: u64 = issues(&out).iter().map(|i| i["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, 4099, "every failure counted once");
 }
 
 #[test]

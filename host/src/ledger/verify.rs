@@ -142,7 +142,11 @@ fn missing(v: &mut Verification, folder: Folder) {
         Folder::HandedOver => {
             let why = "no ledger.db came with this folder (--handed-over): the files were checked alone, so a rollback to older files and their head is not seen";
             v.mark(CheckName::LedgerAnchor, Status::NotChecked, Some(why.into()));
-            v.mark(CheckName::LedgerEntry, Status::NotChecked, Some(why.into()));
+            v.mark(
+                CheckName::LedgerEntry,
+                Status::NotChecked,
+                Some("no ledger.db came with this folder (--handed-over)".into()),
+            );
         }
     }
 }
