@@ -6,7 +6,8 @@
 //!
 //! It owns deciding whether the store is behind ([`claimed`]), checking the
 //! exported log first (every segment, the chain and the head's signature, as
-//! `verify` checks them with the folder's published key) and copying its
+//! `verify` checks them with the folder's published key, and the head signed
+//! with the key this host signs with) and copying its
 //! entries, byte for byte, into the store's `fires` table in one transaction
 //! with the bookkeeping the next export needs (the closed segments, the head
 //! as the anchor, and the count floor that keeps an occurrence those fires
@@ -61,11 +62,27 @@ pub(in crate::ledger) fn behind(stored: u64, claimed: Claimed) -> bool {
 }
 
 /// Checks the exported log in `dir` as `verify` does (the folder's own
-/// published key): the verification, or the refusal naming the file.
+/// published key), and that its head was signed with the key this host
+/// signs with (the one the next export signs with): a log forged and signed
+/// with another key, its published key replaced, is never taken in. The
+/// verification, or the refusal naming the file.
 pub(in crate::ledger) fn verified(dir: &Path) -> Result<Verification, LedgerError> {
     let v = firelog::verify_dir(dir, None);
     match &v.finding {
-        None if v.ok && v.head.is_some() => Ok(v),
+        None if v.ok
+            && let Some(head) = &v.head =>
+        {
+            let key = firelog::signing_key(dir).map_err(|e| LedgerError::Key(Box::new(e)))?.verifying_key();
+            if head.public_key != crate::base::hex(key.as_bytes()) {
+                let problem = format!(
+                    "the head was signed with key {}, not with this host's signing key {}: the log was signed elsewhere",
+                    head.kid,
+                    firelog::kid(&key)
+                );
+                return Err(refused(dir, HEAD_FILE, None, None, &problem));
+            }
+            Ok(v)
+        }
         finding => {
             let f = finding.clone().unwrap_or_else(|| firelog::finding(Some(HEAD_FILE), None, None, "no signed head"));
             Err(LedgerError::ExportedLog {
@@ -426,6 +443,30 @@ mod tests {
         std::fs::copy(other.path().join(STORE_FILE), dir.path().join(STORE_FILE)).unwrap();
         let err = Ledger::open(dir.path()).unwrap_err();
         assert!(err.to_string().contains("ledger.db holds another log"), "{err}");
+    }
+
+    #[test]
+    fn a_log_signed_with_another_key_than_the_hosts_is_never_taken_in() {
+        use crate::firelog::{KEY_FILE, PUBLIC_KEY_FILE, PublicKeyFile, sign_head};
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut l = Ledger::open(dir.path()).unwrap();
+            scan(&mut l, 0, 6, 10);
+        }
+        // The forger: the head signed again with a key of their own, its
+        // public half published in place of the host's; the ledger deleted.
+        let head: Head = serde_json::from_str(&std::fs::read_to_string(dir.path().join(HEAD_FILE)).unwrap()).unwrap();
+        let forger = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let forged = sign_head(&forger, head.count, &firelog::unhex32(&head.hash).unwrap(), head.signed_at);
+        std::fs::write(dir.path().join(HEAD_FILE), serde_json::to_string(&forged).unwrap()).unwrap();
+        let public = PublicKeyFile::of(&forger.verifying_key());
+        std::fs::write(dir.path().join(PUBLIC_KEY_FILE), serde_json::to_string(&public).unwrap()).unwrap();
+        assert!(firelog::verify_dir(dir.path(), None).ok, "self-consistent with the forged key");
+        delete_store(dir.path());
+        let err = Ledger::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("not with this host's signing key"), "{err}");
+        assert!(!dir.path().join(STORE_FILE).exists());
+        assert!(dir.path().join(KEY_FILE).exists(), "the host's key is left as it was");
     }
 
     #[test]
