@@ -216,6 +216,8 @@ fn a_reset_by_hand_keeps_issues_and_counts_only_newer_occurrences() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let outcome: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(outcome["issuesKept"], 1);
+    assert_eq!(outcome["firesKept"], 2, "a reset keeps every fire");
+    let before = std::fs::read(out.join("fires-000001.ndjson")).unwrap();
 
     // A tool result that lands late (older than the newest recorded) is lost,
     // a newer one is counted, the ones already counted are not counted again.
@@ -225,6 +227,8 @@ fn a_reset_by_hand_keeps_issues_and_counts_only_newer_occurrences() {
     assert_eq!(summary["issues"]["counted"], 1);
     assert_eq!(summary["issues"]["belowFloor"], 3);
     assert_eq!(issues(&out)[0]["count"], 3);
+    assert!(std::fs::read(out.join("fires-000001.ndjson")).unwrap().starts_with(&before), "no fire rewritten");
+    assert_eq!(verify(&out)["entries"], 3, "the chain goes on");
 }
 
 #[test]

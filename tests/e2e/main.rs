@@ -12,6 +12,7 @@ mod hostile;
 mod hostile_data;
 mod keeper;
 mod ledger;
+mod ledger_loss;
 mod lifecycle;
 mod limits;
 mod logrotate;

@@ -110,6 +110,12 @@ pub(crate) struct VerifyArgs {
     /// [default: the one exported beside the log].
     #[arg(long, value_name = "FILE")]
     pub(crate) public_key: Option<PathBuf>,
+    /// The folder was handed over without its ledger (a copy of someone's
+    /// exports): check the files alone and say the ledger was not checked.
+    /// Without it the folder is taken as this host's own, where a missing
+    /// or unreadable `ledger.db` is a finding (exit 12).
+    #[arg(long)]
+    pub(crate) handed_over: bool,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     pub(crate) json: bool,

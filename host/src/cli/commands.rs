@@ -100,7 +100,9 @@ pub(crate) fn verify(args: &VerifyArgs) -> anyhow::Result<u8> {
             sentinel_host::base::out_dir::choose(None, &data_dir).context("cannot find the output folder")?
         }
     };
-    let v = sentinel_host::ledger::verify_out_dir(&out, args.public_key.as_deref());
+    let folder =
+        if args.handed_over { sentinel_host::ledger::Folder::HandedOver } else { sentinel_host::ledger::Folder::Own };
+    let v = sentinel_host::ledger::verify_folder(&out, args.public_key.as_deref(), folder);
     if args.json {
         println!("{}", serde_json::to_string(&v).context("cannot render the outcome as JSON")?);
     } else {
@@ -117,9 +119,10 @@ pub(crate) fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
         println!("{}", render::json(&outcome).context("cannot render the outcome as JSON")?);
     } else {
         println!(
-            "sentinel: state reset in {}: cursors, occurrence keys and detector state cleared, {} issues kept;\n  the next scan counts only occurrences newer than the newest recorded of each kind",
+            "sentinel: state reset in {}: cursors, occurrence keys and detector state cleared, {} issues kept;\n  every fire kept ({} in the log, nothing rewritten: the chain goes on from its last entry);\n  the next scan counts only occurrences newer than the newest recorded of each kind",
             outcome.out_dir.display(),
-            outcome.issues_kept
+            outcome.issues_kept,
+            outcome.fires_kept
         );
     }
     Ok(exit::OK)

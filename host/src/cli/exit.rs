@@ -85,6 +85,8 @@ pub(crate) fn scan_code(e: &ScanError) -> u8 {
     match e {
         ScanError::OutDir(e) => out_dir_code(e),
         ScanError::Ledger(LedgerError::Lock(LockError::Held { .. })) => OUT_IN_USE,
+        // A new or replaced ledger beside an exported log that does not verify.
+        ScanError::Ledger(LedgerError::ExportedLog { .. }) => CHAIN_BROKEN,
         ScanError::Overrun { .. } => SCAN_OVERRUN,
         ScanError::Ledger(_) => OUTPUT_IO,
         ScanError::DataDir { .. } | ScanError::NoDataDir => DATA_DIR,

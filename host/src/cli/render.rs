@@ -255,5 +255,13 @@ pub fn verification(v: &sentinel_host::firelog::Verification) -> String {
         }
     }
     let _ = writeln!(s, "  log {}; key from {}", v.dir.display(), v.key_from);
+    // What was not checked, unless it is only what a finding cut short.
+    for c in &v.checks {
+        if c.status == sentinel_host::firelog::Status::NotChecked
+            && let Some(why) = c.why.as_deref().filter(|w| *w != sentinel_host::firelog::STOPPED)
+        {
+            let _ = writeln!(s, "  not checked: {}: {why}", c.check.as_str());
+        }
+    }
     s
 }

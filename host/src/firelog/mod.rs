@@ -15,7 +15,9 @@ mod key;
 mod verify;
 
 pub use key::{KeyError, PublicKeyFile, kid, sign_head, signing_key};
-pub use verify::{Finding, Resume, Verification, finding, verify_dir, verify_dir_from};
+pub use verify::{
+    Check, CheckName, Finding, Resume, STOPPED, Status, Verification, finding, verify_dir, verify_dir_from,
+};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

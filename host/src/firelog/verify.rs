@@ -55,6 +55,108 @@ pub struct Verification {
     /// Whether the ledger beside the files was compared with them (its copy
     /// of the head, and of the last entry's hash).
     pub ledger_checked: bool,
+    /// Every check, in order, with what came of it: what was checked and
+    /// what was not, and why.
+    pub checks: Vec<Check>,
+}
+
+/// One of `verify`'s checks (docs/fire-log.md names what each covers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckName {
+    /// The public key read, well formed, its `kid` its own.
+    PublicKey,
+    /// The head checked with a key kept outside the folder (`--public-key`).
+    KeptKey,
+    /// The head's signature, by that key.
+    HeadSignature,
+    /// Every segment present, numbered in order, closed ones full.
+    Segments,
+    /// Every entry's `seq`, `prev` and `hash`.
+    Chain,
+    /// The head's count and hash are the log's.
+    HeadMatchesLog,
+    /// The exported head is the one the ledger signed (its anchor).
+    LedgerAnchor,
+    /// The ledger's copy of the last entry is the exported one.
+    LedgerEntry,
+    /// A head held elsewhere (the fleet's witness).
+    Witness,
+}
+
+impl CheckName {
+    /// Every check, in the order they run.
+    pub const ALL: [CheckName; 9] = [
+        CheckName::PublicKey,
+        CheckName::KeptKey,
+        CheckName::HeadSignature,
+        CheckName::Segments,
+        CheckName::Chain,
+        CheckName::HeadMatchesLog,
+        CheckName::LedgerAnchor,
+        CheckName::LedgerEntry,
+        CheckName::Witness,
+    ];
+
+    /// The name the JSON shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckName::PublicKey => "public-key",
+            CheckName::KeptKey => "kept-key",
+            CheckName::HeadSignature => "head-signature",
+            CheckName::Segments => "segments",
+            CheckName::Chain => "chain",
+            CheckName::HeadMatchesLog => "head-matches-log",
+            CheckName::LedgerAnchor => "ledger-anchor",
+            CheckName::LedgerEntry => "ledger-entry",
+            CheckName::Witness => "witness",
+        }
+    }
+}
+
+/// What came of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Ok,
+    Failed,
+    NotChecked,
+}
+
+/// One check and what came of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    pub check: CheckName,
+    pub status: Status,
+    /// Why it failed or was not checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// Why a check after a finding was not run.
+pub const STOPPED: &str = "not reached: verify stops at the first finding";
+
+impl Verification {
+    /// Records what came of `check`.
+    pub fn mark(&mut self, check: CheckName, status: Status, why: Option<String>) {
+        if let Some(c) = self.checks.iter_mut().find(|c| c.check == check) {
+            c.status = status;
+            c.why = why;
+        }
+    }
+
+    /// Marks `check` failed with the finding's problem, and records the finding.
+    pub fn fail(&mut self, check: CheckName, finding: Finding) {
+        self.ok = false;
+        self.mark(check, Status::Failed, Some(finding.problem.clone()));
+        self.finding = Some(finding);
+    }
+
+    /// What came of `check`.
+    pub fn status(&self, check: CheckName) -> Option<Status> {
+        self.checks.iter().find(|c| c.check == check).map(|c| c.status)
+    }
 }
 
 /// Checks the exported fire log in `dir`: every segment present and in
@@ -91,11 +193,27 @@ pub fn verify_dir_from(dir: &Path, public_key: Option<&Path>, from: Option<Resum
         key_from: String::new(),
         finding: None,
         ledger_checked: false,
+        checks: CheckName::ALL
+            .iter()
+            .map(|&check| Check { check, status: Status::NotChecked, why: Some(STOPPED.to_owned()) })
+            .collect(),
     };
+    v.mark(
+        CheckName::Witness,
+        Status::NotChecked,
+        Some("verify does not read the fleet's witness yet (issue 36): a log rewritten and re-signed by whoever holds the signing key passes the other checks".into()),
+    );
+    if public_key.is_none() {
+        v.mark(
+            CheckName::KeptKey,
+            Status::NotChecked,
+            Some("no --public-key: the head was checked with the key published beside the log, which whoever can rewrite the folder can replace".into()),
+        );
+    }
     let mut last = None;
     match check(dir, public_key, &mut v, from, &mut last) {
         Ok(()) => v.ok = true,
-        Err(f) => v.finding = Some(f),
+        Err((check, f)) => v.fail(check, f),
     }
     (v, last)
 }
@@ -122,33 +240,79 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Finding> {
     Ok(found)
 }
 
+/// A finding, with the check it failed.
+type Failed = (CheckName, Finding);
+
 fn check(
     dir: &Path,
     public_key: Option<&Path>,
     v: &mut Verification,
     from: Option<Resume>,
     last: &mut Option<Resume>,
-) -> Result<(), Finding> {
-    let key = load_public_key(dir, public_key, v)?;
+) -> Result<(), Failed> {
+    let key = load_public_key(dir, public_key, v).map_err(|f| (CheckName::PublicKey, f))?;
+    v.mark(CheckName::PublicKey, Status::Ok, None);
+    let signed = |f| (CheckName::HeadSignature, f);
     let head_text = std::fs::read_to_string(dir.join(HEAD_FILE))
-        .map_err(|e| finding(Some(HEAD_FILE), None, None, format!("cannot read the head: {e}")))?;
+        .map_err(|e| signed(finding(Some(HEAD_FILE), None, None, format!("cannot read the head: {e}"))))?;
     let head: Head = serde_json::from_str(&head_text)
-        .map_err(|e| finding(Some(HEAD_FILE), None, None, format!("not a fire-log head: {e}")))?;
+        .map_err(|e| signed(finding(Some(HEAD_FILE), None, None, format!("not a fire-log head: {e}"))))?;
     v.head = Some(head.clone());
-    check_head_signature(&head, &key)?;
+    check_head_signature(&head, &key).map_err(|f| {
+        if public_key.is_some() {
+            v.mark(CheckName::KeptKey, Status::Failed, Some(f.problem.clone()));
+        }
+        signed(f)
+    })?;
+    v.mark(CheckName::HeadSignature, Status::Ok, None);
+    if public_key.is_some() {
+        v.mark(CheckName::KeptKey, Status::Ok, None);
+    }
+    let (seq, prev) = check_segments(dir, v, from, last)?;
+    v.mark(CheckName::Segments, Status::Ok, None);
+    v.mark(CheckName::Chain, Status::Ok, None);
+    let matches = |f| (CheckName::HeadMatchesLog, f);
+    if head.count != seq {
+        return Err(matches(finding(
+            Some(HEAD_FILE),
+            None,
+            Some(seq),
+            format!("the signed head counts {} entries, the log has {seq}: the log was cut or grown", head.count),
+        )));
+    }
+    if head.hash != crate::base::hex(&prev) {
+        return Err(matches(finding(
+            Some(HEAD_FILE),
+            None,
+            Some(seq),
+            "the signed head's hash is not the last entry's",
+        )));
+    }
+    v.mark(CheckName::HeadMatchesLog, Status::Ok, None);
+    Ok(())
+}
+
+/// Every segment and every entry in them: the log's length and last hash.
+fn check_segments(
+    dir: &Path,
+    v: &mut Verification,
+    from: Option<Resume>,
+    last: &mut Option<Resume>,
+) -> Result<(u64, [u8; 32]), Failed> {
+    let gap = |f| (CheckName::Segments, f);
     let mut prev = [0u8; 32];
     let mut seq = 0u64;
-    let segs = segments(dir)?;
+    let segs = segments(dir).map_err(gap)?;
     let last_index = segs.last().map_or(0, |(i, _)| *i);
     for (expected, (index, path)) in (1..).zip(&segs) {
         let name = segment_name(*index);
         if *index != expected {
-            return Err(finding(
+            return Err(gap(finding(
                 Some(&segment_name(expected)),
                 None,
                 Some(seq + 1),
                 "segment missing: the chain has a gap",
-            ));
+            )));
         }
         if let Some(r) = from.filter(|r| *index < r.segment && *index < last_index) {
             (seq, prev) = (r.seq, r.prev);
@@ -158,38 +322,28 @@ fn check(
         if *index == last_index {
             *last = Some(Resume { segment: last_index, seq, prev });
         }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| finding(Some(&name), None, None, format!("cannot read: {e}")))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| gap(finding(Some(&name), None, None, format!("cannot read: {e}"))))?;
         let mut lines = 0u64;
         for (n, line) in (1..).zip(text.lines()) {
             lines += 1;
             seq += 1;
-            prev = check_entry(line, seq, &prev).map_err(|p| finding(Some(&name), Some(n), Some(seq), p))?;
+            prev = check_entry(line, seq, &prev)
+                .map_err(|p| (CheckName::Chain, finding(Some(&name), Some(n), Some(seq), p)))?;
             v.entries = seq;
         }
         if *index < last_index && lines != SEGMENT_ENTRIES {
-            return Err(finding(
+            return Err(gap(finding(
                 Some(&name),
                 None,
                 None,
                 format!("a closed segment holds {lines} entries, not {SEGMENT_ENTRIES}: entries were cut"),
-            ));
+            )));
         }
         v.segments += 1;
     }
     v.entries = seq;
-    if head.count != seq {
-        return Err(finding(
-            Some(HEAD_FILE),
-            None,
-            Some(seq),
-            format!("the signed head counts {} entries, the log has {seq}: the log was cut or grown", head.count),
-        ));
-    }
-    if head.hash != crate::base::hex(&prev) {
-        return Err(finding(Some(HEAD_FILE), None, Some(seq), "the signed head's hash is not the last entry's"));
-    }
-    Ok(())
+    Ok((seq, prev))
 }
 
 fn load_public_key(dir: &Path, given: Option<&Path>, v: &mut Verification) -> Result<VerifyingKey, Finding> {

@@ -48,7 +48,7 @@ pub use lifecycle::{IssueState, LifecycleError, StateChange};
 pub use lock::{LockError, WriterLock};
 pub use meta::{MetaEntry, MetaKey};
 pub use store::Admin;
-pub use verify::{verify_out_dir, verify_out_dir_from};
+pub use verify::{Folder, verify_folder, verify_out_dir, verify_out_dir_from};
 pub use view::{FireFact, FireFilter, FireSample, LedgerView};
 
 /// Bumped whenever the store's shape, or the meaning of what it stores,
@@ -95,6 +95,14 @@ pub enum LedgerError {
         #[source]
         source: std::io::Error,
     },
+    /// The store is behind the exported fire log (a new or replaced
+    /// `ledger.db`) and the exported log does not verify: the chain cannot be
+    /// continued from it, and nothing was written.
+    #[error(
+        "cannot continue the fire log from its exported files: {}: {problem}; nothing was written. The exported log is the record: put back an intact copy of the fires-* files and fires.head.json, or move them all away to start a new log (docs/cli.md)",
+        export::continued::place(.path, .line, .seq)
+    )]
+    ExportedLog { path: PathBuf, line: Option<u64>, seq: Option<u64>, problem: String },
     #[error(transparent)]
     Lock(#[from] LockError),
     #[error(transparent)]
@@ -127,6 +135,8 @@ pub struct Ledger {
 #[serde(rename_all = "camelCase")]
 pub struct ResetReport {
     pub issues_kept: u64,
+    /// Every fire is kept: the fire log is never cleared, never rewritten.
+    pub fires_kept: u64,
 }
 
 /// `PRAGMA application_id` of a sentinel ledger ("SENT").

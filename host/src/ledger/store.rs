@@ -11,6 +11,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::export::continued;
 use super::export::issues::IssueLine;
 use super::meta::{self, MetaKey};
 use super::{
@@ -92,6 +93,10 @@ impl Ledger {
     /// A store of an older schema version has its state dropped and started
     /// again (see [`Ledger::reset_state`]); a missing store with an
     /// `issues.jsonl` beside it is rebuilt from that file the same way. A
+    /// store behind the exported fire log (new, lost, an older copy) takes
+    /// the log's entries from the verified files, so the chain goes on and no
+    /// exported byte is written again; a log that does not verify is refused
+    /// ([`LedgerError::ExportedLog`]). A
     /// file that is not a sentinel ledger is refused, never overwritten. The
     /// ledger holds the output folder's [`WriterLock`] until it is dropped:
     /// while another process holds it, this fails with [`LockError::Held`].
@@ -113,6 +118,7 @@ impl Ledger {
         if existed {
             check_header(&db_path)?;
         }
+        let exported = continued::checked_before_creating(dir, existed)?;
         let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
         if existed {
@@ -160,31 +166,37 @@ impl Ledger {
             fire_export_time: std::time::Duration::ZERO,
             export_time: std::time::Duration::ZERO,
         };
+        ledger.carry_over(version, existed)?;
+        // Whatever happened to the store, the exported log is the record: a
+        // store behind it (new, lost, an older copy) takes its entries first.
+        ledger.go_on_from_export(exported)?;
+        Ok(ledger)
+    }
+
+    /// Carries a store of schema `version` over to this release's (see
+    /// [`Ledger::open`]).
+    fn carry_over(&mut self, version: Option<i64>, existed: bool) -> Result<(), LedgerError> {
         match version {
-            Some(v) if v > SCHEMA_VERSION => return Err(LedgerError::NewerSchema { path: db_path, found: v }),
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(LedgerError::NewerSchema { path: self.db_path.clone(), found: v });
+            }
             Some(v) if v == SCHEMA_VERSION => {}
             // Version 3 only added tables (created above): carried over as is.
-            Some(2) => ledger.write_version()?,
+            Some(2) => self.write_version()?,
             Some(v) => {
-                ledger
-                    .reset_state(&format!("the ledger had schema version {v}, this release writes {SCHEMA_VERSION}"))?;
+                self.reset_state(&format!("the ledger had schema version {v}, this release writes {SCHEMA_VERSION}"))?;
             }
             None if existed => {
-                ledger.reset_state("the ledger had no schema version")?;
+                self.reset_state("the ledger had no schema version")?;
             }
-            None => {
-                let imported = ledger.import_issues()?;
-                match imported {
-                    Some(n) => {
-                        ledger.reset_state(&format!(
-                            "{STORE_FILE} was missing: {n} issues imported from {ISSUES_FILE}"
-                        ))?;
-                    }
-                    None => ledger.write_version()?,
+            None => match self.import_issues()? {
+                Some(n) => {
+                    self.reset_state(&format!("{STORE_FILE} was missing: {n} issues imported from {ISSUES_FILE}"))?;
                 }
-            }
+                None => self.write_version()?,
+            },
         }
-        Ok(ledger)
+        Ok(())
     }
 
     /// Why this open started the state again, if it did.
@@ -203,7 +215,8 @@ impl Ledger {
         Ok(())
     }
 
-    /// Drops the state and starts again, keeping the issues: source cursors
+    /// Drops the state and starts again, keeping the issues and every fire
+    /// (the `fires` table is never touched): source cursors
     /// reset, occurrence keys and detector state cleared. So that nothing is
     /// counted twice, from now on an occurrence is counted only when it is
     /// newer than the newest one already recorded for its kind. This loses
@@ -238,9 +251,10 @@ impl Ledger {
         let issues_kept =
             self.conn.query_row("SELECT COUNT(*) FROM issues", [], |r| r.get::<_, i64>(0)).map_err(e("cannot count"))?
                 as u64;
-        tracing::info!(reason, issues_kept, "ledger state started again");
+        let fires_kept = self.fire_count()?;
+        tracing::info!(reason, issues_kept, fires_kept, "ledger state started again");
         self.reset = Some(reason.to_owned());
-        Ok(ResetReport { issues_kept })
+        Ok(ResetReport { issues_kept, fires_kept })
     }
 
     /// Seeds the issues table from an `issues.jsonl` left without its store.

@@ -1,26 +1,49 @@
 //! The fire log checked against the ledger beside it.
 //!
 //! It owns [`verify_out_dir`] (and [`verify_out_dir_from`], resuming where a
-//! caller's earlier check ended): [`verify_dir`](crate::firelog::verify_dir) over the exported files, then,
-//! when the output folder has its ledger, the files against the ledger's own
-//! copy of the head and of the last entry's hash. It only reads (through a
-//! [`LedgerView`], no lock) and never writes.
+//! caller's earlier check ended, and [`verify_folder`], which says whose the
+//! folder is): [`verify_dir`](crate::firelog::verify_dir) over the exported files, then
+//! the files against the ledger's own copy of the head and of the last
+//! entry's hash. On the host's own folder ([`Folder::Own`]) a missing or
+//! unreadable ledger is a finding: deleting `ledger.db` is how a rollback
+//! (older `fires-*` files and head put back) would pass every other check.
+//! Only a folder handed over ([`Folder::HandedOver`]) may come without its
+//! ledger, and `verify` then says the ledger was not checked. It only reads
+//! (through a [`LedgerView`], no lock) and never writes.
 
 use std::path::Path;
 
-use crate::firelog::{HEAD_FILE, Resume, Verification, finding, verify_dir_from};
-use crate::ledger::LedgerView;
+use crate::firelog::{CheckName, HEAD_FILE, Resume, STOPPED, Status, Verification, finding, verify_dir_from};
+use crate::ledger::{LedgerView, STORE_FILE};
 
 /// How long `verify` may spend reading a ledger, all its queries together:
 /// a hostile one (a `meta` view over a recursive query) ends here, as a
 /// finding.
 pub const VERIFY_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// [`verify_dir`], then, when the output folder has its ledger, the files
-/// against the ledger's own copy: a head put back to an older one, or a log
-/// cut together with its head, still differs from what the ledger signed.
+/// Whose output folder is checked: what a missing ledger means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Folder {
+    /// The host's own: its ledger must be there and agree with the files.
+    #[default]
+    Own,
+    /// Handed over (a copy of someone's exports, `verify --handed-over`):
+    /// the files are checked alone when no ledger came with them.
+    HandedOver,
+}
+
+/// [`verify_folder`] on the host's own folder.
 pub fn verify_out_dir(dir: &Path, public_key: Option<&Path>) -> Verification {
     verify_out_dir_from(dir, public_key, None).0
+}
+
+/// [`verify_dir`](crate::firelog::verify_dir), then the files against the
+/// ledger's own copy: a head put back to an older one, or a log cut together
+/// with its head, still differs from what the ledger signed; and on the
+/// host's own folder, a ledger gone is a finding.
+pub fn verify_folder(dir: &Path, public_key: Option<&Path>, folder: Folder) -> Verification {
+    let (v, _) = verify_dir_from(dir, public_key, None);
+    against_ledger(dir, v, folder)
 }
 
 /// [`verify_out_dir`], resuming as [`verify_dir_from`] does: with it, where
@@ -31,22 +54,24 @@ pub fn verify_out_dir_from(
     from: Option<Resume>,
 ) -> (Verification, Option<Resume>) {
     let (v, resume) = verify_dir_from(dir, public_key, from);
-    (against_ledger(dir, v), resume)
+    (against_ledger(dir, v, Folder::Own), resume)
 }
 
-fn against_ledger(dir: &Path, mut v: Verification) -> Verification {
+fn against_ledger(dir: &Path, mut v: Verification, folder: Folder) -> Verification {
     if !v.ok {
         return v;
     }
     let unreadable = |v: &mut Verification, e: &dyn std::fmt::Display| {
-        v.ok = false;
-        v.finding = Some(finding(Some("ledger.db"), None, None, format!("cannot read the ledger: {e}")));
+        v.fail(CheckName::LedgerAnchor, finding(Some(STORE_FILE), None, None, format!("cannot read the ledger: {e}")));
     };
     // The folder may be anyone's: its ledger is read hardened, every query
     // within one budget ([`VERIFY_BUDGET`]).
     let view = match LedgerView::open_untrusted(dir, VERIFY_BUDGET) {
         Ok(Some(view)) => view,
-        Ok(None) => return v,
+        Ok(None) => {
+            missing(&mut v, folder);
+            return v;
+        }
         Err(e) => {
             unreadable(&mut v, &e);
             return v;
@@ -61,25 +86,69 @@ fn against_ledger(dir: &Path, mut v: Verification) -> Verification {
         }
     };
     let exported = v.head.clone();
-    let problem = match (anchored, exported) {
-        (Some(a), Some(e)) if a.count != e.count || a.hash != e.hash => Some(format!(
-            "the ledger signed a head of {} entries ({}), the exported head says {} ({}): the export was cut or replaced",
-            a.count,
-            &a.hash[..16],
-            e.count,
-            &e.hash[..16.min(e.hash.len())]
-        )),
-        (_, Some(e)) if e.count > 0 => match view.fire_hash(e.count) {
-            Ok(Some(h)) if h == e.hash => None,
-            _ => Some(format!("the ledger's entry {} differs from the exported one", e.count)),
+    match (&anchored, &exported) {
+        (Some(a), Some(e)) if a.count != e.count || a.hash != e.hash => {
+            let p = format!(
+                "the ledger signed a head of {} entries ({}), the exported head says {} ({}): the export was cut or replaced",
+                a.count,
+                &a.hash[..16.min(a.hash.len())],
+                e.count,
+                &e.hash[..16.min(e.hash.len())]
+            );
+            v.fail(CheckName::LedgerAnchor, finding(Some(HEAD_FILE), None, None, p));
+            return v;
+        }
+        (Some(_), _) => v.mark(CheckName::LedgerAnchor, Status::Ok, None),
+        (None, _) => v.mark(
+            CheckName::LedgerAnchor,
+            Status::NotChecked,
+            Some("the ledger holds no signed head yet (it has exported nothing)".into()),
+        ),
+    }
+    match exported {
+        Some(e) if e.count > 0 => match view.fire_hash(e.count) {
+            Ok(Some(h)) if h == e.hash => v.mark(CheckName::LedgerEntry, Status::Ok, None),
+            _ => v.fail(
+                CheckName::LedgerEntry,
+                finding(
+                    Some(HEAD_FILE),
+                    None,
+                    None,
+                    format!("the ledger's entry {} differs from the exported one", e.count),
+                ),
+            ),
         },
-        _ => None,
-    };
-    if let Some(p) = problem {
-        v.ok = false;
-        v.finding = Some(finding(Some(HEAD_FILE), None, None, p));
+        _ => v.mark(CheckName::LedgerEntry, Status::NotChecked, Some("the log is empty".into())),
     }
     v
+}
+
+/// No ledger beside the files: a finding on the host's own folder, a check
+/// not made on one handed over.
+fn missing(v: &mut Verification, folder: Folder) {
+    match folder {
+        Folder::Own => {
+            v.fail(
+                CheckName::LedgerAnchor,
+                finding(
+                    Some(STORE_FILE),
+                    None,
+                    None,
+                    "the ledger is missing from the host's own output folder: the exported log cannot be checked against the head the ledger signed, and older fires-* files put back with the ledger deleted (a rollback) would pass every other check; if you deleted ledger.db yourself, the next scan continues the chain from the exported head; for a folder handed over without its ledger, pass --handed-over",
+                ),
+            );
+            v.mark(CheckName::LedgerEntry, Status::NotChecked, Some(STOPPED.into()));
+        }
+        Folder::HandedOver => {
+            let why = "no ledger.db came with this folder (--handed-over): the files were checked alone, so a rollback to older files and their head is not seen";
+            v.mark(CheckName::LedgerAnchor, Status::NotChecked, Some(why.into()));
+            v.mark(
+                CheckName::LedgerEntry,
+                Status::NotChecked,
+                Some("no ledger.db came with this folder (--handed-over)".into()),
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,5 +315,67 @@ mod tests {
         assert!(verify_dir(dir.path(), None).ok, "the old files alone are self-consistent");
         let f = broken(dir.path());
         assert!(f.problem.contains("the ledger signed a head of 10 entries"), "{f:?}");
+    }
+
+    fn statuses(v: &Verification) -> Vec<(&'static str, Status)> {
+        v.checks.iter().map(|c| (c.check.as_str(), c.status)).collect()
+    }
+
+    #[test]
+    fn a_missing_ledger_is_a_finding_on_the_hosts_own_folder_and_a_check_not_made_on_one_handed_over() {
+        let (dir, l) = logged(6);
+        drop(l);
+        std::fs::remove_file(dir.path().join(crate::ledger::STORE_FILE)).unwrap();
+        let f = broken(dir.path());
+        assert_eq!(f.file.as_deref(), Some("ledger.db"), "{f:?}");
+        assert!(f.problem.contains("missing") && f.problem.contains("rollback"), "{f:?}");
+        let v = verify_folder(dir.path(), None, Folder::HandedOver);
+        assert!(v.ok && !v.ledger_checked, "{v:?}");
+        assert_eq!(v.status(CheckName::LedgerAnchor), Some(Status::NotChecked));
+        let why = v.checks.iter().find(|c| c.check == CheckName::LedgerAnchor).unwrap().why.clone().unwrap();
+        assert!(why.contains("--handed-over"), "{why}");
+    }
+
+    #[test]
+    fn the_checks_say_what_was_checked_what_failed_and_what_was_not_reached() {
+        let (dir, _l) = logged(10);
+        let v = verify_out_dir(dir.path(), None);
+        use Status::{Failed, NotChecked, Ok as Passed};
+        assert_eq!(
+            statuses(&v),
+            vec![
+                ("public-key", Passed),
+                ("kept-key", NotChecked),
+                ("head-signature", Passed),
+                ("segments", Passed),
+                ("chain", Passed),
+                ("head-matches-log", Passed),
+                ("ledger-anchor", Passed),
+                ("ledger-entry", Passed),
+                ("witness", NotChecked),
+            ]
+        );
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["checks"][1]["check"], "kept-key");
+        assert_eq!(json["checks"][1]["status"], "not-checked");
+        assert!(json["checks"][1]["why"].as_str().unwrap().contains("--public-key"));
+        assert!(json["checks"][0].get("why").is_none(), "an ok check needs no why");
+        for c in CheckName::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+        let kept = dir.path().join("kept.pub.json");
+        std::fs::copy(dir.path().join(PUBLIC_KEY_FILE), &kept).unwrap();
+        assert_eq!(verify_out_dir(dir.path(), Some(&kept)).status(CheckName::KeptKey), Some(Passed));
+
+        let mut seg = lines(dir.path(), 2);
+        seg[1] = seg[1].replace("\"bot-1\"", "\"bot-2\"");
+        put(dir.path(), 2, &seg);
+        let v = verify_out_dir(dir.path(), None);
+        let s = statuses(&v);
+        assert_eq!(
+            (s[4], s[5], s[6]),
+            (("chain", Failed), ("head-matches-log", NotChecked), ("ledger-anchor", NotChecked))
+        );
+        assert_eq!(v.checks[5].why.as_deref(), Some(STOPPED));
     }
 }

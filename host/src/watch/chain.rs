@@ -161,6 +161,9 @@ fn local(mut v: Verification, out: &Path) -> Verification {
         f.problem = strip(&f.problem);
         f.file = f.file.as_deref().map(strip);
     }
+    for c in &mut v.checks {
+        c.why = c.why.as_deref().map(strip);
+    }
     v
 }
 

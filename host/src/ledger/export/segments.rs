@@ -5,11 +5,15 @@
 //! state reset), appending entries chained to the last one in the same
 //! transaction as the counts they record (so a crash can never leave a fire
 //! without its count or a count without its fire), and the export: closed
-//! segments written once, the open one and the head replaced atomically
-//! after every commit, and again at the next open after a crash in between.
+//! segments written once, the open one appended to (replaced whole from the
+//! store only when the file no longer holds a prefix of it: a torn or altered
+//! export) and the head replaced atomically after every commit, and again at
+//! the next open after a crash in between. An exported fire's bytes are never
+//! written again.
 //! The format is [`crate::firelog`]'s; what counts as a fire is the commit's
 //! decision ([`crate::ledger::count::fires`]).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension};
@@ -235,7 +239,13 @@ impl Ledger {
             buf.extend(line.as_bytes());
             buf.push(b'\n');
         }
-        self.write(&firelog::segment_name(index), &buf)
+        let path = self.dir.join(firelog::segment_name(index));
+        match exported_prefix(&path, &buf) {
+            // Already as the store has it: not touched.
+            Some(held) if held == buf.len() => Ok(()),
+            Some(held) => append(&path, &buf[held..]).map_err(|source| LedgerError::Export { path, source }),
+            None => self.write(&firelog::segment_name(index), &buf),
+        }
     }
 
     fn write(&self, name: &str, bytes: &[u8]) -> Result<(), LedgerError> {
@@ -259,4 +269,33 @@ impl Ledger {
     pub fn export_time(&self) -> Duration {
         self.export_time
     }
+}
+
+/// How many bytes of `bytes` the regular file at `path` already holds, when
+/// it holds a prefix of them: the segment is then only appended to, so an
+/// exported fire's bytes are never written again. `None` (no file, a link,
+/// other bytes: an export a crash tore, or a file someone changed) means the
+/// segment is replaced whole from the store.
+fn exported_prefix(path: &Path, bytes: &[u8]) -> Option<usize> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() || meta.len() > bytes.len() as u64 {
+        return None;
+    }
+    let held = std::fs::read(path).ok()?;
+    bytes.starts_with(&held).then_some(held.len())
+}
+
+/// Appends `bytes` to the segment at `path` (never through a link) and syncs it.
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW);
+    }
+    let mut file = opts.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
