@@ -38,7 +38,7 @@ use serde::Serialize;
 
 pub use crate::model::standing::Health;
 pub use count::commit::ScanCommit;
-pub use count::rule::{CommitReport, issue_sig};
+pub use count::rule::{Added, CommitReport, issue_sig};
 pub use export::issues::{EvidenceRef, IssueLine};
 pub use lifecycle::{IssueState, LifecycleError, StateChange};
 pub use lock::{LockError, WriterLock};
