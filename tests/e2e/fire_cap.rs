@@ -109,7 +109,7 @@ fn a_detector_adding_fresh_fires_is_stopped_at_its_cap_quarantined_and_commits_n
     for i in [0, 1] {
         assert_eq!(d(i)["status"], "failed", "{:#}", d(i));
         assert_eq!(d(i)["failure"]["kind"], "over-limit", "{:#}", d(i));
-        let message = d(i)["failure"]["message"].as_str().unwrap();
+        let message = d(i)["failure"]["message"].as_str().unwrap().to_owned();
         assert!(message.contains(&format!("over the limit of {cap} a scan")), "{message}");
         assert!(message.contains(&format!("would add {} new fires", records * 100)), "{message}");
     }
