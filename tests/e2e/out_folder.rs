@@ -102,4 +102,16 @@ fn a_symlink_planted_at_a_name_the_host_writes_is_never_written_through() {
     assert_eq!(locked.status.code(), Some(6), "{stderr}");
     assert!(stderr.contains("ledger.lock"), "{stderr}");
     assert_eq!(std::fs::read(victim("lock")).unwrap(), b"untouched");
+
+    // A link at the store itself, to a ledger kept elsewhere: SQLite is told
+    // not to follow it, so that ledger is never written.
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::rename(out.join("ledger.db"), victim("ledger.db")).unwrap();
+    let kept = std::fs::read(victim("ledger.db")).unwrap();
+    std::os::unix::fs::symlink(victim("ledger.db"), out.join("ledger.db")).unwrap();
+    let linked = run(&detectors, &data, &out, &["--no-fast-path"]);
+    let stderr = String::from_utf8_lossy(&linked.stderr);
+    assert_eq!(linked.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("ledger.db"), "{stderr}");
+    assert_eq!(std::fs::read(victim("ledger.db")).unwrap(), kept, "nothing written through the link");
 }

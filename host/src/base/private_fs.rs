@@ -147,11 +147,11 @@ fn own_dir(path: &Path) -> std::io::Result<()> {
     if meta.mode() & 0o022 != 0 {
         return Err(refused(NotOurs::Writable { mode: meta.mode() & 0o7777 }));
     }
-    if meta.mode() & 0o777 != 0o700 {
-        // SAFETY: a valid open descriptor of the folder just checked.
-        if unsafe { libc::fchmod(dir.as_raw_fd(), 0o700) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    // Set even when it already is: a folder that cannot be changed (an
+    // immutable one) is refused here, before anything is written in it.
+    // SAFETY: a valid open descriptor of the folder just checked.
+    if unsafe { libc::fchmod(dir.as_raw_fd(), 0o700) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -104,7 +104,9 @@ impl Ledger {
         if existed {
             check_header(&db_path)?;
         }
-        let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
+        // Never through a symlink planted at its name (the output folder's rule).
+        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(&db_path, flags).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
         if existed {
             let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
