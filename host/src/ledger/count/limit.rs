@@ -3,11 +3,12 @@
 //!
 //! It owns finding, before the commit, the detectors whose staged
 //! observations would add more than their cap, counted exactly as the
-//! commit will count them: from the scan's tally when it still holds, else
-//! by counting the staged observations in a transaction that is rolled
-//! back. A detector that staged no more rows than its cap cannot be over it
-//! (one row adds at most one fire and one issue), so a scan where none did
-//! costs one grouped read of the staging and nothing else. It never drops
+//! commit will count them: from the scan's tally when it still holds (in
+//! memory already: nothing is read), else by counting the staged
+//! observations in a transaction that is rolled back. Without a tally, a
+//! detector that staged no more rows than its cap cannot be over it (one
+//! row adds at most one fire and one issue), so a scan where none did costs
+//! one grouped read of the staging and no count. It never drops
 //! what it finds (the scan unstages a detector over its cap and fails it)
 //! and never writes the store.
 
@@ -28,12 +29,13 @@ impl Ledger {
         versions: &BTreeMap<String, String>,
         cap: impl Fn(&str) -> u64,
     ) -> Result<Vec<(String, Added)>, LedgerError> {
-        let candidates = self.staged_over(&cap)?;
-        if candidates.is_empty() {
+        if !self.staging {
             return Ok(Vec::new());
         }
         let added = match self.tally.as_ref().filter(|t| t.matches(scan_time, versions)) {
+            // Counted as the rows were staged: nothing to read.
             Some(tally) => tally.by_detector().clone(),
+            None if self.staged_over(&cap)?.is_empty() => return Ok(Vec::new()),
             None => self.count_dry(scan_time, versions)?,
         };
         let mut over: Vec<(String, Added)> = added
@@ -49,9 +51,6 @@ impl Ledger {
 
     /// The detectors that staged more rows than their cap.
     fn staged_over(&self, cap: &impl Fn(&str) -> u64) -> Result<Vec<String>, LedgerError> {
-        if !self.staging {
-            return Ok(Vec::new());
-        }
         let path = &self.db_path;
         let read =
             |source| LedgerError::Store { path: path.clone(), action: "cannot read staged observations", source };
