@@ -79,6 +79,8 @@ pub enum LedgerError {
     Foreign { path: PathBuf },
     #[error("{path} is not a SQLite database (corrupt?); it was left untouched: move it away or choose another --out")]
     Corrupt { path: PathBuf },
+    #[error("{path} is a symlink: the store is never opened through one; it was left untouched")]
+    Linked { path: PathBuf },
     #[error("cannot write {path}")]
     Export {
         path: PathBuf,

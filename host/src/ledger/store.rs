@@ -100,13 +100,16 @@ impl Ledger {
             let path = db_path.clone();
             move |source| LedgerError::Store { path, action, source }
         };
+        // Never through a symlink planted at its name (the output folder's
+        // rule; the folder is this user's alone, so only this user plants one).
+        if std::fs::symlink_metadata(&db_path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(LedgerError::Linked { path: db_path });
+        }
         let existed = std::fs::metadata(&db_path).map(|m| m.len() > 0).unwrap_or(false);
         if existed {
             check_header(&db_path)?;
         }
-        // Never through a symlink planted at its name (the output folder's rule).
-        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn = Connection::open_with_flags(&db_path, flags).map_err(err("cannot open"))?;
+        let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
         if existed {
             let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
