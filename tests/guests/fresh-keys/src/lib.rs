@@ -15,10 +15,11 @@ struct FreshKeys {
 
 impl Detector for FreshKeys {
     fn describe() -> Descriptor {
-        Descriptor::new("fresh_keys", "0.0.1")
-            .emits("fresh_keys")
-            .subscribe("messages", "tool-failure")
-            .config_int("per_record", 100, "observations with a fresh key reported for each record")
+        Descriptor::new("fresh_keys", "0.0.1").emits("fresh_keys").subscribe("messages", "tool-failure").config_int(
+            "per_record",
+            100,
+            "observations with a fresh key reported for each record",
+        )
     }
 
     fn start(ctx: &ScanContext) -> Result<Self, DetectorError> {
