@@ -238,6 +238,9 @@ fn a_foreign_ledger_file_is_refused_with_exit_6_and_left_untouched() {
     std::fs::create_dir_all(&data).unwrap();
     let out = s.path("out");
     std::fs::create_dir_all(&out).unwrap();
+    // Private whatever the umask: a folder others can write is refused before its ledger is read.
+    #[cfg(unix)]
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     std::fs::write(out.join("ledger.db"), b"my notes, not a database").unwrap();
     let o = run(&s.detectors_with(&[]), &data, &out, &[]);
     assert_eq!(o.status.code(), Some(6), "{}", String::from_utf8_lossy(&o.stderr));

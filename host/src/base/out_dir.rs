@@ -5,8 +5,9 @@
 //! `~/.openmausbot` gets its own `data-<hash>` subfolder there. An explicit
 //! `--out` is used as given. Either way the folder is refused when it lies
 //! inside the data dir or inside a git repository (resolved through symlinks
-//! and `..`), is created `0700`, and this module never creates anything
-//! inside the data dir.
+//! and `..`), is created `0700`, an existing one is refused unless it is
+//! this user's and no one else can write it, and this module never creates
+//! anything inside the data dir.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -23,6 +24,10 @@ pub enum OutDirError {
     InsideGitRepo { out: PathBuf, repo: PathBuf },
     #[error("no default output folder: {0} is not set; pass --out")]
     NoHome(&'static str),
+    #[error(
+        "output folder {path} is refused: {why}; sentinel writes only into a folder of its own user that no one else can write"
+    )]
+    NotOurs { path: PathBuf, why: crate::base::private_fs::NotOurs },
     #[error("cannot create the output folder {path} or set it to mode 0700")]
     Create {
         path: PathBuf,
@@ -141,9 +146,18 @@ pub fn enclosing_git_repo(path: &Path) -> Option<PathBuf> {
 /// Chooses and checks the output folder, and creates it `0700`.
 pub fn prepare(out: Option<&Path>, data_dir: &Path) -> Result<PathBuf, OutDirError> {
     let chosen = choose(out, data_dir)?;
-    crate::base::private_fs::create_dir(&chosen)
-        .map_err(|source| OutDirError::Create { path: chosen.clone(), source })?;
+    create(&chosen)?;
     Ok(chosen)
+}
+
+/// Creates the output folder `0700`, or refuses the one already there
+/// unless it is this user's and no one else can write it
+/// ([`OutDirError::NotOurs`]).
+pub fn create(path: &Path) -> Result<(), OutDirError> {
+    crate::base::private_fs::create_dir(path).map_err(|source| match crate::base::private_fs::not_ours(&source) {
+        Some(why) => OutDirError::NotOurs { path: path.to_owned(), why: why.clone() },
+        None => OutDirError::Create { path: path.to_owned(), source },
+    })
 }
 
 /// Chooses and checks the output folder without creating anything.
@@ -208,5 +222,10 @@ mod tests {
         let out = prepare(Some(&tmp.path().join("out/nested")), &data).unwrap();
         let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o757)).unwrap();
+        let err = prepare(Some(&out), &data).unwrap_err();
+        assert!(matches!(err, OutDirError::NotOurs { .. }), "{err}");
+        assert!(err.to_string().contains(&out.display().to_string()), "{err}");
+        assert!(err.to_string().contains("group or others can write it (mode 0757)"), "{err}");
     }
 }

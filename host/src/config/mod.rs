@@ -128,6 +128,7 @@ pub struct LimitsConfig {
     pub wasm_stack_kib: Option<usize>,
     pub observations_per_call: Option<usize>,
     pub observations_per_scan: Option<usize>,
+    pub fires_per_scan: Option<usize>,
     pub log_bytes_per_scan: Option<usize>,
     pub stdio_bytes: Option<usize>,
     pub component_mib: Option<u64>,
@@ -157,6 +158,7 @@ impl LimitsConfig {
         set(&mut base.max_wasm_stack, self.wasm_stack_kib.map(|k| k.saturating_mul(1 << 10)));
         set(&mut base.observations_per_call, self.observations_per_call);
         set(&mut base.observations_per_scan, self.observations_per_scan);
+        set(&mut base.fires_per_scan, self.fires_per_scan);
         set(&mut base.log_bytes_per_scan, self.log_bytes_per_scan);
         set(&mut base.stdio_bytes, self.stdio_bytes);
         set(&mut base.state_bytes, self.state_bytes);

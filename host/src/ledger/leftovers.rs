@@ -3,9 +3,9 @@
 //!
 //! It owns recognising and removing them when a [`Ledger`](super::Ledger)
 //! opens, with the folder's writer lock held, so no other process can be
-//! writing them: the `.<name>.tmp<pid>` file of an atomic replace
+//! writing them: the `.<name>.tmp<pid>-<random>` file of an atomic replace
 //! (`private_fs::write_atomic`) of one of the ledger's own exports, and the
-//! `.fires-NNNNNN.ndjson.ahead<pid>` segments written ahead
+//! `.fires-NNNNNN.ndjson.ahead<pid>-<random>` segments written ahead
 //! ([`super::export::ahead`]). What they held is in the store: an export a crash
 //! interrupted is written again from it (`export_pending`). It never
 //! removes any other file, never follows a symlink, and leaves a file it
@@ -36,17 +36,28 @@ pub(super) fn sweep(dir: &Path) -> usize {
 /// Whether `name` is a temporary file this folder's writer makes.
 fn is_leftover(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('.') else { return false };
-    // What comes before `mark` followed by a process id, if that is how `rest` ends.
-    let before = |mark: &str| {
-        rest.rsplit_once(mark)
-            .filter(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-            .map(|(base, _)| base)
-    };
+    // What comes before `mark` followed by a process id and its random
+    // part (or, as older versions named them, the process id alone), if
+    // that is how `rest` ends.
+    let before = |mark: &str| rest.rsplit_once(mark).filter(|(_, tail)| is_temp_tail(tail)).map(|(base, _)| base);
     let is_segment = |base: &str| segment_index(base).is_some();
     if let Some(base) = before(AHEAD_MARK) {
         return is_segment(base);
     }
     before(TEMP_MARK).is_some_and(|base| is_segment(base) || EXPORTS.contains(&base))
+}
+
+/// `<pid>-<16 hex digits>` (`private_fs::temp_name`), or `<pid>` alone.
+fn is_temp_tail(tail: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match tail.split_once('-') {
+        Some((pid, random)) => {
+            digits(pid)
+                && random.len() == 16
+                && random.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }
+        None => digits(tail),
+    }
 }
 
 #[cfg(test)]
@@ -63,6 +74,8 @@ mod tests {
             ".fires-000003.ndjson.tmp120",
             ".fires-000003.ndjson.ahead120",
             ".fires-1234567.ndjson.ahead5",
+            ".issues.jsonl.tmp4242-0123456789abcdef",
+            ".fires-000003.ndjson.ahead120-fedcba9876543210",
         ] {
             assert!(is_leftover(name), "{name}");
         }
@@ -79,6 +92,11 @@ mod tests {
             ".fires-000003.ndjson.ahead",
             ".issues.jsonl.ahead12",
             ".fires-000003.ndjson.ahead12.bak",
+            ".issues.jsonl.tmp12-",
+            ".issues.jsonl.tmp-0123456789abcdef",
+            ".issues.jsonl.tmp12-0123456789ABCDEF",
+            ".issues.jsonl.tmp12-0123456789abcde",
+            ".notes.txt.tmp12-0123456789abcdef",
         ] {
             assert!(!is_leftover(name), "{name}");
         }

@@ -45,7 +45,8 @@ impl WriterLock {
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
+            // Never through a link planted at its name: the pid is written into it.
+            opts.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
         }
         let mut file = opts.open(&path).map_err(io)?;
         match file.try_lock() {

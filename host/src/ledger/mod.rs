@@ -42,7 +42,7 @@ use serde::Serialize;
 
 pub use crate::model::standing::Health;
 pub use count::commit::ScanCommit;
-pub use count::rule::{CommitReport, issue_sig};
+pub use count::rule::{Added, CommitReport, issue_sig};
 pub use export::issues::{EvidenceRef, IssueLine};
 pub use lifecycle::{IssueState, LifecycleError, StateChange};
 pub use lock::{LockError, WriterLock};
@@ -89,6 +89,8 @@ pub enum LedgerError {
     Foreign { path: PathBuf },
     #[error("{path} is not a SQLite database (corrupt?); it was left untouched: move it away or choose another --out")]
     Corrupt { path: PathBuf },
+    #[error("{path} is a symlink: the store is never opened through one; it was left untouched")]
+    Linked { path: PathBuf },
     #[error("cannot write {path}")]
     Export {
         path: PathBuf,

@@ -114,6 +114,11 @@ impl Ledger {
             let path = db_path.clone();
             move |source| LedgerError::Store { path, action, source }
         };
+        // Never through a symlink planted at its name (the output folder's
+        // rule; the folder is this user's alone, so only this user plants one).
+        if std::fs::symlink_metadata(&db_path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(LedgerError::Linked { path: db_path });
+        }
         let existed = std::fs::metadata(&db_path).map(|m| m.len() > 0).unwrap_or(false);
         if existed {
             check_header(&db_path)?;

@@ -85,10 +85,14 @@ pub enum FailureKind {
     BadConfig,
     /// Not run: the detector is quarantined.
     Quarantined,
+    /// Its scan would add more new fires or new issues than the cap
+    /// (`[limits] fires_per_scan`, or one per record it read): nothing of
+    /// that scan is committed.
+    OverLimit,
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 15] = [
+    const ALL: [FailureKind; 16] = [
         FailureKind::Deadline,
         FailureKind::Fuel,
         FailureKind::Memory,
@@ -104,6 +108,7 @@ impl FailureKind {
         FailureKind::Load,
         FailureKind::BadConfig,
         FailureKind::Quarantined,
+        FailureKind::OverLimit,
     ];
 
     /// A short stable label for summaries, JSON and the ledger.
@@ -124,6 +129,7 @@ impl FailureKind {
             FailureKind::Load => "load",
             FailureKind::BadConfig => "bad-config",
             FailureKind::Quarantined => "quarantined",
+            FailureKind::OverLimit => "over-limit",
         }
     }
 

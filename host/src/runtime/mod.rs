@@ -63,6 +63,11 @@ pub struct Limits {
     /// Observations one detector may return in one scan (they are staged in
     /// the ledger until the scan commits: this bounds that file).
     pub observations_per_scan: usize,
+    /// New fires (occurrences counted for the first time) and new issues one
+    /// detector may add in one scan, at least: its cap is this or the number
+    /// of records it was handed, whichever is larger. A detector over it
+    /// fails the scan as `over-limit` and nothing of its scan is committed.
+    pub fires_per_scan: usize,
     /// Bytes of `log` one detector may write in one scan.
     pub log_bytes_per_scan: usize,
     /// Bytes of stdout and of stderr kept per store.
@@ -86,6 +91,7 @@ impl Default for Limits {
             max_wasm_stack: 512 << 10,
             observations_per_call: 10_000,
             observations_per_scan: 1_000_000,
+            fires_per_scan: 10_000,
             log_bytes_per_scan: 64 << 10,
             stdio_bytes: 64 << 10,
             component_bytes: 64 << 20,

@@ -287,7 +287,9 @@ impl Scan<'_> {
         }
         opts.tell(|| Progress::at(ScanPhase::Deciding, records, running, total));
         let phase = Instant::now();
-        let states = settle::finish(&mut plan.slots, ledger)?;
+        let mut states = settle::finish(&mut plan.slots, ledger)?;
+        let cap = runtime.limits().fires_per_scan;
+        settle::cap_fires(&mut plan.slots, ledger, &mut states, scan_time, &versions, cap)?;
         let health = settle::health(&mut plan.slots, scan_time, &opts.health);
         let (positions, cursors) = settle::positions(&plan.slots, &plan.units, &ends, &sources);
         phases.decide_us = micros(phase);

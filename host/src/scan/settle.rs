@@ -2,7 +2,9 @@
 //! reads leave it, gathered into one commit.
 //!
 //! It owns the end of a scan before the commit: each running detector asked
-//! to `finish` (its last observations staged, its state kept), each loaded
+//! to `finish` (its last observations staged, its state kept), the cap on
+//! the new fires and issues one detector may add (one over it fails as
+//! `over-limit`, and nothing of its scan is committed), each loaded
 //! detector's health after this scan, and the positions: a detector that
 //! completed moves to where its reads ended; every other keeps the position
 //! it started from (pinned, when it had only the source's), so it reads the
@@ -46,6 +48,51 @@ pub(crate) fn finish(
         }
     }
     Ok(states)
+}
+
+/// Fails, as `over-limit`, every detector whose scan would add more new
+/// fires or new issues than its cap: `fires_per_scan`, or the records it
+/// was handed when they are more. Its observations are unstaged, its state
+/// dropped and its positions kept (it did not complete), so the commit
+/// holds nothing of its scan; the others' commit as they are. Dropping one
+/// detector's part can give another the first sight of an occurrence both
+/// reported, so the check runs again until no detector is over.
+pub(crate) fn cap_fires(
+    slots: &mut [Slot<'_>],
+    ledger: &mut Ledger,
+    states: &mut BTreeMap<String, Option<Vec<u8>>>,
+    scan_time: i64,
+    versions: &BTreeMap<String, String>,
+    fires_per_scan: usize,
+) -> Result<(), LedgerError> {
+    let floor = u64::try_from(fires_per_scan).unwrap_or(u64::MAX);
+    let cap_of = |slots: &[Slot<'_>], name: &str| {
+        let records = slots.iter().find(|s| s.name() == name).map_or(0, |s| s.summary.records);
+        floor.max(records)
+    };
+    loop {
+        let over = ledger.over_cap(scan_time, versions, |name| cap_of(slots, name))?;
+        if over.is_empty() {
+            return Ok(());
+        }
+        for (name, added) in over {
+            let cap = cap_of(slots, &name);
+            ledger.unstage(&name)?;
+            states.remove(&name);
+            let Some(slot) = slots.iter_mut().find(|s| s.name() == name) else { continue };
+            slot.completed = false;
+            slot.summary.observations = 0;
+            slot.summary.status = super::report::DetectorStatus::Failed;
+            slot.summary.failure = Some(super::report::FailureSummary::new(
+                FailureKind::OverLimit,
+                format!(
+                    "its scan would add {} new fires and {} new issues, over the limit of {cap} a scan \
+                     (fires_per_scan {fires_per_scan}, or one per record it read: {}); nothing of it is committed",
+                    added.fires, added.issues, slot.summary.records
+                ),
+            ));
+        }
+    }
 }
 
 /// Every loaded detector's health after this scan (a detector that did not

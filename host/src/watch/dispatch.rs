@@ -268,7 +268,7 @@ fn dead_letter(out: &Path, d: &Delivery<'_>, error: &str) {
     // value piece by piece, and a reader tailing the file saw half a line.
     let line = format!("{}\n", serde_json::json!({ "deadAt": super::reads::now_ms(), "error": error, "delivery": d }));
     let path = out.join(DEAD_LETTER_FILE);
-    let appended = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| {
+    let appended = crate::base::private_fs::open_append(&path).and_then(|mut f| {
         crate::base::private_fs::restrict(&path);
         f.write_all(line.as_bytes())?;
         f.sync_data()

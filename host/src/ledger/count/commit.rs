@@ -130,14 +130,14 @@ impl Ledger {
 }
 
 /// A scan's transaction, and the store's path its errors name.
-struct ScanTx<'t> {
+pub(super) struct ScanTx<'t> {
     tx: rusqlite::Transaction<'t>,
     path: &'t std::path::Path,
 }
 
 /// What counting left for the rest of the commit.
-struct Counted {
-    sums: Sums,
+pub(super) struct Counted {
+    pub(super) sums: Sums,
     /// The fire log's length before this scan.
     fires_before: u64,
     /// Time spent sealing and appending the occurrences' fires.
@@ -145,7 +145,7 @@ struct Counted {
 }
 
 impl<'t> ScanTx<'t> {
-    fn begin(conn: &'t mut rusqlite::Connection, path: &'t std::path::Path) -> Result<Self, LedgerError> {
+    pub(super) fn begin(conn: &'t mut rusqlite::Connection, path: &'t std::path::Path) -> Result<Self, LedgerError> {
         let tx = conn.transaction().map_err(|source| LedgerError::Store {
             path: path.to_owned(),
             action: "cannot begin the scan transaction",
@@ -171,7 +171,7 @@ impl<'t> ScanTx<'t> {
 
     /// Counts the staged observations (`staged`: there are any) in the
     /// order they were staged.
-    fn count_staged(&self, staged: bool, scan: &ScanCommit<'_>) -> Result<Counted, LedgerError> {
+    pub(super) fn count_staged(&self, staged: bool, scan: &ScanCommit<'_>) -> Result<Counted, LedgerError> {
         let tx = &self.tx;
         if staged {
             floor_kinds_with_new_rules(tx).map_err(self.e("cannot set the count floor"))?;

@@ -232,11 +232,30 @@ pub(in crate::ledger) trait Counts {
     fn fire(&mut self, o: &Incoming) -> rusqlite::Result<()>;
 }
 
-/// What counting has summed so far: the report, one delta per issue.
+/// What one detector's observations add to the store in one scan, as the
+/// count attributes it: the fires it counted first, the issues it opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Added {
+    pub fires: u64,
+    pub issues: u64,
+}
+
+/// What counting has summed so far: the report, one delta per issue, and
+/// what each detector added.
 #[derive(Default)]
 pub(in crate::ledger) struct Sums {
     pub(in crate::ledger) report: CommitReport,
     pub(in crate::ledger) issues: HashMap<String, IssueDelta>,
+    pub(in crate::ledger) by_detector: HashMap<String, Added>,
+}
+
+/// `detector`'s entry in `by_detector`, made on its first use (a lookup,
+/// with no allocation, on every later one).
+fn added<'m>(by_detector: &'m mut HashMap<String, Added>, detector: &str) -> &'m mut Added {
+    if !by_detector.contains_key(detector) {
+        by_detector.insert(detector.to_owned(), Added::default());
+    }
+    by_detector.get_mut(detector).expect("just inserted")
 }
 
 /// A stored issue's evidence time and severity.
@@ -270,6 +289,7 @@ pub(in crate::ledger) fn count_one(
     }
     report.counted += 1;
     c.fire(&o)?;
+    added(&mut sums.by_detector, &o.detector).fires += 1;
     let wasted = match (&o.turn_id, o.wasted_turns) {
         (_, 0) => 0,
         (Some(turn), w) => {
@@ -291,6 +311,7 @@ pub(in crate::ledger) fn count_one(
     let delta = match stored {
         None => {
             report.new_issues += 1;
+            added(&mut sums.by_detector, &o.detector).issues += 1;
             let w = wasted;
             let at = o.at;
             IssueDelta {

@@ -81,6 +81,11 @@ impl Tally {
         self.fires.take_ahead()
     }
 
+    /// What each detector added so far, as the commit would move it.
+    pub(in crate::ledger) fn by_detector(&self) -> &HashMap<String, super::rule::Added> {
+        &self.sums.by_detector
+    }
+
     /// Time spent sealing fires.
     pub(in crate::ledger) fn spent(&self) -> Duration {
         self.fires.spent

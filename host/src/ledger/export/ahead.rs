@@ -35,7 +35,8 @@ use crate::firelog::{SEGMENT_ENTRIES, segment_name};
 const QUEUED: usize = 4;
 
 /// What a segment written ahead is named until the commit puts it in
-/// place: `.<segment>` + this + the writer's process id.
+/// place: `.<segment>` + this + the writer's process id, `-` and a random
+/// part (`private_fs::temp_name`).
 pub(in crate::ledger) const AHEAD_MARK: &str = ".ahead";
 
 /// Writes a scan's segments from the lines its tally seals.
@@ -166,7 +167,14 @@ impl Segment {
     /// A new `0600` file for segment `index`; `None` (the export writes it)
     /// when it cannot be created.
     fn create(dir: &Path, index: u64) -> Option<Segment> {
-        let path = dir.join(format!(".{}{AHEAD_MARK}{}", segment_name(index), std::process::id()));
+        let name = crate::base::private_fs::temp_name(&segment_name(index), AHEAD_MARK);
+        let path = match name {
+            Ok(name) => dir.join(name),
+            Err(error) => {
+                tracing::debug!(%error, "fire log segment left to the export");
+                return None;
+            }
+        };
         match crate::base::private_fs::create_file(&path) {
             Ok(file) => Some(Segment { index, path, file: BufWriter::with_capacity(1 << 16, file) }),
             Err(error) => {
@@ -283,11 +291,15 @@ mod tests {
 
     #[test]
     fn a_segment_that_cannot_be_written_ahead_is_left_to_the_export() {
-        let dir = tempfile::tempdir().unwrap();
-        // Something already stands where segment 1's file would go.
-        std::fs::create_dir(dir.path().join(format!(".{}{AHEAD_MARK}{}", segment_name(1), std::process::id())))
-            .unwrap();
-        let ahead = fed(dir.path(), 0, lines(1, 8));
+        let tmp = tempfile::tempdir().unwrap();
+        // Segment 1's file cannot be created (its folder is not there yet);
+        // segment 2's can.
+        let dir = tmp.path().join("later");
+        let mut ahead = fed(&dir, 0, lines(1, 4));
+        std::fs::create_dir(&dir).unwrap();
+        for (seq, line) in lines(5, 8) {
+            ahead.push(seq, &line);
+        }
         assert_eq!(ahead.finish().files.keys().copied().collect::<Vec<_>>(), vec![2]);
     }
 }

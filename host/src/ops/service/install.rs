@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::text::{install_commands, installed_dir, render, uninstall_commands};
 use super::{INTERVAL_SECONDS, MANIFEST_FILE, Platform, Schedule, ServiceError};
-use crate::base::out_dir::{self, OutDirError};
+use crate::base::out_dir;
 use crate::runtime::{Limits, Runtime};
 
 /// What `service install` recorded, beside the schedule: the detector files
@@ -109,7 +109,7 @@ pub fn install(opts: &InstallOptions) -> Result<InstallOutcome, ServiceError> {
     for p in schedule.paths() {
         check_path(p)?;
     }
-    crate::base::private_fs::create_dir(&out).map_err(|source| OutDirError::Create { path: out.clone(), source })?;
+    out_dir::create(&out)?;
     // Loaded exactly as a scan loads them (duplicate names refused too), and
     // compiled into the cache the scheduled scans use, so the first starts warm.
     let runtime = Runtime::new(Limits::default())?.with_cache(out_dir::cache_dir(&out, &schedule.data_dir));
