@@ -98,9 +98,55 @@ impl Holds {
     }
 }
 
-/// Whether a byte of `class` sits between two digits (`1.2`, `1-2`, `1:2`).
-pub(super) fn between_digits(l: &str, class: u16) -> bool {
-    l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && CLASS[w[1] as usize] & class != 0 && w[2].is_ascii_digit())
+/// How many windows [`any_window`] reads at once.
+const BLOCK: usize = 16;
+
+/// Whether `hit` holds for some window of four bytes, `t[i..i + 4]` for
+/// each `i` in `t` (the bytes past the end read as zeros, which every
+/// `hit` takes for no byte of its classes). Each block of [`BLOCK`]
+/// windows is read whole, with no early exit, so the compiler turns it
+/// into vector instructions: on the short lines errors are, that costs a
+/// fraction of a loop that stops at the first hit. The blocks are read in
+/// place (the last one ends where the line does, overlapping the one
+/// before), then the three windows that run past the end.
+#[inline]
+fn any_window(t: &[u8], hit: impl Fn(u8, u8, u8, u8) -> bool) -> bool {
+    let block = |b: &[u8]| {
+        let (w0, w1, w2, w3) = (&b[..BLOCK], &b[1..BLOCK + 1], &b[2..BLOCK + 2], &b[3..BLOCK + 3]);
+        w0.iter().zip(w1).zip(w2).zip(w3).fold(false, |any, (((&a, &b), &c), &d)| any | hit(a, b, c, d))
+    };
+    let n = t.len();
+    if n < BLOCK + 3 {
+        let mut b = [0u8; BLOCK + 3];
+        b[..n].copy_from_slice(t);
+        let found = block(&b);
+        if found || n <= BLOCK {
+            return found;
+        }
+    } else {
+        let mut start = 0;
+        while start + BLOCK + 3 <= n {
+            if block(&t[start..start + BLOCK + 3]) {
+                return true;
+            }
+            start += BLOCK;
+        }
+        if start + 3 < n && block(&t[n - BLOCK - 3..]) {
+            return true;
+        }
+    }
+    let (x, y, z) = (t[n - 3], t[n - 2], t[n - 1]);
+    hit(x, y, z, 0) | hit(y, z, 0, 0) | hit(z, 0, 0, 0)
+}
+
+#[inline]
+fn digit(b: u8) -> bool {
+    b.wrapping_sub(b'0') < 10
+}
+
+/// Whether a byte that passes `sep` sits between two digits (`1.2`, `1-2`, `1:2`).
+pub(super) fn between_digits(l: &str, sep: impl Fn(u8) -> bool) -> bool {
+    any_window(l.as_bytes(), |a, b, c, _| digit(a) & sep(b) & digit(c))
 }
 
 /// Whether a `.` comes before a letter or digit.
@@ -111,8 +157,8 @@ pub(super) fn dot_word(l: &str) -> bool {
 /// Whether a digit sits next to `a`–`f`, `A`–`F`, `x` or `X`: every hex id
 /// has one.
 pub(super) fn digit_by_hex(l: &str) -> bool {
-    let pair = |a: u8, b: u8| a.is_ascii_digit() && CLASS[b as usize] & HEX_LETTER != 0;
-    l.as_bytes().windows(2).any(|w| pair(w[0], w[1]) || pair(w[1], w[0]))
+    let letter = |b: u8| ((b | 0x20).wrapping_sub(b'a') < 6) | (b | 0x20 == b'x');
+    any_window(l.as_bytes(), |a, b, _, _| (digit(a) & letter(b)) | (letter(a) & digit(b)))
 }
 
 /// Whether a run of `n` hex digits occurs.
@@ -124,11 +170,6 @@ pub(super) fn hex_run(l: &str, n: usize) -> bool {
 /// than stopping early on the short lines errors are).
 pub(super) fn count(l: &str, b: u8) -> usize {
     l.as_bytes().iter().filter(|&&c| c == b).count()
-}
-
-/// Whether a run of `n` ASCII digits occurs.
-pub(super) fn digit_run(l: &str, n: usize) -> bool {
-    counted::has_run(l.as_bytes(), n, |b| b.is_ascii_digit())
 }
 
 /// The IPv6 rule's need: the seven colons of a full address, or `::`.
@@ -143,13 +184,12 @@ pub(super) fn request_id_shape(h: &Holds, l: &str) -> bool {
     h.len >= 18 && ((h.has(DASH) && hex_run(l, 10)) || (h.has(UNDERSCORE) && l.contains("req_")))
 }
 
-/// The MAC rule's need: five colons or five dashes (five of either
-/// together, counted in one pass).
+/// The MAC rule's need: a `:` or `-` with the same separator three bytes
+/// on (`00:1a:…`, `00-1a-…`), in a line as long as an address.
 pub(super) fn mac_shape(h: &Holds, l: &str) -> bool {
     h.len >= 17
-        && h.has(HEX)
         && (h.has(COLON) || h.has(DASH))
-        && l.as_bytes().iter().filter(|&&c| c == b':' || c == b'-').count() >= 5
+        && any_window(l.as_bytes(), |a, _, _, d| ((a == b':') | (a == b'-')) & (a == d))
 }
 
 /// The month abbreviations, each with the letter its full name goes on with.
@@ -191,35 +231,75 @@ pub(super) fn datetime_shape(h: &Holds, l: &str) -> bool {
     h.has(DIGIT | DOT | PAREN) && l.contains("datetime.")
 }
 
-/// The date rule's need: a digit, then `-` or `:` between digits, or the
-/// eight digits of a compact date (in a line long enough for its time).
+/// The date rule's need: a digit, `-`, `:`, `T` or a blank, then two
+/// digits (`6-01`, `5:04`, `2T15`, `2 15`): every form has one (an ISO
+/// date's first dash, a time's first colon, a compact date's `T` or
+/// blank), in a line long enough for a compact date and its time where
+/// no `-` or `:` occurs.
 pub(super) fn date_shape(h: &Holds, l: &str) -> bool {
+    let sep = |b: u8| (b == b'-') | (b == b':') | (b == b'T') | (b == b' ');
     h.has(DIGIT)
-        && (((h.has(DASH) || h.has(COLON)) && between_digits(l, DASH | COLON)) || (h.len >= 15 && digit_run(l, 8)))
+        && (h.has(DASH) || h.has(COLON) || h.len >= 15)
+        && any_window(l.as_bytes(), |a, b, c, d| digit(a) & sep(b) & digit(c) & digit(d))
 }
 
 /// The boolean rule's need: `=` or `:`, blanks, then `t`, `f`, `T` or `F`
 /// (`=>` has its `>` in between; blanks after a bare `=` are allowed too,
 /// which the rule is not: the gate only has to let every match through).
+/// Read four bytes at a time from each byte, as [`any3`] reads three (an
+/// operator with three blanks or `>` after it passes), then the last
+/// three bytes one by one.
 pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
     if !h.has(EQUALS) && !h.has(COLON) {
         return false;
     }
-    let t = l.as_bytes();
-    let mut i = 0;
-    while i < t.len() {
-        let b = t[i];
-        i += 1;
-        if b != b':' && b != b'=' {
-            continue;
-        }
-        let mut j = i + usize::from(b == b'=' && t.get(i) == Some(&b'>'));
-        while matches!(t.get(j), Some(b' ' | b'\t')) {
-            j += 1;
-        }
-        if matches!(t.get(j), Some(b't' | b'f' | b'T' | b'F')) {
-            return true;
+    let op = |b: u8| (b == b':') | (b == b'=');
+    let gap = |b: u8| (b == b' ') | (b == b'\t') | (b == b'>');
+    // `| 0x20` maps only `T` and `t` to `t`, `F` and `f` to `f`.
+    let tf = |b: u8| (b | 0x20 == b't') | (b | 0x20 == b'f');
+    any_window(l.as_bytes(), |a, b, c, d| op(a) & (tf(b) | (gap(b) & (tf(c) | (gap(c) & (tf(d) | gap(d)))))))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// [`any_window`] as a loop over every window, the bytes past the
+    /// end read as zeros.
+    fn each_window(t: &[u8], hit: impl Fn(u8, u8, u8, u8) -> bool) -> bool {
+        let at = |i: usize| t.get(i).copied().unwrap_or(0);
+        (0..t.len()).any(|i| hit(at(i), at(i + 1), at(i + 2), at(i + 3)))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn blocks_read_every_window_once_as_a_loop_does(
+            t in prop::collection::vec(prop::sample::select(&b"ab01:-. "[..]), 0..90),
+            at in 0usize..4,
+        ) {
+            // One window of each kind, at each of its four bytes: every
+            // position a block, the overlapping last block or the tail reads.
+            let hits: [&dyn Fn(u8, u8, u8, u8) -> bool; 4] = [
+                &|a, _, _, _| a == b':',
+                &|a, b, _, _| digit(a) & (b == b'-'),
+                &|a, _, c, _| (a == b'.') & (c == b'a'),
+                &|a, b, c, d| (a == b'b') & (b == b' ') & digit(c) & (d == b'0'),
+            ];
+            let hit = hits[at];
+            prop_assert_eq!(any_window(&t, hit), each_window(&t, hit), "{:?}", String::from_utf8_lossy(&t));
         }
     }
-    false
+
+    #[test]
+    fn windows_at_a_line_end_read_zeros_past_it() {
+        // A colon last in lines around a block's length: only the tail reads it.
+        for n in 0..60 {
+            let line = format!("{}:", "x".repeat(n));
+            assert!(any_window(line.as_bytes(), |a, b, _, _| (a == b':') & (b == 0)), "{n}");
+        }
+    }
 }

@@ -155,7 +155,7 @@ const RULES: &[PlaceholderRule] = &[
         Finder::Dfa(id::IP),
         With::Text("<ip>"),
         DOT | DIGIT,
-        Some(|_, l| between_digits(l, DOT) && gates::count(l, b'.') >= 3),
+        Some(|_, l| between_digits(l, |b| b == b'.') && gates::count(l, b'.') >= 3),
     ),
     (Finder::Dfa(id::MAC), With::Text("<mac>"), HEX, Some(gates::mac_shape)),
     (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), DIGIT | MONTH_INITIAL, Some(gates::named_date_shape)),
