@@ -8,6 +8,7 @@
 //! line through the rules without gates too). Never replaces anything.
 
 use super::counted;
+use super::windows::{Lanes, Window, any_window};
 
 /// Byte classes [`Holds::of`] tracks, as bits of [`CLASS`].
 pub(super) const DIGIT: u16 = 1;
@@ -98,55 +99,18 @@ impl Holds {
     }
 }
 
-/// How many windows [`any_window`] reads at once.
-const BLOCK: usize = 16;
-
-/// Whether `hit` holds for some window of four bytes, `t[i..i + 4]` for
-/// each `i` in `t` (the bytes past the end read as zeros, which every
-/// `hit` takes for no byte of its classes). Each block of [`BLOCK`]
-/// windows is read whole, with no early exit, so the compiler turns it
-/// into vector instructions: on the short lines errors are, that costs a
-/// fraction of a loop that stops at the first hit. The blocks are read in
-/// place (the last one ends where the line does, overlapping the one
-/// before), then the three windows that run past the end.
-#[inline]
-fn any_window(t: &[u8], hit: impl Fn(u8, u8, u8, u8) -> bool) -> bool {
-    let block = |b: &[u8]| {
-        let (w0, w1, w2, w3) = (&b[..BLOCK], &b[1..BLOCK + 1], &b[2..BLOCK + 2], &b[3..BLOCK + 3]);
-        w0.iter().zip(w1).zip(w2).zip(w3).fold(false, |any, (((&a, &b), &c), &d)| any | hit(a, b, c, d))
-    };
-    let n = t.len();
-    if n < BLOCK + 3 {
-        let mut b = [0u8; BLOCK + 3];
-        b[..n].copy_from_slice(t);
-        let found = block(&b);
-        if found || n <= BLOCK {
-            return found;
-        }
-    } else {
-        let mut start = 0;
-        while start + BLOCK + 3 <= n {
-            if block(&t[start..start + BLOCK + 3]) {
-                return true;
-            }
-            start += BLOCK;
-        }
-        if start + 3 < n && block(&t[n - BLOCK - 3..]) {
-            return true;
-        }
+/// The IP rule's window: a `.` between two digits.
+struct DotBetweenDigits;
+impl Window for DotBetweenDigits {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, _: L) -> L {
+        a.digit().and(b.is(b'.')).and(c.digit())
     }
-    let (x, y, z) = (t[n - 3], t[n - 2], t[n - 1]);
-    hit(x, y, z, 0) | hit(y, z, 0, 0) | hit(z, 0, 0, 0)
 }
 
-#[inline]
-fn digit(b: u8) -> bool {
-    b.wrapping_sub(b'0') < 10
-}
-
-/// Whether a byte that passes `sep` sits between two digits (`1.2`, `1-2`, `1:2`).
-pub(super) fn between_digits(l: &str, sep: impl Fn(u8) -> bool) -> bool {
-    any_window(l.as_bytes(), |a, b, c, _| digit(a) & sep(b) & digit(c))
+/// Whether a `.` sits between two digits (`1.2`).
+pub(super) fn dot_between_digits(l: &str) -> bool {
+    any_window::<DotBetweenDigits>(l.as_bytes())
 }
 
 /// Whether a `.` comes before a letter or digit.
@@ -154,11 +118,26 @@ pub(super) fn dot_word(l: &str) -> bool {
     l.as_bytes().windows(2).any(|w| w[0] == b'.' && w[1].is_ascii_alphanumeric())
 }
 
+/// `a`–`f`, `A`–`F`, `x` or `X`: what a digit sits next to in a hex id.
+#[inline(always)]
+fn hex_letter<L: Lanes>(b: L) -> L {
+    let f = b.folded();
+    f.within(b'a', b'f').or(f.is(b'x'))
+}
+
+/// The hex rule's window: a digit next to a hex letter.
+struct DigitByHex;
+impl Window for DigitByHex {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, _: L, _: L) -> L {
+        a.digit().and(hex_letter(b)).or(hex_letter(a).and(b.digit()))
+    }
+}
+
 /// Whether a digit sits next to `a`–`f`, `A`–`F`, `x` or `X`: every hex id
 /// has one.
 pub(super) fn digit_by_hex(l: &str) -> bool {
-    let letter = |b: u8| ((b | 0x20).wrapping_sub(b'a') < 6) | (b | 0x20 == b'x');
-    any_window(l.as_bytes(), |a, b, _, _| (digit(a) & letter(b)) | (letter(a) & digit(b)))
+    any_window::<DigitByHex>(l.as_bytes())
 }
 
 /// Whether a run of `n` hex digits occurs.
@@ -184,12 +163,35 @@ pub(super) fn request_id_shape(h: &Holds, l: &str) -> bool {
     h.len >= 18 && ((h.has(DASH) && hex_run(l, 10)) || (h.has(UNDERSCORE) && l.contains("req_")))
 }
 
+/// The UUID rule's window: a dash between hex digits, two after it.
+struct UuidDash;
+impl Window for UuidDash {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+        let hex = |x: L| x.digit().or(x.folded().within(b'a', b'f'));
+        hex(a).and(b.is(b'-')).and(hex(c)).and(hex(d))
+    }
+}
+
+/// The UUID rule's need: a line as long as one, and a dash between hex
+/// digits (`…0-e29b`).
+pub(super) fn uuid_shape(h: &Holds, l: &str) -> bool {
+    h.len >= 36 && any_window::<UuidDash>(l.as_bytes())
+}
+
+/// The MAC rule's window: `:` or `-` with the same separator three bytes on.
+struct MacSeparators;
+impl Window for MacSeparators {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, _: L, _: L, d: L) -> L {
+        a.is(b':').and(d.is(b':')).or(a.is(b'-').and(d.is(b'-')))
+    }
+}
+
 /// The MAC rule's need: a `:` or `-` with the same separator three bytes
 /// on (`00:1a:…`, `00-1a-…`), in a line as long as an address.
 pub(super) fn mac_shape(h: &Holds, l: &str) -> bool {
-    h.len >= 17
-        && (h.has(COLON) || h.has(DASH))
-        && any_window(l.as_bytes(), |a, _, _, d| ((a == b':') | (a == b'-')) & (a == d))
+    h.len >= 17 && (h.has(COLON) || h.has(DASH)) && any_window::<MacSeparators>(l.as_bytes())
 }
 
 /// The month abbreviations, each with the letter its full name goes on with.
@@ -218,11 +220,24 @@ fn month_at(t: &[u8], i: usize) -> bool {
         })
 }
 
+/// The named date rule's window: three letters, each one some month's
+/// abbreviation has at its place (`Jan` … `Dec`).
+struct MonthLetters;
+impl Window for MonthLetters {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, _: L) -> L {
+        let any = |x: L, of: &[u8]| of.iter().fold(x.is(of[0]), |m, &c| m.or(x.is(c)));
+        any(a, b"JFMASOND").and(any(b, b"aepuco")).and(any(c, b"nbrylgptvc"))
+    }
+}
+
 /// The named date rule's need: a digit and a month's name (every form
-/// has both), the names looked for only at a month's initial.
+/// has both), the names looked for only where a window has a month's
+/// letters.
 pub(super) fn named_date_shape(h: &Holds, l: &str) -> bool {
     let t = l.as_bytes();
     h.has(DIGIT | MONTH_INITIAL)
+        && any_window::<MonthLetters>(t)
         && (0..t.len().saturating_sub(3)).any(|i| CLASS[t[i] as usize] & MONTH_INITIAL != 0 && month_at(t, i))
 }
 
@@ -231,75 +246,42 @@ pub(super) fn datetime_shape(h: &Holds, l: &str) -> bool {
     h.has(DIGIT | DOT | PAREN) && l.contains("datetime.")
 }
 
+/// The date rule's window: a digit, `-`, `:`, `T` or a blank, then two digits.
+struct DateDigits;
+impl Window for DateDigits {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+        let sep = b.is(b'-').or(b.is(b':')).or(b.is(b'T')).or(b.is(b' '));
+        a.digit().and(sep).and(c.digit()).and(d.digit())
+    }
+}
+
 /// The date rule's need: a digit, `-`, `:`, `T` or a blank, then two
 /// digits (`6-01`, `5:04`, `2T15`, `2 15`): every form has one (an ISO
 /// date's first dash, a time's first colon, a compact date's `T` or
 /// blank), in a line long enough for a compact date and its time where
 /// no `-` or `:` occurs.
 pub(super) fn date_shape(h: &Holds, l: &str) -> bool {
-    let sep = |b: u8| (b == b'-') | (b == b':') | (b == b'T') | (b == b' ');
-    h.has(DIGIT)
-        && (h.has(DASH) || h.has(COLON) || h.len >= 15)
-        && any_window(l.as_bytes(), |a, b, c, d| digit(a) & sep(b) & digit(c) & digit(d))
+    h.has(DIGIT) && (h.has(DASH) || h.has(COLON) || h.len >= 15) && any_window::<DateDigits>(l.as_bytes())
+}
+
+/// The boolean rule's window: `=` or `:`, then `t`, `f`, `T` or `F` after
+/// up to two blanks or `>`, or three of them (which may go on).
+struct Boolean;
+impl Window for Boolean {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+        // `| 0x20` maps only `T` and `t` to `t`, `F` and `f` to `f`.
+        let tf = |x: L| x.folded().is(b't').or(x.folded().is(b'f'));
+        let gap = |x: L| x.is(b' ').or(x.is(b'\t')).or(x.is(b'>'));
+        let op = a.is(b':').or(a.is(b'='));
+        op.and(tf(b).or(gap(b).and(tf(c).or(gap(c).and(tf(d).or(gap(d)))))))
+    }
 }
 
 /// The boolean rule's need: `=` or `:`, blanks, then `t`, `f`, `T` or `F`
 /// (`=>` has its `>` in between; blanks after a bare `=` are allowed too,
 /// which the rule is not: the gate only has to let every match through).
-/// Read four bytes at a time from each byte, as [`any3`] reads three (an
-/// operator with three blanks or `>` after it passes), then the last
-/// three bytes one by one.
 pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
-    if !h.has(EQUALS) && !h.has(COLON) {
-        return false;
-    }
-    let op = |b: u8| (b == b':') | (b == b'=');
-    let gap = |b: u8| (b == b' ') | (b == b'\t') | (b == b'>');
-    // `| 0x20` maps only `T` and `t` to `t`, `F` and `f` to `f`.
-    let tf = |b: u8| (b | 0x20 == b't') | (b | 0x20 == b'f');
-    any_window(l.as_bytes(), |a, b, c, d| op(a) & (tf(b) | (gap(b) & (tf(c) | (gap(c) & (tf(d) | gap(d)))))))
-}
-
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    /// [`any_window`] as a loop over every window, the bytes past the
-    /// end read as zeros.
-    fn each_window(t: &[u8], hit: impl Fn(u8, u8, u8, u8) -> bool) -> bool {
-        let at = |i: usize| t.get(i).copied().unwrap_or(0);
-        (0..t.len()).any(|i| hit(at(i), at(i + 1), at(i + 2), at(i + 3)))
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
-
-        #[test]
-        fn blocks_read_every_window_once_as_a_loop_does(
-            t in prop::collection::vec(prop::sample::select(&b"ab01:-. "[..]), 0..90),
-            at in 0usize..4,
-        ) {
-            // One window of each kind, at each of its four bytes: every
-            // position a block, the overlapping last block or the tail reads.
-            let hits: [&dyn Fn(u8, u8, u8, u8) -> bool; 4] = [
-                &|a, _, _, _| a == b':',
-                &|a, b, _, _| digit(a) & (b == b'-'),
-                &|a, _, c, _| (a == b'.') & (c == b'a'),
-                &|a, b, c, d| (a == b'b') & (b == b' ') & digit(c) & (d == b'0'),
-            ];
-            let hit = hits[at];
-            prop_assert_eq!(any_window(&t, hit), each_window(&t, hit), "{:?}", String::from_utf8_lossy(&t));
-        }
-    }
-
-    #[test]
-    fn windows_at_a_line_end_read_zeros_past_it() {
-        // A colon last in lines around a block's length: only the tail reads it.
-        for n in 0..60 {
-            let line = format!("{}:", "x".repeat(n));
-            assert!(any_window(line.as_bytes(), |a, b, _, _| (a == b':') & (b == 0)), "{n}");
-        }
-    }
+    (h.has(EQUALS) || h.has(COLON)) && any_window::<Boolean>(l.as_bytes())
 }
