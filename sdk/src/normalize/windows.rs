@@ -1,10 +1,10 @@
-//! Four-byte windows over a line, tested sixteen at a time.
+//! Four-byte windows over a line, tested thirteen at a time.
 //!
 //! Owns [`any_window`]: whether some window `t[i..i + 4]` of a line (the
 //! bytes past its end read as zeros) passes a test written once over
 //! [`Lanes`], so that it runs on one byte or on sixteen: with SSE2 on
-//! x86_64 (which every x86_64 has) sixteen windows take a few instructions
-//! and no branch, elsewhere the windows are read one at a time. On the
+//! x86_64 (which every x86_64 has) thirteen windows take one load, a few
+//! instructions and no branch, elsewhere the windows are read one at a time. On the
 //! short lines errors are, that is a fraction of what a loop over the bytes
 //! costs. Never decides what a gate needs (`gates.rs` does).
 
@@ -71,14 +71,22 @@ fn each_window<W: Window>(t: &[u8]) -> bool {
 mod sse2 {
     use std::arch::x86_64::{
         __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8, _mm_sub_epi8,
+        _mm_set1_epi8, _mm_srli_si128, _mm_sub_epi8,
     };
 
     use super::{Lanes, Window};
 
-    /// Sixteen bytes.
+    /// Sixteen bytes as the bytes `k` places on in each window (`k` 0 to
+    /// 3): the one load of a block, read at each place of its windows. A
+    /// test shifts its mask down by `k`, so lane `i` of every mask is
+    /// window `i`'s (the last three lanes run past the load); a mask's `k`
+    /// is 0. So each test of a block's bytes is made once, whatever the
+    /// places it is made at, and the block loads once.
     #[derive(Clone, Copy)]
-    pub(super) struct Sixteen(__m128i);
+    pub(super) struct Sixteen {
+        v: __m128i,
+        k: u8,
+    }
 
     #[allow(clippy::cast_possible_wrap)]
     #[inline(always)]
@@ -86,69 +94,91 @@ mod sse2 {
         unsafe { _mm_set1_epi8(c as i8) }
     }
 
+    /// A mask of the load's lanes as the windows' lanes `k` places back.
+    #[inline(always)]
+    fn placed(m: __m128i, k: u8) -> Sixteen {
+        let v = unsafe {
+            match k {
+                0 => m,
+                1 => _mm_srli_si128::<1>(m),
+                2 => _mm_srli_si128::<2>(m),
+                _ => _mm_srli_si128::<3>(m),
+            }
+        };
+        Sixteen { v, k: 0 }
+    }
+
     impl Lanes for Sixteen {
         #[inline(always)]
         fn is(self, c: u8) -> Self {
-            Sixteen(unsafe { _mm_cmpeq_epi8(self.0, splat(c)) })
+            placed(unsafe { _mm_cmpeq_epi8(self.v, splat(c)) }, self.k)
         }
         #[inline(always)]
         fn within(self, lo: u8, hi: u8) -> Self {
             // `x - lo` wraps below `lo`: in range where min(x - lo, hi - lo) is x - lo.
-            unsafe {
-                let x = _mm_sub_epi8(self.0, splat(lo));
-                Sixteen(_mm_cmpeq_epi8(_mm_min_epu8(x, splat(hi - lo)), x))
-            }
+            let m = unsafe {
+                let x = _mm_sub_epi8(self.v, splat(lo));
+                _mm_cmpeq_epi8(_mm_min_epu8(x, splat(hi - lo)), x)
+            };
+            placed(m, self.k)
         }
         #[inline(always)]
         fn folded(self) -> Self {
-            Sixteen(unsafe { _mm_or_si128(self.0, splat(0x20)) })
+            Sixteen { v: unsafe { _mm_or_si128(self.v, splat(0x20)) }, k: self.k }
         }
         #[inline(always)]
         fn and(self, other: Self) -> Self {
-            Sixteen(unsafe { _mm_and_si128(self.0, other.0) })
+            Sixteen { v: unsafe { _mm_and_si128(self.v, other.v) }, k: 0 }
         }
         #[inline(always)]
         fn or(self, other: Self) -> Self {
-            Sixteen(unsafe { _mm_or_si128(self.0, other.0) })
+            Sixteen { v: unsafe { _mm_or_si128(self.v, other.v) }, k: 0 }
         }
     }
 
-    /// The sixteen windows starting in `b[..16]`.
+    /// How many windows a block holds whole: those starting in its first
+    /// thirteen bytes.
+    pub(super) const WINDOWS: usize = 13;
+
+    /// Whether some of the [`WINDOWS`] windows starting in `b[..13]` pass `W`.
     #[inline(always)]
-    pub(super) fn block<W: Window>(b: &[u8; 19]) -> bool {
-        // `k + 16 <= 19`: the sixteen bytes read are `b`'s (an unaligned
-        // load has no alignment to keep).
-        let at = |k: usize| Sixteen(unsafe { _mm_loadu_si128(b[k..k + 16].as_ptr().cast()) });
-        unsafe { _mm_movemask_epi8(W::hit(at(0), at(1), at(2), at(3)).0) != 0 }
+    pub(super) fn block<W: Window>(b: &[u8; 16]) -> bool {
+        // The sixteen bytes read are `b`'s (an unaligned load has no
+        // alignment to keep).
+        let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
+        let at = |k: u8| Sixteen { v, k };
+        let hits = unsafe { _mm_movemask_epi8(W::hit(at(0), at(1), at(2), at(3)).v) };
+        hits & ((1 << WINDOWS) - 1) != 0
     }
 }
 
-/// Whether some window of `t` passes `W`: each block of sixteen windows
-/// read at once, in place (the last one ending where the line does,
-/// overlapping the one before), then the three windows that run past the
-/// end; a line shorter than a block is copied, zeros after it.
+/// Whether some window of `t` passes `W`: each block of windows read at
+/// once, in place (the last one ending where the line does, overlapping
+/// the one before), then the three windows that run past the end; a line
+/// shorter than a block is copied, zeros after it.
 #[inline]
 pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        let block = |b: &[u8]| sse2::block::<W>(b.try_into().expect("nineteen bytes"));
+        use sse2::WINDOWS;
+        let block = |b: &[u8]| sse2::block::<W>(b.try_into().expect("sixteen bytes"));
         let n = t.len();
-        if n < 19 {
-            let mut b = [0u8; 35];
+        if n < 16 {
+            let mut b = [0u8; WINDOWS + 16];
             b[..n].copy_from_slice(t);
-            return block(&b[..19]) || (n > 16 && block(&b[16..]));
+            return block(&b[..16]) || (n > WINDOWS && block(&b[WINDOWS..]));
         }
         let mut start = 0;
-        while start + 19 <= n {
-            if block(&t[start..start + 19]) {
+        while start + 16 <= n {
+            if block(&t[start..start + 16]) {
                 return true;
             }
-            start += 16;
+            start += WINDOWS;
         }
-        if start + 3 < n && block(&t[n - 19..]) {
+        if start + 3 < n && block(&t[n - 16..]) {
             return true;
         }
-        let mut tail = [0u8; 19];
+        let mut tail = [0u8; 16];
         tail[..3].copy_from_slice(&t[n - 3..]);
         block(&tail)
     }
