@@ -238,7 +238,7 @@ fn adversarial() -> impl Strategy<Value = String> {
 
 /// The bytes the gates read around: digits, hex letters in both cases,
 /// separators, blanks, operators and the letters of booleans and months,
-/// in runs long enough to cross the gates' blocks of sixteen windows.
+/// in runs long enough to cross the gates' blocks of thirteen windows.
 const GATED: &[&str] = &[
     "0",
     "7",

@@ -2,10 +2,12 @@
 //!
 //! Owns the byte classes a line is read for in one pass ([`Holds`]) and
 //! the shape tests the rules' gates make of it (a byte between digits, a
-//! run of hex digits, a month's name, an operator before a boolean): each
-//! a necessary condition of some rule's match, so a rule skipped by its
-//! gate could not have changed the line (the equivalence tests run every
-//! line through the rules without gates too). Never replaces anything.
+//! run of hex digits, a month's name, an operator before a boolean), most
+//! of them as four-byte windows (`windows.rs` reads them): each a
+//! necessary condition of some rule's match, so a rule skipped by its gate
+//! could not have changed the line (the equivalence tests run every line
+//! through the rules without gates too, and check each skip on its own).
+//! Never replaces anything.
 
 use super::counted;
 use super::windows::{Lanes, Window, any_window};

@@ -4,9 +4,9 @@
 //! bytes past its end read as zeros) passes a test written once over
 //! [`Lanes`], so that it runs on one byte or on sixteen: with SSE2 on
 //! x86_64 (which every x86_64 has) thirteen windows take one load, a few
-//! instructions and no branch, elsewhere the windows are read one at a time. On the
-//! short lines errors are, that is a fraction of what a loop over the bytes
-//! costs. Never decides what a gate needs (`gates.rs` does).
+//! instructions and no branch; elsewhere the windows are read one at a
+//! time. On the short lines errors are, that is a fraction of what a loop
+//! over the bytes costs. Never decides what a gate needs (`gates.rs` does).
 
 /// Bytes, one or sixteen at a time, and the masks tests of them give
 /// (each lane all ones where the test holds, else zero).
