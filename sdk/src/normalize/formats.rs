@@ -26,7 +26,18 @@ impl Located {
 /// The first line of an error that says something: blank lines and lines of
 /// only punctuation are skipped.
 pub fn first_line(text: &str) -> &str {
-    text.lines().map(str::trim).find(|l| l.chars().any(|c| c.is_alphanumeric())).unwrap_or("")
+    text.lines().map(str::trim).find(|l| says_something(l)).unwrap_or("")
+}
+
+/// [`first_line`] of a text with no line break (its one line, if it says
+/// something), without a second search for one.
+fn first_of_one(text: &str) -> &str {
+    Some(text.trim()).filter(|l| says_something(l)).unwrap_or("")
+}
+
+/// Whether a (trimmed) line holds a letter or a digit.
+fn says_something(l: &str) -> bool {
+    l.chars().any(|c| c.is_alphanumeric())
 }
 
 /// Picks the error line of `text`, format by format.
@@ -38,7 +49,7 @@ pub fn locate(text: &str) -> Located {
         // one-line forms can match.
         let one = [text];
         let lines = &one[..usize::from(!text.is_empty())];
-        return java(lines).or_else(|| rust_panic(lines)).unwrap_or_else(|| Located::line(first_line(text)));
+        return java(lines).or_else(|| rust_panic(lines)).unwrap_or_else(|| Located::line(first_of_one(text)));
     }
     every_format(text, &text.lines().collect::<Vec<_>>())
 }
@@ -203,6 +214,11 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_line_without_a_break_is_its_own_first_line(l in "[ \t\r\u{b}\u{a0}.:a1é-]{0,12}") {
+            prop_assert_eq!(first_of_one(&l), first_line(&l), "{:?}", l);
+        }
 
         #[test]
         fn one_line_is_located_as_every_format_locates_it(v in prop::collection::vec(prop::sample::select(&[

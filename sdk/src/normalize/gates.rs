@@ -2,12 +2,15 @@
 //!
 //! Owns the byte classes a line is read for in one pass ([`Holds`]) and
 //! the shape tests the rules' gates make of it (a byte between digits, a
-//! run of hex digits, a month's name, an operator before a boolean): each
-//! a necessary condition of some rule's match, so a rule skipped by its
-//! gate could not have changed the line (the equivalence tests run every
-//! line through the rules without gates too). Never replaces anything.
+//! run of hex digits, a month's name, an operator before a boolean), most
+//! of them as four-byte windows (`windows.rs` reads them): each a
+//! necessary condition of some rule's match, so a rule skipped by its gate
+//! could not have changed the line (the equivalence tests run every line
+//! through the rules without gates too, and check each skip on its own).
+//! Never replaces anything.
 
 use super::counted;
+use super::windows::{Lanes, Window, any_window};
 
 /// Byte classes [`Holds::of`] tracks, as bits of [`CLASS`].
 pub(super) const DIGIT: u16 = 1;
@@ -98,9 +101,18 @@ impl Holds {
     }
 }
 
-/// Whether a byte of `class` sits between two digits (`1.2`, `1-2`, `1:2`).
-pub(super) fn between_digits(l: &str, class: u16) -> bool {
-    l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && CLASS[w[1] as usize] & class != 0 && w[2].is_ascii_digit())
+/// The IP rule's window: a `.` between two digits.
+struct DotBetweenDigits;
+impl Window for DotBetweenDigits {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, _: L) -> L {
+        a.digit().and(b.is(b'.')).and(c.digit())
+    }
+}
+
+/// Whether a `.` sits between two digits (`1.2`).
+pub(super) fn dot_between_digits(l: &str) -> bool {
+    any_window::<DotBetweenDigits>(l.as_bytes())
 }
 
 /// Whether a `.` comes before a letter or digit.
@@ -108,11 +120,26 @@ pub(super) fn dot_word(l: &str) -> bool {
     l.as_bytes().windows(2).any(|w| w[0] == b'.' && w[1].is_ascii_alphanumeric())
 }
 
+/// `a`–`f`, `A`–`F`, `x` or `X`: what a digit sits next to in a hex id.
+#[inline(always)]
+fn hex_letter<L: Lanes>(b: L) -> L {
+    let f = b.folded();
+    f.within(b'a', b'f').or(f.is(b'x'))
+}
+
+/// The hex rule's window: a digit next to a hex letter.
+struct DigitByHex;
+impl Window for DigitByHex {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, _: L, _: L) -> L {
+        a.digit().and(hex_letter(b)).or(hex_letter(a).and(b.digit()))
+    }
+}
+
 /// Whether a digit sits next to `a`–`f`, `A`–`F`, `x` or `X`: every hex id
 /// has one.
 pub(super) fn digit_by_hex(l: &str) -> bool {
-    let pair = |a: u8, b: u8| a.is_ascii_digit() && CLASS[b as usize] & HEX_LETTER != 0;
-    l.as_bytes().windows(2).any(|w| pair(w[0], w[1]) || pair(w[1], w[0]))
+    any_window::<DigitByHex>(l.as_bytes())
 }
 
 /// Whether a run of `n` hex digits occurs.
@@ -124,11 +151,6 @@ pub(super) fn hex_run(l: &str, n: usize) -> bool {
 /// than stopping early on the short lines errors are).
 pub(super) fn count(l: &str, b: u8) -> usize {
     l.as_bytes().iter().filter(|&&c| c == b).count()
-}
-
-/// Whether a run of `n` ASCII digits occurs.
-pub(super) fn digit_run(l: &str, n: usize) -> bool {
-    counted::has_run(l.as_bytes(), n, |b| b.is_ascii_digit())
 }
 
 /// The IPv6 rule's need: the seven colons of a full address, or `::`.
@@ -143,13 +165,35 @@ pub(super) fn request_id_shape(h: &Holds, l: &str) -> bool {
     h.len >= 18 && ((h.has(DASH) && hex_run(l, 10)) || (h.has(UNDERSCORE) && l.contains("req_")))
 }
 
-/// The MAC rule's need: five colons or five dashes (five of either
-/// together, counted in one pass).
+/// The UUID rule's window: a dash between hex digits, two after it.
+struct UuidDash;
+impl Window for UuidDash {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+        let hex = |x: L| x.digit().or(x.folded().within(b'a', b'f'));
+        hex(a).and(b.is(b'-')).and(hex(c)).and(hex(d))
+    }
+}
+
+/// The UUID rule's need: a line as long as one, and a dash between hex
+/// digits (`…0-e29b`).
+pub(super) fn uuid_shape(h: &Holds, l: &str) -> bool {
+    h.len >= 36 && any_window::<UuidDash>(l.as_bytes())
+}
+
+/// The MAC rule's window: `:` or `-` with the same separator three bytes on.
+struct MacSeparators;
+impl Window for MacSeparators {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, _: L, _: L, d: L) -> L {
+        a.is(b':').and(d.is(b':')).or(a.is(b'-').and(d.is(b'-')))
+    }
+}
+
+/// The MAC rule's need: a `:` or `-` with the same separator three bytes
+/// on (`00:1a:…`, `00-1a-…`), in a line as long as an address.
 pub(super) fn mac_shape(h: &Holds, l: &str) -> bool {
-    h.len >= 17
-        && h.has(HEX)
-        && (h.has(COLON) || h.has(DASH))
-        && l.as_bytes().iter().filter(|&&c| c == b':' || c == b'-').count() >= 5
+    h.len >= 17 && (h.has(COLON) || h.has(DASH)) && any_window::<MacSeparators>(l.as_bytes())
 }
 
 /// The month abbreviations, each with the letter its full name goes on with.
@@ -178,11 +222,24 @@ fn month_at(t: &[u8], i: usize) -> bool {
         })
 }
 
+/// The named date rule's window: three letters, each one some month's
+/// abbreviation has at its place (`Jan` … `Dec`).
+struct MonthLetters;
+impl Window for MonthLetters {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, _: L) -> L {
+        let any = |x: L, of: &[u8]| of.iter().fold(x.is(of[0]), |m, &c| m.or(x.is(c)));
+        any(a, b"JFMASOND").and(any(b, b"aepuco")).and(any(c, b"nbrylgptvc"))
+    }
+}
+
 /// The named date rule's need: a digit and a month's name (every form
-/// has both), the names looked for only at a month's initial.
+/// has both), the names looked for only where a window has a month's
+/// letters.
 pub(super) fn named_date_shape(h: &Holds, l: &str) -> bool {
     let t = l.as_bytes();
     h.has(DIGIT | MONTH_INITIAL)
+        && any_window::<MonthLetters>(t)
         && (0..t.len().saturating_sub(3)).any(|i| CLASS[t[i] as usize] & MONTH_INITIAL != 0 && month_at(t, i))
 }
 
@@ -191,35 +248,42 @@ pub(super) fn datetime_shape(h: &Holds, l: &str) -> bool {
     h.has(DIGIT | DOT | PAREN) && l.contains("datetime.")
 }
 
-/// The date rule's need: a digit, then `-` or `:` between digits, or the
-/// eight digits of a compact date (in a line long enough for its time).
+/// The date rule's window: a digit, `-`, `:`, `T` or a blank, then two digits.
+struct DateDigits;
+impl Window for DateDigits {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+        let sep = b.is(b'-').or(b.is(b':')).or(b.is(b'T')).or(b.is(b' '));
+        a.digit().and(sep).and(c.digit()).and(d.digit())
+    }
+}
+
+/// The date rule's need: a digit, `-`, `:`, `T` or a blank, then two
+/// digits (`6-01`, `5:04`, `2T15`, `2 15`): every form has one (an ISO
+/// date's first dash, a time's first colon, a compact date's `T` or
+/// blank), in a line long enough for a compact date and its time where
+/// no `-` or `:` occurs.
 pub(super) fn date_shape(h: &Holds, l: &str) -> bool {
-    h.has(DIGIT)
-        && (((h.has(DASH) || h.has(COLON)) && between_digits(l, DASH | COLON)) || (h.len >= 15 && digit_run(l, 8)))
+    h.has(DIGIT) && (h.has(DASH) || h.has(COLON) || h.len >= 15) && any_window::<DateDigits>(l.as_bytes())
+}
+
+/// The boolean rule's window: `=` or `:`, then `t`, `f`, `T` or `F` after
+/// up to two blanks or `>`, or three of them (which may go on).
+struct Boolean;
+impl Window for Boolean {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+        // `| 0x20` maps only `T` and `t` to `t`, `F` and `f` to `f`.
+        let tf = |x: L| x.folded().is(b't').or(x.folded().is(b'f'));
+        let gap = |x: L| x.is(b' ').or(x.is(b'\t')).or(x.is(b'>'));
+        let op = a.is(b':').or(a.is(b'='));
+        op.and(tf(b).or(gap(b).and(tf(c).or(gap(c).and(tf(d).or(gap(d)))))))
+    }
 }
 
 /// The boolean rule's need: `=` or `:`, blanks, then `t`, `f`, `T` or `F`
 /// (`=>` has its `>` in between; blanks after a bare `=` are allowed too,
 /// which the rule is not: the gate only has to let every match through).
 pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
-    if !h.has(EQUALS) && !h.has(COLON) {
-        return false;
-    }
-    let t = l.as_bytes();
-    let mut i = 0;
-    while i < t.len() {
-        let b = t[i];
-        i += 1;
-        if b != b':' && b != b'=' {
-            continue;
-        }
-        let mut j = i + usize::from(b == b'=' && t.get(i) == Some(&b'>'));
-        while matches!(t.get(j), Some(b' ' | b'\t')) {
-            j += 1;
-        }
-        if matches!(t.get(j), Some(b't' | b'f' | b'T' | b'F')) {
-            return true;
-        }
-    }
-    false
+    (h.has(EQUALS) || h.has(COLON)) && any_window::<Boolean>(l.as_bytes())
 }

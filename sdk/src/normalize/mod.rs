@@ -40,6 +40,7 @@ mod quote;
 #[cfg(test)]
 mod reference;
 pub mod secrets;
+mod windows;
 pub mod words;
 
 pub use formats::first_line;
@@ -47,7 +48,7 @@ pub use formats::first_line;
 use compiled::{Finder, id};
 use gates::{
     APOSTROPHE, AT, BACKSLASH, COLON, CONTROL, DASH, DIGIT, DOT, HEX, HEX_LETTER, Holds, MONTH_INITIAL, PAREN, QUOTES,
-    SLASH, between_digits, digit_by_hex, dot_word, hex_run,
+    SLASH, digit_by_hex, dot_word, hex_run,
 };
 
 /// The version of these rules. Bump it with any change that changes an
@@ -148,14 +149,14 @@ const RULES: &[PlaceholderRule] = &[
     (Finder::Dfa(id::EMAIL), With::Text("<email>"), AT, None),
     (Finder::Scan(paths::urls), With::Text("<url>"), COLON | SLASH, None),
     (Finder::Dfa(id::QUOTED), With::UnlessKey("<quoted>"), QUOTES, None),
-    (Finder::Dfa(id::UUID), With::Text("<uuid>"), DASH | HEX, Some(|h, _| h.len >= 36)),
+    (Finder::Dfa(id::UUID), With::Text("<uuid>"), DASH | HEX, Some(gates::uuid_shape)),
     (Finder::Dfa(id::REQUEST_ID), With::Text("<id>"), 0, Some(gates::request_id_shape)),
     (Finder::Dfa(id::IPV6), With::IfDigit("<ip>"), COLON | DIGIT, Some(|_, l| gates::ipv6_colons(l))),
     (
         Finder::Dfa(id::IP),
         With::Text("<ip>"),
         DOT | DIGIT,
-        Some(|_, l| between_digits(l, DOT) && gates::count(l, b'.') >= 3),
+        Some(|_, l| gates::count(l, b'.') >= 3 && gates::dot_between_digits(l)),
     ),
     (Finder::Dfa(id::MAC), With::Text("<mac>"), HEX, Some(gates::mac_shape)),
     (Finder::Dfa(id::NAMED_DATE), With::Text("<date>"), DIGIT | MONTH_INITIAL, Some(gates::named_date_shape)),

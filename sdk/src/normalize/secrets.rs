@@ -152,6 +152,8 @@ struct Gates {
     long_run: bool,
     /// A run of five `-` (every `-----BEGIN` is one).
     dashes: bool,
+    /// `<` occurs (every placeholder has one).
+    angle: bool,
 }
 
 /// Byte classes [`Gates::of`] reads, as bits of [`GATE`].
@@ -164,6 +166,7 @@ const COLON: u16 = 1 << 5;
 const LOWER_E: u16 = 1 << 6;
 const UPPER_J: u16 = 1 << 7;
 const DASH: u16 = 1 << 8;
+const ANGLE: u16 = 1 << 9;
 
 /// Each byte's classes: `TOKEN` is `[A-Za-z0-9_.-]`, `LONG` `[A-Za-z0-9_+-]`.
 const GATE: [u16; 256] = {
@@ -187,6 +190,7 @@ const GATE: [u16; 256] = {
             b'e' => LOWER_E,
             b'J' => UPPER_J,
             b'-' => DASH,
+            b'<' => ANGLE,
             _ => 0,
         };
         g[b] = k;
@@ -214,6 +218,7 @@ impl Gates {
             prefixed: has_run(b, TOKEN, 15),
             long_run: has_run(b, LONG, 32),
             dashes: seen & DASH != 0 && has_run(b, DASH, 5),
+            angle: seen & ANGLE != 0,
         }
     }
 
@@ -277,6 +282,7 @@ pub fn redact(text: &str) -> String {
 /// [`redact`], borrowing `text` when it holds no credential.
 pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
     let gates = Gates::of(text);
+    let angle = gates.angle;
     let mut s = if gates.dashes && text.contains("-----BEGIN") {
         let s = redact_private_keys(text);
         let gates = Gates::of(&s);
@@ -286,7 +292,9 @@ pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
     };
     // A quoted secret is a secret, not a quoted value: whichever rule found
     // it, it reads `<secret>`, so errors that differ only by secret group.
-    if s.contains('<') && s.contains(SECRET) {
+    // A text no rule changed holds a `<` only if its gates saw one.
+    let unchanged = matches!(s, std::borrow::Cow::Borrowed(_));
+    if (!unchanged || angle) && s.contains('<') && s.contains(SECRET) {
         for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
             if s.contains(quoted) {
                 s = s.replace(quoted, SECRET).into();
@@ -299,6 +307,24 @@ pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn quoted_secrets_read_as_a_search_for_an_angle_reads_them(v in proptest::collection::vec(
+            proptest::sample::select(&["\"", "'", "`", "<", ">", "<secret>", "token ", "password=", "hunter2", " ", "x"][..]),
+            0..10,
+        )) {
+            // What `redacted` did before its gates saw `<`: search each text.
+            let text = v.concat();
+            let mut want = redacted_rules(text.as_str().into(), Gates::of(&text));
+            if want.contains('<') && want.contains(SECRET) {
+                for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
+                    want = want.replace(quoted, SECRET).into();
+                }
+            }
+            proptest::prop_assert_eq!(redacted(&text), want, "{:?}", text);
+        }
+    }
 
     /// (input, expected): each rule, with the secret varied.
     pub(crate) const CASES: &[(&str, &str)] = &[

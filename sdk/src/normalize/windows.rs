@@ -1,0 +1,262 @@
+//! Four-byte windows over a line, tested thirteen at a time.
+//!
+//! Owns [`any_window`]: whether some window `t[i..i + 4]` of a line (the
+//! bytes past its end read as zeros) passes a test written once over
+//! [`Lanes`], so that it runs on one byte or on sixteen: with SSE2 on
+//! x86_64 (which every x86_64 has) thirteen windows take one load, a few
+//! instructions and no branch; elsewhere the windows are read one at a
+//! time. On the short lines errors are, that is a fraction of what a loop
+//! over the bytes costs. Never decides what a gate needs (`gates.rs` does).
+
+/// Bytes, one or sixteen at a time, and the masks tests of them give
+/// (each lane all ones where the test holds, else zero).
+pub(super) trait Lanes: Copy {
+    /// Where the byte is `c`.
+    fn is(self, c: u8) -> Self;
+    /// Where the byte is in `lo..=hi`.
+    fn within(self, lo: u8, hi: u8) -> Self;
+    /// The bytes with bit 5 set (`| 0x20`: a letter in lower case).
+    fn folded(self) -> Self;
+    fn and(self, other: Self) -> Self;
+    fn or(self, other: Self) -> Self;
+    /// Where the byte is an ASCII digit.
+    #[inline(always)]
+    fn digit(self) -> Self {
+        self.within(b'0', b'9')
+    }
+}
+
+/// A test of a window `a b c d` (four bytes in a row); a zero byte (past
+/// the line's end) must pass as no byte of the classes it tests for `a`.
+pub(super) trait Window {
+    fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L;
+}
+
+/// One byte: a mask is `0xFF` or `0`.
+impl Lanes for u8 {
+    #[inline(always)]
+    fn is(self, c: u8) -> Self {
+        if self == c { 0xFF } else { 0 }
+    }
+    #[inline(always)]
+    fn within(self, lo: u8, hi: u8) -> Self {
+        if self.wrapping_sub(lo) <= hi - lo { 0xFF } else { 0 }
+    }
+    #[inline(always)]
+    fn folded(self) -> Self {
+        self | 0x20
+    }
+    #[inline(always)]
+    fn and(self, other: Self) -> Self {
+        self & other
+    }
+    #[inline(always)]
+    fn or(self, other: Self) -> Self {
+        self | other
+    }
+}
+
+/// Whether some window of `t` passes `W` (each window one at a time).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2", not(test)), allow(dead_code))]
+fn each_window<W: Window>(t: &[u8]) -> bool {
+    let at = |i: usize| t.get(i).copied().unwrap_or(0);
+    (0..t.len()).any(|i| W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0)
+}
+
+// SAFETY (each `unsafe` block in this module): SSE2 is part of x86_64's
+// baseline, which every x86_64 build enables (the `cfg` checks it), so the
+// intrinsics run on every machine this code runs on; they read no memory
+// but the one load, whose bounds its block states.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8, _mm_srli_si128, _mm_sub_epi8,
+    };
+
+    use super::{Lanes, Window};
+
+    /// Sixteen bytes as the bytes `k` places on in each window (`k` 0 to
+    /// 3): the one load of a block, read at each place of its windows. A
+    /// test shifts its mask down by `k`, so lane `i` of every mask is
+    /// window `i`'s (the last three lanes run past the load); a mask's `k`
+    /// is 0. So each test of a block's bytes is made once, whatever the
+    /// places it is made at, and the block loads once.
+    #[derive(Clone, Copy)]
+    pub(super) struct Sixteen {
+        v: __m128i,
+        k: u8,
+    }
+
+    #[allow(clippy::cast_possible_wrap)]
+    #[inline(always)]
+    fn splat(c: u8) -> __m128i {
+        unsafe { _mm_set1_epi8(c as i8) }
+    }
+
+    /// A mask of the load's lanes as the windows' lanes `k` places back.
+    #[inline(always)]
+    fn placed(m: __m128i, k: u8) -> Sixteen {
+        let v = unsafe {
+            match k {
+                0 => m,
+                1 => _mm_srli_si128::<1>(m),
+                2 => _mm_srli_si128::<2>(m),
+                _ => _mm_srli_si128::<3>(m),
+            }
+        };
+        Sixteen { v, k: 0 }
+    }
+
+    impl Lanes for Sixteen {
+        #[inline(always)]
+        fn is(self, c: u8) -> Self {
+            placed(unsafe { _mm_cmpeq_epi8(self.v, splat(c)) }, self.k)
+        }
+        #[inline(always)]
+        fn within(self, lo: u8, hi: u8) -> Self {
+            // `x - lo` wraps below `lo`: in range where min(x - lo, hi - lo) is x - lo.
+            let m = unsafe {
+                let x = _mm_sub_epi8(self.v, splat(lo));
+                _mm_cmpeq_epi8(_mm_min_epu8(x, splat(hi - lo)), x)
+            };
+            placed(m, self.k)
+        }
+        #[inline(always)]
+        fn folded(self) -> Self {
+            Sixteen { v: unsafe { _mm_or_si128(self.v, splat(0x20)) }, k: self.k }
+        }
+        #[inline(always)]
+        fn and(self, other: Self) -> Self {
+            Sixteen { v: unsafe { _mm_and_si128(self.v, other.v) }, k: 0 }
+        }
+        #[inline(always)]
+        fn or(self, other: Self) -> Self {
+            Sixteen { v: unsafe { _mm_or_si128(self.v, other.v) }, k: 0 }
+        }
+    }
+
+    /// How many windows a block holds whole: those starting in its first
+    /// thirteen bytes.
+    pub(super) const WINDOWS: usize = 13;
+
+    /// Whether some of the [`WINDOWS`] windows starting in `b[..13]` pass `W`.
+    #[inline(always)]
+    pub(super) fn block<W: Window>(b: &[u8; 16]) -> bool {
+        // The sixteen bytes read are `b`'s (an unaligned load has no
+        // alignment to keep).
+        let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
+        let at = |k: u8| Sixteen { v, k };
+        let hits = unsafe { _mm_movemask_epi8(W::hit(at(0), at(1), at(2), at(3)).v) };
+        hits & ((1 << WINDOWS) - 1) != 0
+    }
+}
+
+/// Whether some window of `t` passes `W`: each block of windows read at
+/// once, in place (the last one ending where the line does, overlapping
+/// the one before), then the three windows that run past the end; a line
+/// shorter than a block is copied, zeros after it.
+#[inline]
+pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        use sse2::WINDOWS;
+        let block = |b: &[u8]| sse2::block::<W>(b.try_into().expect("sixteen bytes"));
+        let n = t.len();
+        if n < 16 {
+            let mut b = [0u8; WINDOWS + 16];
+            b[..n].copy_from_slice(t);
+            return block(&b[..16]) || (n > WINDOWS && block(&b[WINDOWS..]));
+        }
+        let mut start = 0;
+        while start + 16 <= n {
+            if block(&t[start..start + 16]) {
+                return true;
+            }
+            start += WINDOWS;
+        }
+        if start + 3 < n && block(&t[n - 16..]) {
+            return true;
+        }
+        let mut tail = [0u8; 16];
+        tail[..3].copy_from_slice(&t[n - 3..]);
+        block(&tail)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    each_window::<W>(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    struct Colon;
+    impl Window for Colon {
+        #[inline(always)]
+        fn hit<L: Lanes>(a: L, _: L, _: L, _: L) -> L {
+            a.is(b':')
+        }
+    }
+
+    struct DigitDash;
+    impl Window for DigitDash {
+        #[inline(always)]
+        fn hit<L: Lanes>(a: L, b: L, _: L, _: L) -> L {
+            a.digit().and(b.is(b'-'))
+        }
+    }
+
+    struct DotThenA;
+    impl Window for DotThenA {
+        #[inline(always)]
+        fn hit<L: Lanes>(a: L, _: L, c: L, _: L) -> L {
+            a.is(b'.').and(c.folded().is(b'a'))
+        }
+    }
+
+    struct Four;
+    impl Window for Four {
+        #[inline(always)]
+        fn hit<L: Lanes>(a: L, b: L, c: L, d: L) -> L {
+            a.is(b'b').and(b.is(b' ')).and(c.within(b'0', b'1')).and(d.is(b'0').or(d.is(0)))
+        }
+    }
+
+    /// A colon then a zero: only a window past the end has one.
+    struct ColonLast;
+    impl Window for ColonLast {
+        #[inline(always)]
+        fn hit<L: Lanes>(a: L, b: L, _: L, _: L) -> L {
+            a.is(b':').and(b.is(0))
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn blocks_read_every_window_as_a_loop_over_them_does(
+            t in prop::collection::vec(prop::sample::select(&b"ab01:-. A"[..]), 0..90),
+        ) {
+            // A window of each width, so every byte of a window is read
+            // wherever it falls: in a block, the overlapping last block, the tail.
+            let line = String::from_utf8_lossy(&t);
+            prop_assert_eq!(any_window::<Colon>(&t), each_window::<Colon>(&t), "{:?}", line);
+            prop_assert_eq!(any_window::<DigitDash>(&t), each_window::<DigitDash>(&t), "{:?}", line);
+            prop_assert_eq!(any_window::<DotThenA>(&t), each_window::<DotThenA>(&t), "{:?}", line);
+            prop_assert_eq!(any_window::<Four>(&t), each_window::<Four>(&t), "{:?}", line);
+        }
+    }
+
+    #[test]
+    fn windows_at_a_line_end_read_zeros_past_it() {
+        for n in 0..70 {
+            let line = format!("{}:", "x".repeat(n));
+            assert!(any_window::<ColonLast>(line.as_bytes()), "{n}");
+            assert!(each_window::<ColonLast>(line.as_bytes()), "{n}");
+            assert!(!any_window::<ColonLast>(&line.as_bytes()[..n]), "{n}");
+        }
+    }
+}
