@@ -21,6 +21,7 @@ mod real_errors;
 mod replay;
 mod rotation;
 mod service;
+mod signing_key;
 mod signals;
 mod sources;
 mod stock;

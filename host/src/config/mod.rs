@@ -69,6 +69,9 @@ pub struct Config {
     /// `[fleet]`: ship the fire log to NATS JetStream (docs/fleet.md); off when absent.
     #[serde(default)]
     pub fleet: Option<FleetConfig>,
+    /// `[fire_log]`: where the fire log's signing key lives (docs/fire-log.md).
+    #[serde(default)]
+    pub fire_log: Option<FireLogConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -109,6 +112,24 @@ pub struct SentinelConfig {
     /// How often a polling or deep sentinel ticks (a duration, `"5m"`);
     /// absent: what the detector declares, else every scan.
     pub cooldown: Option<String>,
+}
+
+/// `[fire_log]`: the fire log's signing key.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FireLogConfig {
+    /// The key file (a relative path is taken from the config file's
+    /// folder); absent: the output folder's default key file.
+    pub key_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// The key file the config file names, resolved against its folder.
+    pub fn key_file(&self) -> Option<PathBuf> {
+        let file = self.fire_log.as_ref()?.key_file.as_ref()?;
+        let base = self.path.as_deref().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new(""));
+        Some(base.join(file))
+    }
 }
 
 /// Every limit of the sandbox; an absent key keeps its default.

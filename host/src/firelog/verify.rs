@@ -3,7 +3,9 @@
 //! It owns [`verify_dir`] (and [`verify_dir_from`], which trusts the closed
 //! segments a caller checked before): every segment present and in order, every entry
 //! chained to the one before, the head signed by the key and matching the
-//! last entry; the first bad place is named as a [`Finding`]. It reads only
+//! last entry, the signing key followed through the log's key-rotation
+//! entries ([`KeyTrail`]: a key-lost entry is a finding); the first bad
+//! place is named as a [`Finding`]. It reads only
 //! the exported `fires-*.ndjson` segments, `fires.head.json` and a public key;
 //! it never opens the ledger (comparing the files with the ledger's own copy
 //! is [`crate::ledger::verify_out_dir`]) and never writes.
@@ -13,10 +15,10 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use serde::Serialize;
 
-use super::key::{PublicKeyFile, kid};
+use super::key::{PublicKeyFile, kid, rotation_signed};
 use super::{
-    FireEntry, HEAD_FILE, Head, PUBLIC_KEY_FILE, SEGMENT_ENTRIES, head_message, segment_index, segment_name, unhex,
-    unhex32,
+    FireEntry, FireType, HEAD_FILE, Head, PUBLIC_KEY_FILE, SEGMENT_ENTRIES, head_message, segment_index, segment_name,
+    unhex, unhex32,
 };
 
 /// What `verify` found wrong: the first bad place, named.
@@ -76,6 +78,58 @@ pub struct Resume {
     pub segment: u64,
     pub seq: u64,
     pub prev: [u8; 32],
+    /// The signing key as the trusted segments left it.
+    pub keys: KeyTrail,
+}
+
+/// The signing key in force as the walk goes: the kept public key (or, when
+/// the folder's own `fires.pub.json` is all there is, the key the first key
+/// entry says it replaces), handed over by each key-rotation entry signed by
+/// the key it replaces. A key entry from a key not in force is no evidence
+/// either way and is passed over; a key-lost entry from the key in force
+/// hands over too, and is remembered as a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyTrail {
+    trusted: Option<[u8; 32]>,
+    kept: bool,
+    lost: Option<u64>,
+}
+
+impl KeyTrail {
+    fn start(anchor: &VerifyingKey, kept: bool) -> Self {
+        KeyTrail { trusted: kept.then(|| anchor.to_bytes()), kept, lost: None }
+    }
+
+    /// Follows entry `e` (after `prev`), which changes the key.
+    fn step(&mut self, e: &FireEntry, prev: &[u8; 32]) -> Result<(), String> {
+        let change = e.key.as_ref().ok_or("a key entry without its `key`")?;
+        let new = unhex32(&change.public_key)
+            .filter(|k| VerifyingKey::from_bytes(k).is_ok())
+            .ok_or("its new public key is not an Ed25519 key in hex")?;
+        let previous = match change.previous_key.as_deref() {
+            Some(p) => Some(unhex32(p).ok_or("its previous public key is not 32 bytes of hex")?),
+            None => None,
+        };
+        if self.trusted.is_some_and(|t| previous != Some(t)) {
+            return Ok(());
+        }
+        if e.fire_type == FireType::KeyRotation {
+            let old = previous
+                .and_then(|p| VerifyingKey::from_bytes(&p).ok())
+                .ok_or("a key-rotation entry names no previous Ed25519 key")?;
+            let signed = change
+                .signature
+                .as_deref()
+                .is_some_and(|sig| rotation_signed(&old, sig, e.seq, prev, &new, e.recorded_at));
+            if !signed {
+                return Err("the key-rotation entry is not signed by the key it replaces: it was forged or altered".into());
+            }
+        } else if self.lost.is_none() {
+            self.lost = Some(e.seq);
+        }
+        self.trusted = Some(new);
+        Ok(())
+    }
 }
 
 /// [`verify_dir`], trusting the closed segments before `from`'s; with it,
@@ -130,12 +184,13 @@ fn check(
     last: &mut Option<Resume>,
 ) -> Result<(), Finding> {
     let key = load_public_key(dir, public_key, v)?;
+    let mut keys = KeyTrail::start(&key, public_key.is_some());
     let head_text = std::fs::read_to_string(dir.join(HEAD_FILE))
         .map_err(|e| finding(Some(HEAD_FILE), None, None, format!("cannot read the head: {e}")))?;
     let head: Head = serde_json::from_str(&head_text)
         .map_err(|e| finding(Some(HEAD_FILE), None, None, format!("not a fire-log head: {e}")))?;
     v.head = Some(head.clone());
-    check_head_signature(&head, &key)?;
+    let signed_by_anchor = check_head_signature(&head, &key);
     let mut prev = [0u8; 32];
     let mut seq = 0u64;
     let segs = segments(dir)?;
@@ -151,12 +206,12 @@ fn check(
             ));
         }
         if let Some(r) = from.filter(|r| *index < r.segment && *index < last_index) {
-            (seq, prev) = (r.seq, r.prev);
+            (seq, prev, keys) = (r.seq, r.prev, r.keys);
             v.segments += 1;
             continue;
         }
         if *index == last_index {
-            *last = Some(Resume { segment: last_index, seq, prev });
+            *last = Some(Resume { segment: last_index, seq, prev, keys });
         }
         let text =
             std::fs::read_to_string(path).map_err(|e| finding(Some(&name), None, None, format!("cannot read: {e}")))?;
@@ -164,7 +219,12 @@ fn check(
         for (n, line) in (1..).zip(text.lines()) {
             lines += 1;
             seq += 1;
-            prev = check_entry(line, seq, &prev).map_err(|p| finding(Some(&name), Some(n), Some(seq), p))?;
+            let at = |p| finding(Some(&name), Some(n), Some(seq), p);
+            let (hash, entry) = check_line(line, seq, &prev).map_err(at)?;
+            if entry.fire_type.changes_key() {
+                keys.step(&entry, &prev).map_err(at)?;
+            }
+            prev = hash;
             v.entries = seq;
         }
         if *index < last_index && lines != SEGMENT_ENTRIES {
@@ -189,7 +249,46 @@ fn check(
     if head.hash != crate::base::hex(&prev) {
         return Err(finding(Some(HEAD_FILE), None, Some(seq), "the signed head's hash is not the last entry's"));
     }
+    let signer = check_head_key(&head, &key, &keys, signed_by_anchor)?;
+    v.kid = Some(kid(&signer));
     Ok(())
+}
+
+/// The head signed by the key in force at the end of the log (returned),
+/// and no key lost on the way.
+fn check_head_key(
+    head: &Head,
+    anchor: &VerifyingKey,
+    keys: &KeyTrail,
+    signed_by_anchor: Result<(), Finding>,
+) -> Result<VerifyingKey, Finding> {
+    let signer = match keys.trusted.and_then(|k| VerifyingKey::from_bytes(&k).ok()) {
+        Some(in_force) if in_force != *anchor => {
+            if !keys.kept {
+                return Err(finding(
+                    Some(PUBLIC_KEY_FILE),
+                    None,
+                    None,
+                    "the published key is not the one the log's last key entry hands over to",
+                ));
+            }
+            check_head_signature(head, &in_force)?;
+            in_force
+        }
+        _ => {
+            signed_by_anchor?;
+            *anchor
+        }
+    };
+    if let Some(seq) = keys.lost {
+        return Err(finding(
+            None,
+            None,
+            Some(seq),
+            "key-lost: the signing key was replaced here without its signature (the old key was gone), so nothing in the log vouches for the key that signed what follows; once you vouch for it, verify with --public-key naming the fires.pub.json written after the rotation",
+        ));
+    }
+    Ok(signer)
 }
 
 fn load_public_key(dir: &Path, given: Option<&Path>, v: &mut Verification) -> Result<VerifyingKey, Finding> {
@@ -230,8 +329,17 @@ fn check_head_signature(head: &Head, key: &VerifyingKey) -> Result<(), Finding> 
 }
 
 /// Checks one line as entry `seq` after `prev`; returns its hash.
+#[cfg(test)]
 pub(super) fn check_entry(line: &str, seq: u64, prev: &[u8; 32]) -> Result<[u8; 32], String> {
+    check_line(line, seq, prev).map(|(hash, _)| hash)
+}
+
+/// Checks one line as entry `seq` after `prev`; returns its hash and the entry.
+fn check_line(line: &str, seq: u64, prev: &[u8; 32]) -> Result<([u8; 32], FireEntry), String> {
     let entry: FireEntry = serde_json::from_str(line).map_err(|e| format!("not a fire entry: {e}"))?;
+    if entry.key.is_some() && !entry.fire_type.changes_key() {
+        return Err("a `key` on an entry that changes no key (the hash does not cover it)".into());
+    }
     if entry.seq != seq {
         return Err(format!("entry {} where entry {seq} was due: entries were removed or reordered", entry.seq));
     }
@@ -242,5 +350,5 @@ pub(super) fn check_entry(line: &str, seq: u64, prev: &[u8; 32]) -> Result<[u8; 
     if entry.hash != crate::base::hex(&hash) {
         return Err("its hash does not match its content: the entry was altered".into());
     }
-    Ok(hash)
+    Ok((hash, entry))
 }

@@ -3,12 +3,14 @@
 //! It owns the schedules that run the binary ([`service`]: per-OS text,
 //! install, check), replay cases ([`replay`], with what a blessed expectation
 //! may hold in [`blessing`]), the WIT the binary speaks written out
-//! ([`wit_export`]), `detectors inspect` ([`inspect`]) and `reset`
-//! ([`reset`]). It never scans the data dir and never prints.
+//! ([`wit_export`]), `detectors inspect` ([`inspect`]), `reset`
+//! ([`reset`]) and `key rotate` ([`key`]). It never scans the data dir and
+//! never prints.
 
 pub mod blessing;
 pub mod inspect;
 pub mod issues;
+pub mod key;
 pub mod replay;
 pub mod reset;
 pub mod service;
