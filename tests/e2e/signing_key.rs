@@ -37,8 +37,8 @@ fn folder(n: usize) -> Folder {
 
 fn add_failures(data: &Path, from: usize, to: usize) {
     for i in from..to {
-        let a = Activity::failed(&format!("m{i}"), 1_000 + i as i64, "t1", "Bash", &format!("no layer {i} in /x{i}"));
-        datagen::insert_activity(data, &a).unwrap();
+        let (id, output) = (format!("m{i}"), format!("no layer {i} in /x{i}"));
+        datagen::insert_activity(data, &Activity::failed(&id, 1_000 + i as i64, "t1", "Bash", &output)).unwrap();
     }
 }
 

@@ -479,6 +479,13 @@ mod tests {
         sealed_alike(entry(Some("bash \u{1b}[2J é"), None, false), 1, [0; 32]);
         sealed_alike(entry(None, Some("2 failures in a row"), true), 4096, [7; 32]);
         sealed_alike(entry(Some(""), Some(""), false), u64::MAX, [255; 32]);
+        // An entry that changes the key seals its `key` too.
+        let key = KeyChange { previous_key: Some("ab".repeat(32)), public_key: "cd".repeat(32), signature: None };
+        let rotation = FireEntry { fire_type: FireType::KeyLost, key: Some(key), ..entry(None, Some("lost"), false) };
+        let mut moved = rotation.clone();
+        moved.key.as_mut().unwrap().public_key = "ef".repeat(32);
+        assert_ne!(rotation.compute_hash(&[0; 32]), moved.compute_hash(&[0; 32]), "the hash covers the key");
+        sealed_alike(rotation, 9, [3; 32]);
     }
 
     proptest::proptest! {
