@@ -117,8 +117,10 @@ fn forge(out: &Path, keep: usize) -> bool {
         .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("fires-"))
         .collect();
     segments.sort();
-    let lines: Vec<String> =
-        segments.iter().flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>()).collect();
+    let lines: Vec<String> = segments
+        .iter()
+        .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
     assert!(lines.len() > keep, "a log of {} entries to cut to {keep}", lines.len());
     for p in &segments {
         std::fs::remove_file(p).unwrap();
@@ -142,6 +144,18 @@ fn forge(out: &Path, keep: usize) -> bool {
     db.execute("DELETE FROM fires WHERE seq > ?1", [keep as i64]).unwrap();
     db.execute("UPDATE meta SET value = ?1 WHERE key = 'fires_head'", [&head_json]).unwrap();
     found.is_some()
+}
+
+/// `docs/verify_fires.py OUT [KEY]`'s exit code.
+fn python_verify(out: &Path, public_key: Option<&Path>) -> Option<i32> {
+    let mut c = std::process::Command::new("python3");
+    c.arg(root().join("docs/verify_fires.py")).arg(out);
+    if let Some(k) = public_key {
+        c.arg(k);
+    }
+    let o = c.output().expect("python3 runs");
+    eprintln!("verify_fires.py: {}", text(&o));
+    o.status.code()
 }
 
 #[test]
@@ -248,6 +262,7 @@ fn key_rotate_then_scan_then_verify_with_the_old_public_key_passes() {
     let (code, v) = f.verify(Some(&old));
     assert_eq!(code, Some(0), "{v:#}");
     assert_eq!(v["head"]["kid"], r["kid"], "the head is signed by the new key");
+    assert_eq!(python_verify(&f.out, Some(&old)), Some(0), "the independent verifier follows the rotation too");
     let entries = crate::ledger::fire_entries(&f.out);
     let rotation = entries.iter().find(|e| e["type"] == "key-rotation").expect("a key-rotation entry");
     assert!(rotation["key"]["signature"].is_string() && rotation["key"]["publicKey"].is_string(), "{rotation:#}");
@@ -292,9 +307,11 @@ fn a_lost_key_rotated_is_a_finding_verify_reports() {
         assert_eq!(code, Some(12), "{v:#}");
         assert!(v["finding"]["problem"].as_str().unwrap().contains("key-lost"), "{v:#}");
     }
+    assert_eq!(python_verify(&f.out, Some(&old)), Some(1), "the independent verifier reports it too");
     let human = sentinel_host().args(["verify", "--out"]).arg(&f.out).output().unwrap();
     assert!(String::from_utf8_lossy(&human.stdout).contains("key-lost"), "{}", text(&human));
     // The operator vouches for the new key by keeping its public half.
     let new = f.keep_public_key("new.pub.json");
     assert_eq!(f.verify(Some(&new)).0, Some(0));
+    assert_eq!(python_verify(&f.out, Some(&new)), Some(0));
 }

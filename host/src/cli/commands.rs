@@ -131,7 +131,10 @@ pub(crate) fn key_rotate(args: &KeyRotateArgs) -> anyhow::Result<u8> {
         _ => println!("sentinel: no signed log yet: a new signing key {} was made", r.kid),
     }
     println!("  key file: {}", r.key_file.display());
-    println!("  keep a copy of {} elsewhere: it is what `verify --public-key` checks against", r.out_dir.join("fires.pub.json").display());
+    println!(
+        "  keep a copy of {} elsewhere: it is what `verify --public-key` checks against",
+        r.out_dir.join("fires.pub.json").display()
+    );
     Ok(exit::OK)
 }
 

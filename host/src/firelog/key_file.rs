@@ -173,7 +173,8 @@ impl KeyFile {
 
     /// Puts the next key in place of the key file (its entry is committed).
     pub fn commit_next(&self) -> Result<(), KeyError> {
-        std::fs::rename(self.next_path(), &self.path).map_err(|source| KeyError::Io { path: self.path.clone(), source })?;
+        std::fs::rename(self.next_path(), &self.path)
+            .map_err(|source| KeyError::Io { path: self.path.clone(), source })?;
         crate::base::private_fs::sync_parent(&self.path);
         Ok(())
     }

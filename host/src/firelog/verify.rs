@@ -122,7 +122,9 @@ impl KeyTrail {
                 .as_deref()
                 .is_some_and(|sig| rotation_signed(&old, sig, e.seq, prev, &new, e.recorded_at));
             if !signed {
-                return Err("the key-rotation entry is not signed by the key it replaces: it was forged or altered".into());
+                return Err(
+                    "the key-rotation entry is not signed by the key it replaces: it was forged or altered".into()
+                );
             }
         } else if self.lost.is_none() {
             self.lost = Some(e.seq);
