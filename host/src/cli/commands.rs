@@ -277,12 +277,15 @@ pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
         }
         IssuesCommand::Fix { sig, note, location, key } => {
             let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
-            let c = issues::change(data_dir, out, key, sig, Some(note.as_deref())).context("cannot fix the issue")?;
+            let (c, notice) =
+                issues::change(data_dir, out, key, sig, Some(note.as_deref())).context("cannot fix the issue")?;
+            notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
             println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
         }
         IssuesCommand::Reopen { sig, location, key } => {
             let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
-            let c = issues::change(data_dir, out, key, sig, None).context("cannot reopen the issue")?;
+            let (c, notice) = issues::change(data_dir, out, key, sig, None).context("cannot reopen the issue")?;
+            notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
             println!("sentinel: issue {} open again (fire {})", c.sig, c.fire_seq);
         }
     }

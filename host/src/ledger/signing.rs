@@ -262,6 +262,25 @@ mod tests {
         assert!(crate::ledger::verify_out_dir(l.dir(), Some(&vouched)).ok);
     }
 
+    #[test]
+    fn a_rotation_a_crash_cut_short_is_finished_or_dropped_at_the_next_open() {
+        let (_tmp, key, mut l) = ledger_with_key();
+        let old = std::fs::read(&key).unwrap();
+        let r = l.rotate_key(Some(&key), 20).unwrap();
+        // The crash: the entry committed, the next key not yet in place.
+        std::fs::rename(&key, file_next(&key)).unwrap();
+        std::fs::write(&key, &old).unwrap();
+        crate::base::private_fs::restrict(&key);
+        let opened = l.open_signing_key(Some(&key)).unwrap();
+        assert_eq!(firelog::kid(&opened.key.verifying_key()), r.kid, "the committed rotation's key is in place");
+        assert!(!file_next(&key).exists());
+        // A next key whose entry never committed is dropped.
+        KeyFile::locate(l.dir(), Some(&key)).unwrap().write_next(&firelog::generate().unwrap()).unwrap();
+        let opened = l.open_signing_key(Some(&key)).unwrap();
+        assert_eq!(firelog::kid(&opened.key.verifying_key()), r.kid);
+        assert!(!file_next(&key).exists());
+    }
+
     fn file_next(key: &Path) -> PathBuf {
         KeyFile::locate(Path::new("/nonexistent-out"), Some(key)).unwrap().next_path()
     }
