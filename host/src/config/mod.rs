@@ -395,6 +395,22 @@ mod tests {
     }
 
     #[test]
+    fn the_key_file_is_taken_from_the_config_files_folder_and_set_in_one_file_only() {
+        let c = Config::parse("[fire_log]\nkey_file = \"keys/k.ed25519\"\n", Path::new("/etc/s/c.toml")).unwrap();
+        assert_eq!(c.key_file(), Some(PathBuf::from("/etc/s/keys/k.ed25519")));
+        let absolute = Config::parse("[fire_log]\nkey_file = \"/k.ed25519\"\n", Path::new("/etc/s/c.toml")).unwrap();
+        assert_eq!(absolute.key_file(), Some(PathBuf::from("/k.ed25519")));
+        assert_eq!(Config::default().key_file(), None);
+        assert!(Config::parse("[fire_log]\nkey = \"x\"\n", Path::new("t.toml")).is_err(), "unknown keys are errors");
+        let tmp = tempfile::tempdir().unwrap();
+        let (toml, yaml) = (tmp.path().join("c.toml"), tmp.path().join("s.yaml"));
+        std::fs::write(&toml, "[fire_log]\nkey_file = \"k.ed25519\"\n").unwrap();
+        std::fs::write(&yaml, "fire_log:\n  key_file: /other.ed25519\n").unwrap();
+        let err = Config::load_with(Some(&toml), Some(&yaml)).unwrap_err().to_string();
+        assert!(err.contains("fire_log") && err.contains("one file"), "{err}");
+    }
+
+    #[test]
     fn limits_in_the_file_override_the_defaults_key_by_key() {
         let c = Config::parse("[limits]\nmemory_mib = 32\ndeadline_ms = 50\n", Path::new("t.toml")).unwrap();
         let l = c.limits.apply(crate::runtime::Limits::default());
