@@ -8,17 +8,20 @@
 //! `sidecar-v1-{first 8 hex of sha256(public key)}`, the key file outside the
 //! output folder ([`key_file`]: where it lives, its owner and mode checked at
 //! every open, the one-time move out of an older folder), the key-rotation
-//! entries' signatures, and [`verify_dir`], which reads only the exported
+//! entries' signatures and the key followed through them ([`KeyTrail`]),
+//! and [`verify_dir`], which reads only the exported
 //! `fires-*.ndjson` segments, `fires.head.json` and a public key. It imports
 //! nothing of the ledger. It never decides what a fire is (the ledger's
 //! commit does) and never writes a segment (the ledger's export does).
 
 mod key;
 pub mod key_file;
+mod key_trail;
 mod verify;
 
 pub use key::{KeyChange, KeyError, PublicKeyFile, generate, kid, sign_head, sign_rotation};
 pub use key_file::{KeyFile, KeyOpened, OpenedHow};
+pub use key_trail::KeyTrail;
 pub use verify::{Finding, Resume, Verification, finding, verify_dir, verify_dir_from};
 
 use serde::{Deserialize, Serialize};

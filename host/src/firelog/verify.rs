@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use serde::Serialize;
 
-use super::key::{PublicKeyFile, kid, rotation_signed};
+use super::key::{PublicKeyFile, kid};
+use super::key_trail::KeyTrail;
 use super::{
-    FireEntry, FireType, HEAD_FILE, Head, PUBLIC_KEY_FILE, SEGMENT_ENTRIES, head_message, segment_index, segment_name,
-    unhex, unhex32,
+    FireEntry, HEAD_FILE, Head, PUBLIC_KEY_FILE, SEGMENT_ENTRIES, head_message, segment_index, segment_name, unhex,
+    unhex32,
 };
 
 /// What `verify` found wrong: the first bad place, named.
@@ -80,58 +81,6 @@ pub struct Resume {
     pub prev: [u8; 32],
     /// The signing key as the trusted segments left it.
     pub keys: KeyTrail,
-}
-
-/// The signing key in force as the walk goes: the kept public key (or, when
-/// the folder's own `fires.pub.json` is all there is, the key the first key
-/// entry says it replaces), handed over by each key-rotation entry signed by
-/// the key it replaces. A key entry from a key not in force is no evidence
-/// either way and is passed over; a key-lost entry from the key in force
-/// hands over too, and is remembered as a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyTrail {
-    trusted: Option<[u8; 32]>,
-    kept: bool,
-    lost: Option<u64>,
-}
-
-impl KeyTrail {
-    fn start(anchor: &VerifyingKey, kept: bool) -> Self {
-        KeyTrail { trusted: kept.then(|| anchor.to_bytes()), kept, lost: None }
-    }
-
-    /// Follows entry `e` (after `prev`), which changes the key.
-    fn step(&mut self, e: &FireEntry, prev: &[u8; 32]) -> Result<(), String> {
-        let change = e.key.as_ref().ok_or("a key entry without its `key`")?;
-        let new = unhex32(&change.public_key)
-            .filter(|k| VerifyingKey::from_bytes(k).is_ok())
-            .ok_or("its new public key is not an Ed25519 key in hex")?;
-        let previous = match change.previous_key.as_deref() {
-            Some(p) => Some(unhex32(p).ok_or("its previous public key is not 32 bytes of hex")?),
-            None => None,
-        };
-        if self.trusted.is_some_and(|t| previous != Some(t)) {
-            return Ok(());
-        }
-        if e.fire_type == FireType::KeyRotation {
-            let old = previous
-                .and_then(|p| VerifyingKey::from_bytes(&p).ok())
-                .ok_or("a key-rotation entry names no previous Ed25519 key")?;
-            let signed = change
-                .signature
-                .as_deref()
-                .is_some_and(|sig| rotation_signed(&old, sig, e.seq, prev, &new, e.recorded_at));
-            if !signed {
-                return Err(
-                    "the key-rotation entry is not signed by the key it replaces: it was forged or altered".into()
-                );
-            }
-        } else if self.lost.is_none() {
-            self.lost = Some(e.seq);
-        }
-        self.trusted = Some(new);
-        Ok(())
-    }
 }
 
 /// [`verify_dir`], trusting the closed segments before `from`'s; with it,
@@ -251,46 +200,9 @@ fn check(
     if head.hash != crate::base::hex(&prev) {
         return Err(finding(Some(HEAD_FILE), None, Some(seq), "the signed head's hash is not the last entry's"));
     }
-    let signer = check_head_key(&head, &key, &keys, signed_by_anchor)?;
+    let signer = keys.check_head(&key, signed_by_anchor, |k| check_head_signature(&head, k))?;
     v.kid = Some(kid(&signer));
     Ok(())
-}
-
-/// The head signed by the key in force at the end of the log (returned),
-/// and no key lost on the way.
-fn check_head_key(
-    head: &Head,
-    anchor: &VerifyingKey,
-    keys: &KeyTrail,
-    signed_by_anchor: Result<(), Finding>,
-) -> Result<VerifyingKey, Finding> {
-    let signer = match keys.trusted.and_then(|k| VerifyingKey::from_bytes(&k).ok()) {
-        Some(in_force) if in_force != *anchor => {
-            if !keys.kept {
-                return Err(finding(
-                    Some(PUBLIC_KEY_FILE),
-                    None,
-                    None,
-                    "the published key is not the one the log's last key entry hands over to",
-                ));
-            }
-            check_head_signature(head, &in_force)?;
-            in_force
-        }
-        _ => {
-            signed_by_anchor?;
-            *anchor
-        }
-    };
-    if let Some(seq) = keys.lost {
-        return Err(finding(
-            None,
-            None,
-            Some(seq),
-            "key-lost: the signing key was replaced here without its signature (the old key was gone), so nothing in the log vouches for the key that signed what follows; once you vouch for it, verify with --public-key naming the fires.pub.json written after the rotation",
-        ));
-    }
-    Ok(signer)
 }
 
 fn load_public_key(dir: &Path, given: Option<&Path>, v: &mut Verification) -> Result<VerifyingKey, Finding> {
