@@ -315,3 +315,20 @@ fn a_lost_key_rotated_is_a_finding_verify_reports() {
     assert_eq!(f.verify(Some(&new)).0, Some(0));
     assert_eq!(python_verify(&f.out, Some(&new)), Some(0));
 }
+
+#[test]
+fn the_config_files_key_file_is_the_key_and_key_file_overrides_it() {
+    let f = folder(2);
+    let config = f.s.path("etc/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[fire_log]\nkey_file = \"keys/from-config.ed25519\"\n").unwrap();
+    let flag = config.to_string_lossy().into_owned();
+    f.scan(&["--config", &flag]);
+    assert!(f.s.path("etc/keys/from-config.ed25519").is_file(), "the key is where the config file says");
+    assert!(!f.s.path("config/openmausbot-sentinel/keys").exists(), "not at the default");
+    // --key-file wins: a key file that is not there, for a signed log, is refused.
+    let other = f.s.path("elsewhere.ed25519").to_string_lossy().into_owned();
+    let o = f.run(&["--config", &flag, "--key-file", &other]);
+    assert_eq!(o.status.code(), Some(SIGNING_KEY), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("elsewhere.ed25519"), "{}", text(&o));
+}
