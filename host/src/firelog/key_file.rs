@@ -281,7 +281,9 @@ fn check_owner_and_mode(path: &Path, meta: &std::fs::Metadata) -> Result<(), Key
     if mode & 0o077 != 0 {
         return Err(unsafe_key(
             path,
-            format!("its mode is {mode:04o}: group or others may read or write it (chmod 600 it, or rotate the key)"),
+            format!(
+                "its mode is {mode:04o}: group or others may read or write it (chmod 600 it; if someone else may have read it, then `key rotate`)"
+            ),
         ));
     }
     Ok(())
