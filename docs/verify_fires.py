@@ -6,7 +6,9 @@
 Checks every fires-NNNNNN.ndjson segment in order, the SHA-256 chain over the
 canonical encoding, that the head (fires.head.json) counts the entries and
 names the last hash, and, when the `cryptography` package is installed, the
-head's Ed25519 signature with the public key (the `cryptography` package).
+head's Ed25519 signature with the public key (the `cryptography` package),
+following the key through key-rotation entries signed by the key they replace
+(a key-lost entry from the key in force is a finding).
 Exit 0: verified; 1: a finding (printed); 2: usage; 3: the signature could
 not be checked (no `cryptography` package): not verified. Standard library
 only, apart from the signature.
@@ -19,6 +21,8 @@ import sys
 
 ENTRY_DOMAIN = b"sentinel-fire-v1\0"
 HEAD_DOMAIN = b"sentinel-fire-head-v1\0"
+ROTATION_DOMAIN = b"sentinel-key-rotation-v1\0"
+KEY_TYPES = ("key-rotation", "key-lost")
 OPTIONAL = ["detectorVersion", "kind", "sig", "origin", "severity", "tool", "botId", "threadId", "turnId",
             "evidenceSource", "evidenceId"]
 
@@ -38,6 +42,12 @@ def entry_hash(e, prev):
         h.update(field(e.get(name)))
     h.update(field("true" if e["probation"] else "false"))
     h.update(field(e.get("reason")))
+    if e["type"] in KEY_TYPES:
+        key = e.get("key") or {}
+        for name in ["previousKey", "publicKey", "signature"]:
+            h.update(field(key.get(name)))
+    elif "key" in e:
+        raise ValueError("a `key` on an entry that changes no key")
     return h.digest()
 
 
@@ -52,7 +62,7 @@ def main():
         sys.exit(2)
     out = sys.argv[1]
     names = sorted(n for n in os.listdir(out) if re.fullmatch(r"fires-\d{6}\.ndjson", n))
-    prev, seq = bytes(32), 0
+    prev, seq, changes = bytes(32), 0, []
     for expected, name in enumerate(names, start=1):
         if name != f"fires-{expected:06d}.ndjson":
             fail(f"fires-{expected:06d}.ndjson", "segment missing")
@@ -64,9 +74,14 @@ def main():
                     fail(f"{name} line {n}", f"entry {e['seq']} where {seq} was due")
                 if e["prev"] != prev.hex():
                     fail(f"{name} line {n}", "prev is not the previous hash")
-                h = entry_hash(e, prev)
+                try:
+                    h = entry_hash(e, prev)
+                except ValueError as problem:
+                    fail(f"{name} line {n}", str(problem))
                 if e["hash"] != h.hex():
                     fail(f"{name} line {n}", "hash does not match the content")
+                if e["type"] in KEY_TYPES:
+                    changes.append((f"{name} line {n}", e, prev))
                 prev = h
     with open(os.path.join(out, "fires.head.json"), encoding="utf-8") as f:
         head = json.load(f)
@@ -76,13 +91,37 @@ def main():
     with open(key_file, encoding="utf-8") as f:
         key = json.load(f)
     public = bytes.fromhex(key["publicKey"])
-    if key["kid"] != "sidecar-v1-" + hashlib.sha256(public).hexdigest()[:8] or head["publicKey"] != key["publicKey"]:
-        fail("fires.head.json", "signed with another key than the published one")
-    message = HEAD_DOMAIN + head["count"].to_bytes(8, "big") + bytes.fromhex(head["hash"]) + \
-        head["signedAt"].to_bytes(8, "big", signed=True)
+    if key["kid"] != "sidecar-v1-" + hashlib.sha256(public).hexdigest()[:8]:
+        fail(os.path.basename(key_file), "its kid is not this key's")
     try:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     except ImportError:
+        Ed25519PublicKey = None
+    # The key in force: the kept key, handed over by each rotation it signed
+    # (with only the folder's key, from what the first key entry replaces).
+    trusted, lost = (public.hex() if len(sys.argv) == 3 else None), None
+    for where, e, before in changes:
+        k = e.get("key") or {}
+        if trusted is not None and k.get("previousKey") != trusted:
+            continue
+        if e["type"] == "key-rotation" and Ed25519PublicKey is not None:
+            m = ROTATION_DOMAIN + e["seq"].to_bytes(8, "big") + before + bytes.fromhex(k["publicKey"]) + \
+                e["recordedAt"].to_bytes(8, "big", signed=True)
+            try:
+                Ed25519PublicKey.from_public_bytes(bytes.fromhex(k["previousKey"])).verify(
+                    bytes.fromhex(k.get("signature") or ""), m)
+            except Exception:
+                fail(where, "the key-rotation entry is not signed by the key it replaces")
+        elif e["type"] == "key-lost" and lost is None:
+            lost = where
+        trusted = k["publicKey"]
+    in_force = trusted or public.hex()
+    if head["publicKey"] != in_force or (len(sys.argv) == 2 and in_force != public.hex()):
+        fail("fires.head.json", "signed with another key than the published one")
+    public = bytes.fromhex(in_force)
+    message = HEAD_DOMAIN + head["count"].to_bytes(8, "big") + bytes.fromhex(head["hash"]) + \
+        head["signedAt"].to_bytes(8, "big", signed=True)
+    if Ed25519PublicKey is None:
         # A check that did not happen is not a pass.
         print(f"NOT VERIFIED: {seq} entries chained, head matches, but signature not checked: "
               "no `cryptography` package (pip install cryptography)")
@@ -91,7 +130,10 @@ def main():
         Ed25519PublicKey.from_public_bytes(public).verify(bytes.fromhex(head["signature"]), message)
     except Exception:
         fail("fires.head.json", "the signature does not verify")
-    print(f"ok: {seq} entries chained; head signed by {key['kid']}")
+    if lost is not None:
+        fail(lost, "key-lost: the signing key was replaced without its signature")
+    kid = "sidecar-v1-" + hashlib.sha256(public).hexdigest()[:8]
+    print(f"ok: {seq} entries chained; head signed by {kid}")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,8 @@ pub fn long_running(
         return Ok(None);
     }
     let out = tempfile::tempdir()?;
+    // The signing key of this throwaway folder: never in the user's config folder.
+    let key = tempfile::tempdir()?;
     let mut child = Command::new(host)
         .args(["run", "--interval", "1", "--detectors"])
         .arg(detectors)
@@ -52,6 +54,8 @@ pub fn long_running(
         .arg(data_dir)
         .arg("--out")
         .arg(out.path())
+        .arg("--key-file")
+        .arg(key.path().join("bench.ed25519"))
         .arg("--cache-dir")
         .arg(cache)
         .stdout(Stdio::null())

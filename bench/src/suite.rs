@@ -173,6 +173,8 @@ fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path
         return Ok(BinaryRun { wall: Duration::ZERO, peak_rss_kib: 0 });
     };
     let out = tempfile::tempdir()?;
+    // The signing key of this throwaway folder: never in the user's config folder.
+    let key = tempfile::tempdir()?;
     let child = crate::rss::measure(
         Command::new(host)
             .args(["run", "--once", "--no-fast-path", "--json", "--detectors"])
@@ -181,6 +183,8 @@ fn binary_run(opts: &Options, set: &DataSet, detectors: &Path, warm_cache: &Path
             .arg(&set.dir)
             .arg("--out")
             .arg(out.path())
+            .arg("--key-file")
+            .arg(key.path().join("bench.ed25519"))
             .arg("--cache-dir")
             .arg(warm_cache)
             .arg("--scan-time")

@@ -26,6 +26,7 @@ mod report;
 mod rotation;
 mod service;
 mod signals;
+mod signing_key;
 mod sources;
 mod stock;
 mod support;

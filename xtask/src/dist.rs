@@ -7,7 +7,8 @@
 //! definition (`sentinel-host generate`), the systemd system unit
 //! `sentinel-host.service` (the long-running mode as the `sentinel` user), its
 //! sysusers.d and tmpfiles.d entries (that user, and its 0700 output folder
-//! `/var/lib/sentinel` and cache `/var/cache/sentinel`), the unit's settings
+//! `/var/lib/sentinel`, signing-key folder `/var/lib/sentinel-keys` and
+//! cache `/var/cache/sentinel`), the unit's settings
 //! `/etc/default/sentinel-host` (a conffile), an example sentinels file, and
 //! the maintainer scripts (`templates/dist/`). `/etc/gateway/sentinels.yaml`
 //! is the operator's and is not shipped, so no upgrade or removal touches it.
@@ -36,6 +37,10 @@ pub const DETECTORS: &str = "usr/lib/sentinel/detectors";
 pub const UNIT_FILE: &str = "usr/lib/systemd/system/sentinel-host.service";
 pub const DEFAULTS_FILE: &str = "etc/default/sentinel-host";
 pub const STATE_DIR: &str = "/var/lib/sentinel";
+/// The fire log's signing key of the state folder: the folder beside it
+/// (the `sentinel` user's home is the state folder, so its config home
+/// would lie inside it).
+pub const KEY_DIR: &str = "/var/lib/sentinel-keys";
 pub const CACHE_DIR: &str = "/var/cache/sentinel";
 pub const USER: &str = "sentinel";
 /// The generated completions: the file `sentinel-host generate` writes, and

@@ -37,6 +37,7 @@ fn user_exists() -> bool {
 struct Cleanup {
     user_was_there: bool,
     state_was_there: bool,
+    keys_were_there: bool,
 }
 
 impl Drop for Cleanup {
@@ -44,6 +45,9 @@ impl Drop for Cleanup {
         let _ = Command::new("dpkg").args(["--purge", PACKAGE]).output();
         if !self.state_was_there {
             let _ = std::fs::remove_dir_all(dist::STATE_DIR);
+        }
+        if !self.keys_were_there {
+            let _ = std::fs::remove_dir_all(dist::KEY_DIR);
         }
         if !self.user_was_there {
             let _ = Command::new("userdel").arg(dist::USER).output();
@@ -102,7 +106,11 @@ pub fn run(root: &Path, profile: &str) -> Result<()> {
     eprintln!("==> the Debian package: built, installed, run as `{}`, removed", dist::USER);
     let made = dist::package(&inputs(root, profile)?, &root.join("target/dist/package-test"))?;
     eprintln!("    {} ({} KiB)", made.deb.display(), std::fs::metadata(&made.deb)?.len() / 1024);
-    let _cleanup = Cleanup { user_was_there: user_exists(), state_was_there: Path::new(dist::STATE_DIR).exists() };
+    let _cleanup = Cleanup {
+        user_was_there: user_exists(),
+        state_was_there: Path::new(dist::STATE_DIR).exists(),
+        keys_were_there: Path::new(dist::KEY_DIR).exists(),
+    };
     must("dpkg -i", Command::new("dpkg").arg("-i").arg(&made.deb))?;
     let files = must("dpkg -L", Command::new("dpkg").args(["-L", PACKAGE]))?;
     let unit = Path::new("/").join(dist::UNIT_FILE);
@@ -137,6 +145,9 @@ fn scan_as_the_user(made: &dist::Made) -> Result<()> {
         .arg("--data-dir")
         .arg(&data)
         .args(["--out", dist::STATE_DIR, "--cache-dir", dist::CACHE_DIR])
+        // The user's own config home (its home is the state folder: the key
+        // goes beside it, in dist::KEY_DIR), not the test runner's.
+        .env_remove("XDG_CONFIG_HOME")
         // As every test scan but the deadline's own (docs/testing.md): a
         // loaded machine must not fail a detector here.
         .args(["--deadline-ms", "60000"])
@@ -152,8 +163,11 @@ fn scan_as_the_user(made: &dist::Made) -> Result<()> {
     // The output folder and what it holds are the user's alone.
     let uid: u32 =
         must("id -u", Command::new("id").args(["-u", dist::USER]))?.trim().parse().context("the user's uid")?;
-    for (rel, mode) in [("", 0o700), ("issues.jsonl", 0o600), ("fire-key.ed25519", 0o600)] {
-        let path = Path::new(dist::STATE_DIR).join(rel);
+    // The signing key beside the output folder, never in it.
+    ensure!(!Path::new(dist::STATE_DIR).join("fire-key.ed25519").exists(), "the signing key is in the output folder");
+    let key = signing_key()?;
+    for path in ["", "issues.jsonl"].map(|rel| Path::new(dist::STATE_DIR).join(rel)).into_iter().chain([key]) {
+        let mode = if path.is_dir() { 0o700 } else { 0o600 };
         let meta = std::fs::metadata(&path).with_context(|| format!("the scan wrote no {}", path.display()))?;
         let (owner, bits) = (meta.uid(), meta.mode() & 0o777);
         ensure!(owner == uid && bits == mode, "{}: owner {owner}, mode {bits:o}", path.display());
@@ -162,6 +176,17 @@ fn scan_as_the_user(made: &dist::Made) -> Result<()> {
     ensure!(issues.lines().count() > 0, "the installed scan found no issue in the generated data dir");
     eprintln!("    {} detectors ok, {} issues, version {}", detectors.len(), issues.lines().count(), made.version);
     Ok(())
+}
+
+/// The state folder's signing key: the one `*.ed25519` in the key folder.
+fn signing_key() -> Result<PathBuf> {
+    let keys: Vec<PathBuf> = std::fs::read_dir(dist::KEY_DIR)
+        .with_context(|| format!("no key folder {}", dist::KEY_DIR))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ed25519"))
+        .collect();
+    ensure!(keys.len() == 1, "{} holds {} signing keys: {keys:?}", dist::KEY_DIR, keys.len());
+    Ok(keys[0].clone())
 }
 
 /// After `dpkg -r`: every file the package installed is gone, and the cache;
@@ -174,9 +199,7 @@ fn removed_but_what_the_operator_owns(files: &str) -> Result<()> {
     for gone in [Path::new(dist::CACHE_DIR), &Path::new("/").join(dist::DETECTORS)] {
         ensure!(!gone.exists(), "dpkg -r left {}", gone.display());
     }
-    for stays in
-        [Path::new(dist::STATE_DIR).join("issues.jsonl"), Path::new(dist::STATE_DIR).join("fire-key.ed25519"), conffile]
-    {
+    for stays in [Path::new(dist::STATE_DIR).join("issues.jsonl"), signing_key()?, conffile] {
         ensure!(stays.exists(), "dpkg -r removed {}, which is the operator's", stays.display());
     }
     if !user_exists() {

@@ -88,6 +88,8 @@ pub fn run(root: &Path) -> Result<()> {
         .env("WATCH_TOKEN_FAILURES", "1000000")
         // Never the real user cache folder (as for cargo test).
         .env("XDG_CACHE_HOME", root.join("target/test-xdg-cache"))
+        // Nor the real user config folder, where the signing key would go.
+        .env("XDG_CONFIG_HOME", root.join("target/test-xdg-config"))
         .env_remove("WATCH_DISPATCHER_ENABLED")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -68,6 +68,9 @@ pub(crate) enum Command {
     /// Check the fire log: every segment, the hash chain and the signed head
     /// (exit 12 when it does not verify).
     Verify(VerifyArgs),
+    /// The fire log's signing key: `rotate` replaces it on purpose.
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// Write the man pages and shell completions, made from this CLI's own
     /// definition, into DIR (for packagers: `cargo xtask dist`).
     #[command(hide = true)]
@@ -119,6 +122,35 @@ pub(crate) struct VerifyArgs {
     /// Print the outcome as one JSON object.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum KeyCommand {
+    /// Replace the signing key: a `key-rotation` entry signed by the old key
+    /// names the new one (a `key-lost` entry when the old key is gone, which
+    /// `verify` reports); every head after it is signed by the new key.
+    Rotate(KeyRotateArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct KeyRotateArgs {
+    #[command(flatten)]
+    pub(crate) location: Location,
+    #[command(flatten)]
+    pub(crate) key: KeyFileArg,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Where the fire log's signing key is, on every command that signs.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct KeyFileArg {
+    /// The fire log's signing key [default: the config file's `[fire_log]
+    /// key_file`, else $XDG_CONFIG_HOME/openmausbot-sentinel/keys/out-<hash of
+    /// the output folder>.ed25519]; never inside the output folder.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -361,6 +393,8 @@ pub(crate) struct RunArgs {
     /// Linear memory cap per detector, in MiB.
     #[arg(long, value_name = "MIB")]
     pub(crate) memory_mib: Option<usize>,
+    #[command(flatten)]
+    pub(crate) key: KeyFileArg,
 }
 
 /// `name.key=value`: true/false, integers, floats, `30s`/`5m`/`250ms` durations, else text.
@@ -422,11 +456,15 @@ pub(crate) enum IssuesCommand {
         note: Option<String>,
         #[command(flatten)]
         location: Location,
+        #[command(flatten)]
+        key: KeyFileArg,
     },
     /// Set a fixed or regressed issue open again (a `reopen` fire).
     Reopen {
         sig: String,
         #[command(flatten)]
         location: Location,
+        #[command(flatten)]
+        key: KeyFileArg,
     },
 }

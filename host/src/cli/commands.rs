@@ -1,5 +1,6 @@
 //! The one-shot commands' handlers: `detectors`, `replay`, `verify`,
-//! `reset`, `service install`/`uninstall`, `check-install` and `issues`.
+//! `key rotate`, `reset`, `service install`/`uninstall`, `check-install` and
+//! `issues`.
 //!
 //! Each calls the library and renders what it returns; it owns no work of
 //! its own and returns the exit code its outcome maps to.
@@ -11,7 +12,8 @@ use sentinel_host::ops::service::{self, CheckOutcome, Platform};
 use sentinel_host::runtime::Limits;
 
 use crate::args::{
-    CheckInstallArgs, DetectorsCommand, IssuesCommand, ReplayArgs, ReportArgs, ResetArgs, ServiceInstallArgs,
+    CheckInstallArgs, DetectorsCommand, IssuesCommand, KeyRotateArgs, ReplayArgs, ReportArgs, ResetArgs,
+    ServiceInstallArgs,
     ServiceUninstallArgs, VerifyArgs,
 };
 use crate::{exit, render};
@@ -109,6 +111,34 @@ pub(crate) fn verify(args: &VerifyArgs) -> anyhow::Result<u8> {
         print!("{}", render::verification(&v));
     }
     Ok(if v.ok { exit::OK } else { exit::CHAIN_BROKEN })
+}
+
+pub(crate) fn key_rotate(args: &KeyRotateArgs) -> anyhow::Result<u8> {
+    let (data_dir, out) = (args.location.data_dir.as_deref(), args.location.out.as_deref());
+    let r = sentinel_host::ops::key::rotate(data_dir, out, args.key.key_file.as_deref())
+        .context("cannot rotate the signing key")?;
+    if args.json {
+        println!("{}", render::json(&r).context("cannot render the outcome as JSON")?);
+        return Ok(exit::OK);
+    }
+    let from = r.previous_kid.as_deref().unwrap_or("no earlier key");
+    match (r.recorded, r.fire_seq) {
+        (Some(sentinel_host::firelog::FireType::KeyRotation), Some(seq)) => println!(
+            "sentinel: signing key {from} rotated to {} (key-rotation entry {seq}, signed by the old key)",
+            r.kid
+        ),
+        (Some(_), Some(seq)) => println!(
+            "sentinel: the signing key {from} was gone: {} replaces it (key-lost entry {seq}); `verify` reports it until you verify with --public-key naming the new fires.pub.json",
+            r.kid
+        ),
+        _ => println!("sentinel: no signed log yet: a new signing key {} was made", r.kid),
+    }
+    println!("  key file: {}", r.key_file.display());
+    println!(
+        "  keep a copy of {} elsewhere: it is what `verify --public-key` checks against",
+        r.out_dir.join("fires.pub.json").display()
+    );
+    Ok(exit::OK)
 }
 
 pub(crate) fn reset(args: &ResetArgs) -> anyhow::Result<u8> {
@@ -260,14 +290,17 @@ pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
                 .context("cannot show the issue")?;
             println!("{}", render::json(&i).context("cannot render the issue as JSON")?);
         }
-        IssuesCommand::Fix { sig, note, location } => {
-            let c = issues::change(location.data_dir.as_deref(), location.out.as_deref(), sig, Some(note.as_deref()))
-                .context("cannot fix the issue")?;
+        IssuesCommand::Fix { sig, note, location, key } => {
+            let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
+            let (c, notice) =
+                issues::change(data_dir, out, key, sig, Some(note.as_deref())).context("cannot fix the issue")?;
+            notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
             println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
         }
-        IssuesCommand::Reopen { sig, location } => {
-            let c = issues::change(location.data_dir.as_deref(), location.out.as_deref(), sig, None)
-                .context("cannot reopen the issue")?;
+        IssuesCommand::Reopen { sig, location, key } => {
+            let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
+            let (c, notice) = issues::change(data_dir, out, key, sig, None).context("cannot reopen the issue")?;
+            notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
             println!("sentinel: issue {} open again (fire {})", c.sig, c.fire_seq);
         }
     }

@@ -27,6 +27,7 @@ pub const OUT_IN_USE: u8 = 11;
 pub const CHAIN_BROKEN: u8 = 12;
 pub const SCAN_OVERRUN: u8 = 13;
 pub const LISTEN: u8 = 14;
+pub const SIGNING_KEY: u8 = 15;
 
 pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<ListenError>().is_some() {
@@ -50,8 +51,8 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     }
     match err.downcast_ref::<sentinel_host::ops::issues::IssuesError>() {
         Some(sentinel_host::ops::issues::IssuesError::Scan(e)) => return scan_code(e),
-        Some(sentinel_host::ops::issues::IssuesError::Lifecycle(sentinel_host::ledger::LifecycleError::Ledger(_))) => {
-            return OUTPUT_IO;
+        Some(sentinel_host::ops::issues::IssuesError::Lifecycle(sentinel_host::ledger::LifecycleError::Ledger(e))) => {
+            return ledger_code(e);
         }
         // An unknown signature, or a fix of a fixed issue: the operator's input.
         Some(_) => return USAGE,
@@ -81,6 +82,14 @@ pub(crate) fn out_dir_code(e: &OutDirError) -> u8 {
     }
 }
 
+pub(crate) fn ledger_code(e: &LedgerError) -> u8 {
+    match e {
+        LedgerError::Lock(LockError::Held { .. }) => OUT_IN_USE,
+        LedgerError::Key(_) => SIGNING_KEY,
+        _ => OUTPUT_IO,
+    }
+}
+
 pub(crate) fn scan_code(e: &ScanError) -> u8 {
     match e {
         ScanError::OutDir(e) => out_dir_code(e),
@@ -88,7 +97,7 @@ pub(crate) fn scan_code(e: &ScanError) -> u8 {
         // A new or replaced ledger beside an exported log that does not verify.
         ScanError::Ledger(LedgerError::ExportedLog { .. }) => CHAIN_BROKEN,
         ScanError::Overrun { .. } => SCAN_OVERRUN,
-        ScanError::Ledger(_) => OUTPUT_IO,
+        ScanError::Ledger(e) => ledger_code(e),
         ScanError::DataDir { .. } | ScanError::NoDataDir => DATA_DIR,
         ScanError::Runtime(RuntimeError::DetectorsDir { .. }) => CONFIG,
         _ => INTERNAL,

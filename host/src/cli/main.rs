@@ -55,6 +55,7 @@ fn main() -> ExitCode {
         Command::Reset(args) => commands::reset(&args),
         Command::Verify(args) => commands::verify(&args),
         Command::Report(args) => commands::report(&args),
+        Command::Key(args::KeyCommand::Rotate(args)) => commands::key_rotate(&args),
         Command::Issues(cmd) => commands::issues(&cmd),
         Command::Replay(args) => commands::replay(&args),
         Command::Detectors(cmd) => commands::detectors(&cmd),

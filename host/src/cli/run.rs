@@ -16,7 +16,7 @@ use sentinel_host::config::Config;
 use sentinel_host::model::observation::ConfigValue;
 use sentinel_host::runtime::Limits;
 use sentinel_host::scan::LoadKind;
-use sentinel_host::{ScanError, ScanOptions, run_scan};
+use sentinel_host::{ScanError, ScanOptions};
 
 use crate::args::RunArgs;
 use crate::{exit, progress, render};
@@ -60,11 +60,17 @@ pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<
         opts.global_config.push(("cost".into(), ConfigValue::Float(c)));
     }
     opts.detector_config = args.set.clone();
+    opts.key_file = args.key.key_file.clone().or_else(|| opts.config.key_file());
     let quiet = args.json || !std::io::stderr().is_terminal();
     let line = (!quiet).then(progress::Line::new);
     opts.progress = line.as_ref().map(|l| l.observer());
     if args.once {
-        let report = run_scan(&opts).with_context(|| format!("scan with detectors from {}", args.detectors.display()));
+        let report = sentinel_host::core::sentinel::Sentinel::open(opts.clone())
+            .and_then(|mut s| {
+                tell_key_notice(&mut s);
+                s.scan()
+            })
+            .with_context(|| format!("scan with detectors from {}", args.detectors.display()));
         if let Some(l) = &line {
             l.clear();
         }
@@ -76,6 +82,14 @@ pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<
         return Ok(exit::OK);
     }
     run_long(args, opts, line, listen)
+}
+
+/// Says on stderr what opening the signing key did, when it did more than
+/// open it (an older folder's key moved out, a new key made).
+fn tell_key_notice(sentinel: &mut sentinel_host::core::sentinel::Sentinel) {
+    if let Some(notice) = sentinel.take_key_notice() {
+        eprintln!("sentinel: {notice}");
+    }
 }
 
 /// `run --once` with `[fleet]`: ships what the log holds, bounded by
@@ -184,6 +198,7 @@ pub(crate) fn run_long(
     let fleet = opts.config.fleet.clone();
     let mut sentinel = sentinel_host::core::sentinel::Sentinel::open(opts)
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
+    tell_key_notice(&mut sentinel);
     // Beside the scan, never in its commit: a fire never waits on the network.
     let fleet_stats = Arc::new(sentinel_host::fleet::Stats::default());
     let _shipper = fleet

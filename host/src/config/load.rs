@@ -177,6 +177,12 @@ impl Config {
             }
             self.limits = other.limits;
         }
+        if other.fire_log.is_some() {
+            if self.fire_log.is_some() {
+                return Err(both("fire_log"));
+            }
+            self.fire_log = other.fire_log;
+        }
         self.digest = format!("{}+{}", self.digest, other.digest);
         let toml_path = std::mem::replace(&mut self.path, other.path.clone());
         // Names across both files, and the roles with the sentinels file's lines.

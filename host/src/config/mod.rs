@@ -72,6 +72,9 @@ pub struct Config {
     /// `[report]`: the daily digest, written at a local hour; off when absent.
     #[serde(default)]
     pub report: Option<ReportConfig>,
+    /// `[fire_log]`: where the fire log's signing key lives (docs/fire-log.md).
+    #[serde(default)]
+    pub fire_log: Option<FireLogConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -112,6 +115,24 @@ pub struct SentinelConfig {
     /// How often a polling or deep sentinel ticks (a duration, `"5m"`);
     /// absent: what the detector declares, else every scan.
     pub cooldown: Option<String>,
+}
+
+/// `[fire_log]`: the fire log's signing key.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FireLogConfig {
+    /// The key file (a relative path is taken from the config file's
+    /// folder); absent: the output folder's default key file.
+    pub key_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// The key file the config file names, resolved against its folder.
+    pub fn key_file(&self) -> Option<PathBuf> {
+        let file = self.fire_log.as_ref()?.key_file.as_ref()?;
+        let base = self.path.as_deref().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new(""));
+        Some(base.join(file))
+    }
 }
 
 /// Every limit of the sandbox; an absent key keeps its default.
@@ -377,6 +398,22 @@ mod tests {
         assert!(parse.keeps_its_lines() && parse.to_string().contains("1 | [fleet\n"), "{parse}");
         let invalid = Config::parse("[[sources.http]]\nname = \"h\"\nurl = \"https://x\"", Path::new("t.toml"));
         assert!(!invalid.unwrap_err().keeps_its_lines());
+    }
+
+    #[test]
+    fn the_key_file_is_taken_from_the_config_files_folder_and_set_in_one_file_only() {
+        let c = Config::parse("[fire_log]\nkey_file = \"keys/k.ed25519\"\n", Path::new("/etc/s/c.toml")).unwrap();
+        assert_eq!(c.key_file(), Some(PathBuf::from("/etc/s/keys/k.ed25519")));
+        let absolute = Config::parse("[fire_log]\nkey_file = \"/k.ed25519\"\n", Path::new("/etc/s/c.toml")).unwrap();
+        assert_eq!(absolute.key_file(), Some(PathBuf::from("/k.ed25519")));
+        assert_eq!(Config::default().key_file(), None);
+        assert!(Config::parse("[fire_log]\nkey = \"x\"\n", Path::new("t.toml")).is_err(), "unknown keys are errors");
+        let tmp = tempfile::tempdir().unwrap();
+        let (toml, yaml) = (tmp.path().join("c.toml"), tmp.path().join("s.yaml"));
+        std::fs::write(&toml, "[fire_log]\nkey_file = \"k.ed25519\"\n").unwrap();
+        std::fs::write(&yaml, "fire_log:\n  key_file: /other.ed25519\n").unwrap();
+        let err = Config::load_with(Some(&toml), Some(&yaml)).unwrap_err().to_string();
+        assert!(err.contains("fire_log") && err.contains("one file"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! It owns, for as long as it lives: the output folder's writer lock and
 //! ledger (a second process on the same folder is refused), the wasmtime
 //! runtime (one engine, created on the first scan that needs it), the
+//! fire log's signing key (opened with the ledger, from its own file), the
 //! [`Catalog`] of loaded detectors (each file loaded once, again when it
 //! changes), and the operator's commands, applied between scans, each in a
 //! transaction of its own. A scan borrows all of it ([`crate::scan`]). It
@@ -195,6 +196,8 @@ pub struct Sentinel {
     roster: Roster,
     /// A kick arrived since the last scan (see [`Sentinel::watch_for_kicks`]).
     kick_pending: bool,
+    /// See [`Sentinel::take_key_notice`].
+    key_notice: Option<String>,
 }
 
 impl std::fmt::Debug for Sentinel {
@@ -223,7 +226,8 @@ impl Sentinel {
             }
             None => out_dir::cache_dir(&out, &data_dir),
         };
-        let ledger = Ledger::open(&out)?;
+        let mut ledger = Ledger::open(&out)?;
+        let key_notice = ledger.open_signing_key(opts.key_file.as_deref())?.notice();
         let state_reset = ledger.reset_reason().map(str::to_owned);
         Ok(Sentinel {
             opts,
@@ -236,7 +240,14 @@ impl Sentinel {
             state_reset,
             roster: Roster::default(),
             kick_pending: false,
+            key_notice,
         })
+    }
+
+    /// What opening the signing key did, when it did more than open it (an
+    /// older folder's key moved out, a new key for a new log): told once.
+    pub fn take_key_notice(&mut self) -> Option<String> {
+        self.key_notice.take()
     }
 
     pub fn out_dir(&self) -> &Path {

@@ -5,16 +5,23 @@
 //! It owns everything someone else needs to check the log without the host:
 //! the canonical encoding (documented in `docs/fire-log.md`), SHA-256
 //! chaining, the Ed25519 head signature with key id
-//! `sidecar-v1-{first 8 hex of sha256(public key)}`, the key file (generated
-//! on first use, `0600`), and [`verify_dir`], which reads only the exported
+//! `sidecar-v1-{first 8 hex of sha256(public key)}`, the key file outside the
+//! output folder ([`key_file`]: where it lives, its owner and mode checked at
+//! every open, the one-time move out of an older folder), the key-rotation
+//! entries' signatures and the key followed through them ([`KeyTrail`]),
+//! and [`verify_dir`], which reads only the exported
 //! `fires-*.ndjson` segments, `fires.head.json` and a public key. It imports
 //! nothing of the ledger. It never decides what a fire is (the ledger's
 //! commit does) and never writes a segment (the ledger's export does).
 
 mod key;
+pub mod key_file;
+mod key_trail;
 mod verify;
 
-pub use key::{KeyError, PublicKeyFile, kid, sign_head, signing_key};
+pub use key::{KeyChange, KeyError, PublicKeyFile, generate, kid, sign_head, sign_rotation};
+pub use key_file::{KeyFile, KeyOpened, OpenedHow};
+pub use key_trail::KeyTrail;
 pub use verify::{
     Check, CheckName, Finding, Resume, STOPPED, Status, Verification, finding, verify_dir, verify_dir_from,
 };
@@ -30,6 +37,8 @@ use crate::model::observation::{Origin, Severity};
 pub const SEGMENT_ENTRIES: u64 = if cfg!(test) { 4 } else { 4096 };
 pub const HEAD_FILE: &str = "fires.head.json";
 pub const PUBLIC_KEY_FILE: &str = "fires.pub.json";
+/// Where an older release kept the signing key: in the output folder, beside
+/// the log. Found there, it is moved to its [`KeyFile`] once.
 pub const KEY_FILE: &str = "fire-key.ed25519";
 const ENTRY_DOMAIN: &[u8] = b"sentinel-fire-v1\0";
 const HEAD_DOMAIN: &[u8] = b"sentinel-fire-head-v1\0";
@@ -78,11 +87,17 @@ pub enum FireType {
     /// Issue `sig` crossed the configured threshold (`[report]`'s count or
     /// wasted turns in its window): once per crossing; `reason` says which.
     Threshold,
+    /// The operator replaced the signing key (`key rotate`) while the old
+    /// one was there: `key` names the new key, signed by the old one.
+    KeyRotation,
+    /// The operator replaced a signing key that was gone: `key` names the
+    /// new key, and nothing vouches for it (a finding `verify` reports).
+    KeyLost,
 }
 
 impl FireType {
     /// Every type, in the order the docs list them.
-    pub const ALL: [FireType; 9] = [
+    pub const ALL: [FireType; 11] = [
         FireType::Occurrence,
         FireType::Quarantine,
         FireType::Release,
@@ -92,6 +107,8 @@ impl FireType {
         FireType::Regression,
         FireType::Digest,
         FireType::Threshold,
+        FireType::KeyRotation,
+        FireType::KeyLost,
     ];
 
     /// The name the JSON shows.
@@ -106,7 +123,15 @@ impl FireType {
             FireType::Regression => "regression",
             FireType::Digest => "digest",
             FireType::Threshold => "threshold",
+            FireType::KeyRotation => "key-rotation",
+            FireType::KeyLost => "key-lost",
         }
+    }
+
+    /// Whether an entry of this type changes the signing key (and carries
+    /// the `key` field, hashed after `reason`).
+    pub fn changes_key(self) -> bool {
+        matches!(self, FireType::KeyRotation | FireType::KeyLost)
     }
 
     /// The type named `name` as the JSON shows it.
@@ -162,6 +187,9 @@ pub struct FireEntry {
     /// For a quarantine or a release: why (failure kind and phase, or the operator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For a key-rotation or a key-lost entry: the keys before and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeyChange>,
     /// The previous entry's hash (64 zeros before the first).
     pub prev: String,
     /// This entry's hash: see [`FireEntry::compute_hash`].
@@ -221,6 +249,7 @@ impl FireEntry {
             evidence_id: self.evidence_id.as_deref(),
             probation: self.probation,
             reason: self.reason.as_deref(),
+            key: self.key.as_ref(),
         }
     }
 }
@@ -247,6 +276,7 @@ pub struct FireEntryRef<'a> {
     pub evidence_id: Option<&'a str>,
     pub probation: bool,
     pub reason: Option<&'a str>,
+    pub key: Option<&'a KeyChange>,
 }
 
 /// A sealed entry as a segment line: [`FireEntry`]'s fields, names, order
@@ -285,6 +315,8 @@ struct Line<'a> {
     probation: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<&'a KeyChange>,
     prev: &'a str,
     hash: &'a str,
 }
@@ -325,6 +357,14 @@ impl FireEntryRef<'_> {
         }
         field(Some(if self.probation { "true" } else { "false" }));
         field(self.reason);
+        // Only an entry that changes the key has these (and always all three,
+        // an absent one as absent): every other entry hashes as it always did.
+        if self.fire_type.changes_key() {
+            let key = self.key;
+            field(key.and_then(|k| k.previous_key.as_deref()));
+            field(key.map(|k| k.public_key.as_str()));
+            field(key.and_then(|k| k.signature.as_deref()));
+        }
         h.finalize().into()
     }
 
@@ -352,6 +392,7 @@ impl FireEntryRef<'_> {
             evidence_id: self.evidence_id,
             probation: self.probation,
             reason: self.reason,
+            key: self.key,
             prev: &prev,
             hash: &hash_hex,
         };
@@ -431,6 +472,7 @@ mod tests {
             evidence_id: Some("m\"1\u{2028}".into()),
             probation,
             reason: reason.map(str::to_owned),
+            key: None,
             prev: String::new(),
             hash: String::new(),
         }
@@ -452,6 +494,13 @@ mod tests {
         sealed_alike(entry(Some("bash \u{1b}[2J é"), None, false), 1, [0; 32]);
         sealed_alike(entry(None, Some("2 failures in a row"), true), 4096, [7; 32]);
         sealed_alike(entry(Some(""), Some(""), false), u64::MAX, [255; 32]);
+        // An entry that changes the key seals its `key` too.
+        let key = KeyChange { previous_key: Some("ab".repeat(32)), public_key: "cd".repeat(32), signature: None };
+        let rotation = FireEntry { fire_type: FireType::KeyLost, key: Some(key), ..entry(None, Some("lost"), false) };
+        let mut moved = rotation.clone();
+        moved.key.as_mut().unwrap().public_key = "ef".repeat(32);
+        assert_ne!(rotation.compute_hash(&[0; 32]), moved.compute_hash(&[0; 32]), "the hash covers the key");
+        sealed_alike(rotation, 9, [3; 32]);
     }
 
     proptest::proptest! {

@@ -3,7 +3,9 @@
 //! It owns [`verify_dir`] (and [`verify_dir_from`], which trusts the closed
 //! segments a caller checked before): every segment present and in order, every entry
 //! chained to the one before, the head signed by the key and matching the
-//! last entry; the first bad place is named as a [`Finding`]. It reads only
+//! last entry, the signing key followed through the log's key-rotation
+//! entries ([`KeyTrail`]: a key-lost entry is a finding); the first bad
+//! place is named as a [`Finding`]. It reads only
 //! the exported `fires-*.ndjson` segments, `fires.head.json` and a public key;
 //! it never opens the ledger (comparing the files with the ledger's own copy
 //! is [`crate::ledger::verify_out_dir`]) and never writes.
@@ -14,6 +16,7 @@ use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use serde::Serialize;
 
 use super::key::{PublicKeyFile, kid};
+use super::key_trail::KeyTrail;
 use super::{
     FireEntry, HEAD_FILE, Head, PUBLIC_KEY_FILE, SEGMENT_ENTRIES, head_message, segment_index, segment_name, unhex,
     unhex32,
@@ -178,6 +181,8 @@ pub struct Resume {
     pub segment: u64,
     pub seq: u64,
     pub prev: [u8; 32],
+    /// The signing key as the trusted segments left it.
+    pub keys: KeyTrail,
 }
 
 /// [`verify_dir`], trusting the closed segments before `from`'s; with it,
@@ -258,17 +263,10 @@ fn check(
     let head: Head = serde_json::from_str(&head_text)
         .map_err(|e| signed(finding(Some(HEAD_FILE), None, None, format!("not a fire-log head: {e}"))))?;
     v.head = Some(head.clone());
-    check_head_signature(&head, &key).map_err(|f| {
-        if public_key.is_some() {
-            v.mark(CheckName::KeptKey, Status::Failed, Some(f.problem.clone()));
-        }
-        signed(f)
-    })?;
-    v.mark(CheckName::HeadSignature, Status::Ok, None);
-    if public_key.is_some() {
-        v.mark(CheckName::KeptKey, Status::Ok, None);
-    }
-    let (seq, prev) = check_segments(dir, v, from, last)?;
+    // Checked with the key in force at the head, once the log's rotations are followed.
+    let signed_by_anchor = check_head_signature(&head, &key);
+    let mut keys = KeyTrail::start(&key, public_key.is_some());
+    let (seq, prev) = check_segments(dir, v, from, last, &mut keys)?;
     v.mark(CheckName::Segments, Status::Ok, None);
     v.mark(CheckName::Chain, Status::Ok, None);
     let matches = |f| (CheckName::HeadMatchesLog, f);
@@ -289,6 +287,17 @@ fn check(
         )));
     }
     v.mark(CheckName::HeadMatchesLog, Status::Ok, None);
+    let signer = keys.check_head(&key, signed_by_anchor, |k| check_head_signature(&head, k)).map_err(|f| {
+        if public_key.is_some() {
+            v.mark(CheckName::KeptKey, Status::Failed, Some(f.problem.clone()));
+        }
+        signed(f)
+    })?;
+    v.mark(CheckName::HeadSignature, Status::Ok, None);
+    if public_key.is_some() {
+        v.mark(CheckName::KeptKey, Status::Ok, None);
+    }
+    v.kid = Some(kid(&signer));
     Ok(())
 }
 
@@ -298,6 +307,7 @@ fn check_segments(
     v: &mut Verification,
     from: Option<Resume>,
     last: &mut Option<Resume>,
+    keys: &mut KeyTrail,
 ) -> Result<(u64, [u8; 32]), Failed> {
     let gap = |f| (CheckName::Segments, f);
     let mut prev = [0u8; 32];
@@ -315,12 +325,12 @@ fn check_segments(
             )));
         }
         if let Some(r) = from.filter(|r| *index < r.segment && *index < last_index) {
-            (seq, prev) = (r.seq, r.prev);
+            (seq, prev, *keys) = (r.seq, r.prev, r.keys);
             v.segments += 1;
             continue;
         }
         if *index == last_index {
-            *last = Some(Resume { segment: last_index, seq, prev });
+            *last = Some(Resume { segment: last_index, seq, prev, keys: *keys });
         }
         let text = std::fs::read_to_string(path)
             .map_err(|e| gap(finding(Some(&name), None, None, format!("cannot read: {e}"))))?;
@@ -328,8 +338,12 @@ fn check_segments(
         for (n, line) in (1..).zip(text.lines()) {
             lines += 1;
             seq += 1;
-            prev = check_entry(line, seq, &prev)
-                .map_err(|p| (CheckName::Chain, finding(Some(&name), Some(n), Some(seq), p)))?;
+            let at = |p| (CheckName::Chain, finding(Some(&name), Some(n), Some(seq), p));
+            let (hash, entry) = check_line(line, seq, &prev).map_err(at)?;
+            if entry.fire_type.changes_key() {
+                keys.step(&entry, &prev).map_err(at)?;
+            }
+            prev = hash;
             v.entries = seq;
         }
         if *index < last_index && lines != SEGMENT_ENTRIES {
@@ -384,8 +398,17 @@ fn check_head_signature(head: &Head, key: &VerifyingKey) -> Result<(), Finding> 
 }
 
 /// Checks one line as entry `seq` after `prev`; returns its hash.
+#[cfg(test)]
 pub(super) fn check_entry(line: &str, seq: u64, prev: &[u8; 32]) -> Result<[u8; 32], String> {
+    check_line(line, seq, prev).map(|(hash, _)| hash)
+}
+
+/// Checks one line as entry `seq` after `prev`; returns its hash and the entry.
+fn check_line(line: &str, seq: u64, prev: &[u8; 32]) -> Result<([u8; 32], FireEntry), String> {
     let entry: FireEntry = serde_json::from_str(line).map_err(|e| format!("not a fire entry: {e}"))?;
+    if entry.key.is_some() && !entry.fire_type.changes_key() {
+        return Err("a `key` on an entry that changes no key (the hash does not cover it)".into());
+    }
     if entry.seq != seq {
         return Err(format!("entry {} where entry {seq} was due: entries were removed or reordered", entry.seq));
     }
@@ -396,5 +419,5 @@ pub(super) fn check_entry(line: &str, seq: u64, prev: &[u8; 32]) -> Result<[u8; 
     if entry.hash != crate::base::hex(&hash) {
         return Err("its hash does not match its content: the entry was altered".into());
     }
-    Ok(hash)
+    Ok((hash, entry))
 }

@@ -17,7 +17,8 @@
 //! while a scan runs, the checkpoint of the store's log); [`view`] is the
 //! read-only view readers use; [`lock`] makes sure one process writes an
 //! output folder, and `leftovers` removes, once it holds the lock, the
-//! temporary files a writer that died left; [`verify_out_dir`] checks the
+//! temporary files a writer that died left; `signing` opens the signing key
+//! (its file outside the folder) and rotates it; [`verify_out_dir`] checks the
 //! exported fire log against the store; [`lifecycle`] keeps the issues'
 //! states, [`daily`] the daily digest's bookkeeping and [`threshold`] the
 //! threshold rule's crossings. Only a [`Ledger`] writes, and only
@@ -30,6 +31,7 @@ mod leftovers;
 pub mod lifecycle;
 pub mod lock;
 pub mod meta;
+mod signing;
 pub mod store;
 pub mod threshold;
 mod verify;
@@ -47,6 +49,7 @@ pub use export::issues::{EvidenceRef, IssueLine};
 pub use lifecycle::{IssueState, LifecycleError, StateChange};
 pub use lock::{LockError, WriterLock};
 pub use meta::{MetaEntry, MetaKey};
+pub use signing::KeyRotated;
 pub use store::Admin;
 pub use verify::{Folder, verify_folder, verify_out_dir, verify_out_dir_from};
 pub use view::{FireFact, FireFilter, FireSample, LedgerView};
@@ -124,6 +127,8 @@ pub struct Ledger {
     tally: Option<count::tally::Tally>,
     /// Held for as long as this ledger lives: no other process writes here.
     _lock: WriterLock,
+    /// The key every head is signed with, once opened ([`Ledger::open_signing_key`]).
+    signer: Option<ed25519_dalek::SigningKey>,
     /// Time the last commit spent appending to, and exporting, the fire log.
     fire_append_time: std::time::Duration,
     fire_export_time: std::time::Duration,

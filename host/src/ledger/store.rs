@@ -167,6 +167,7 @@ impl Ledger {
             staging: false,
             tally: None,
             _lock: lock,
+            signer: None,
             fire_append_time: std::time::Duration::ZERO,
             fire_export_time: std::time::Duration::ZERO,
             export_time: std::time::Duration::ZERO,

@@ -47,18 +47,24 @@ pub fn show(data_dir: Option<&Path>, out: Option<&Path>, sig: &str) -> Result<Is
     list(data_dir, out, None)?.into_iter().find(|i| i.sig == sig).ok_or_else(|| IssuesError::Unknown(sig.to_owned()))
 }
 
-/// Marks `sig` fixed (`Some(note)`, or no note), or sets it open again (`None`).
+/// Marks `sig` fixed (`Some(note)`, or no note), or sets it open again
+/// (`None`); its fire is signed with the key in `key_file` (else the
+/// folder's default key file). With it, what opening the key did when it
+/// did more than open it ([`crate::firelog::KeyOpened::notice`]).
 pub fn change(
     data_dir: Option<&Path>,
     out: Option<&Path>,
+    key_file: Option<&Path>,
     sig: &str,
     fix: Option<Option<&str>>,
-) -> Result<StateChange, IssuesError> {
+) -> Result<(StateChange, Option<String>), IssuesError> {
     let out = out_folder(data_dir, out)?;
     let mut ledger = Ledger::open(&out).map_err(ScanError::from)?;
+    let notice = ledger.open_signing_key(key_file).map_err(ScanError::from)?.notice();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    Ok(match fix {
+    let change = match fix {
         Some(note) => ledger.fix_issue(sig, now, note)?,
         None => ledger.reopen_issue(sig, now)?,
-    })
+    };
+    Ok((change, notice))
 }

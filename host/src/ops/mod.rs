@@ -4,11 +4,13 @@
 //! install, check), replay cases ([`replay`], with what a blessed expectation
 //! may hold in [`blessing`]), the WIT the binary speaks written out
 //! ([`wit_export`]), `detectors inspect` ([`inspect`]), the issues' life ([`issues`]), the
-//! friction digest ([`report`]) and `reset` ([`reset`]). It never scans the data dir and never prints.
+//! friction digest ([`report`]), `reset` ([`reset`]) and `key rotate` ([`key`]). It never
+//! scans the data dir and never prints.
 
 pub mod blessing;
 pub mod inspect;
 pub mod issues;
+pub mod key;
 pub mod replay;
 pub mod report;
 pub mod reset;

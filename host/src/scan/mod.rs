@@ -85,6 +85,10 @@ pub struct ScanOptions {
     pub kicked: Option<bool>,
     /// When the scan in flight overruns its budget (set as each scan starts).
     pub(crate) deadline: Option<Instant>,
+    /// The fire log's signing key file (`--key-file`, the config file's
+    /// `[fire_log] key_file`); `None`: the folder's default key file
+    /// ([`crate::firelog::KeyFile::locate`]).
+    pub key_file: Option<PathBuf>,
 }
 
 /// Where a scan is, for a progress display.
@@ -157,6 +161,7 @@ impl ScanOptions {
             scan_budget: None,
             kicked: None,
             deadline: None,
+            key_file: None,
         }
     }
 

@@ -217,6 +217,7 @@ pub(crate) mod tests {
             evidence_id: None,
             probation,
             reason: None,
+            key: None,
             prev: "0".repeat(64),
             hash: "ab".repeat(32),
         }

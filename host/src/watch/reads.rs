@@ -254,9 +254,10 @@ impl PageQuery {
     fn fire_type(&self) -> Result<Option<FireType>, Problem> {
         match self.fire_type.as_deref() {
             None => Ok(None),
-            Some(t) => FireType::parse(t)
-                .map(Some)
-                .ok_or_else(|| Problem::unprocessable("type must be occurrence, quarantine, release or diagnostic")),
+            Some(t) => FireType::parse(t).map(Some).ok_or_else(|| {
+                let names: Vec<&str> = FireType::ALL.iter().map(|t| t.as_str()).collect();
+                Problem::unprocessable(format!("type must be one of {}", names.join(", ")))
+            }),
         }
     }
 }

@@ -34,6 +34,7 @@ pub(in crate::ledger) fn occurrence_fire<'a>(
         evidence_id: Some(&o.evidence_id),
         probation: o.probation,
         reason: None,
+        key: None,
     }
 }
 
@@ -64,6 +65,7 @@ pub(in crate::ledger) fn health_fire(
         evidence_id: None,
         probation: false,
         reason: Some(reason),
+        key: None,
         prev: String::new(),
         hash: String::new(),
     }

@@ -72,7 +72,7 @@ pub(in crate::ledger) fn verified(dir: &Path) -> Result<Verification, LedgerErro
         None if v.ok
             && let Some(head) = &v.head =>
         {
-            let key = firelog::signing_key(dir).map_err(|e| LedgerError::Key(Box::new(e)))?.verifying_key();
+            let key = crate::ledger::signing::host_key(dir)?.verifying_key();
             if head.public_key != crate::base::hex(key.as_bytes()) {
                 let problem = format!(
                     "the head was signed with key {}, not with this host's signing key {}: the log was signed elsewhere",

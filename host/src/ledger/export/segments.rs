@@ -117,6 +117,11 @@ impl Appender {
     pub fn count(&self) -> u64 {
         self.seq
     }
+
+    /// The next entry's sequence number and the hash it chains to.
+    pub fn next_position(&self) -> (u64, [u8; 32]) {
+        (self.seq + 1, self.prev)
+    }
 }
 
 impl Ledger {
@@ -157,7 +162,7 @@ impl Ledger {
             crate::base::private_fs::sync_parent(&path);
         }
         let closed = count / SEGMENT_ENTRIES;
-        let key = firelog::signing_key(&self.dir).map_err(|e| LedgerError::Key(Box::new(e)))?;
+        let key = self.signing_key()?;
         let last_hash: Option<String> = self
             .conn
             .query_row("SELECT hash FROM fires WHERE seq = ?1", [count as i64], |r| r.get(0))
