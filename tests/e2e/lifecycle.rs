@@ -14,18 +14,7 @@ fn issues_cmd(args: &[&str], data: &Path, out: &Path) -> std::process::Output {
 }
 
 fn fire_types(out: &Path) -> Vec<String> {
-    let mut segments: Vec<_> = files_under(out)
-        .into_iter()
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("fires-") && n.ends_with(".ndjson"))
-        })
-        .collect();
-    segments.sort();
-    segments
-        .iter()
-        .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
-        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap()["type"].as_str().unwrap().to_owned())
-        .collect()
+    fire_entries(out).iter().map(|e| e["type"].as_str().unwrap().to_owned()).collect()
 }
 
 #[test]

@@ -122,21 +122,20 @@ fn the_digest_ranks_as_a_recomputation_from_the_fire_log_does() {
     assert_eq!(o.status.code(), Some(2), "a period over the limit is the operator's input");
 }
 
-/// The `digest` entries of the exported fire log, in order.
-fn digest_fires(out: &Path) -> Vec<Value> {
-    let mut segments: Vec<_> = files_under(out)
-        .into_iter()
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("fires-") && n.ends_with(".ndjson"))
-        })
-        .collect();
-    segments.sort();
-    segments
-        .iter()
-        .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
-        .map(|l| serde_json::from_str::<Value>(&l).unwrap())
-        .filter(|e| e["type"] == "digest")
-        .collect()
+/// `run --once` at `at` with the config file `config` (and `TZ`, when given).
+fn scan_with(detectors: &Path, data: &Path, out: &Path, config: &Path, at: i64, tz: Option<&str>) {
+    let mut c = run_command(detectors, data, out);
+    c.args(["--once", "--json", "--no-fast-path", "--scan-time", &at.to_string(), "--config"]).arg(config);
+    if let Some(tz) = tz {
+        c.env("TZ", tz);
+    }
+    let o = run_within(c, Duration::from_secs(300));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// One failed `Bash` call, its id its turn.
+fn fail(data: &Path, id: &str, at: i64) {
+    datagen::insert_activity(data, &Activity::failed(id, at, id, "Bash", "exit 2: no such file or directory")).unwrap();
 }
 
 #[test]
@@ -150,22 +149,13 @@ fn the_daily_digest_is_written_once_at_the_local_hour_covers_days_the_machine_wa
     // 07:00 local is 05:00Z.
     let d: i64 = 1_791_763_200_000;
     let h = 3_600_000;
-    let scan_at = |at: i64| {
-        let mut c = run_command(&detectors, &data, &out);
-        c.args(["--once", "--json", "--no-fast-path", "--scan-time", &at.to_string(), "--config"]).arg(&config);
-        c.env("TZ", "XXX-2");
-        let o = run_within(c, Duration::from_secs(300));
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    };
-    let fail = |id: &str, at: i64| {
-        datagen::insert_activity(&data, &Activity::failed(id, at, id, "Bash", "exit 2: no such file or directory"))
-            .unwrap();
-    };
+    let scan_at = |at: i64| scan_with(&detectors, &data, &out, &config, at, Some("XXX-2"));
+    let fail = |id: &str, at: i64| fail(&data, id, at);
     let digests = || if out.join("digests").exists() { listing(&out.join("digests")) } else { Vec::new() };
     fail("before", d + h);
     // 08:00 local: the series starts; no digest of the time before.
     scan_at(d + 6 * h);
-    assert!(digests().is_empty() && digest_fires(&out).is_empty());
+    assert!(digests().is_empty() && fires_of_type(&out, "digest").is_empty());
     fail("day0-a", d + 10 * h);
     fail("day0-b", d + 11 * h);
     scan_at(d + 12 * h);
@@ -191,7 +181,7 @@ fn the_daily_digest_is_written_once_at_the_local_hour_covers_days_the_machine_wa
     // A quiet day: nothing written, nothing sent.
     scan_at(d + 5 * DAY + 5 * h + 10 * 60_000);
     assert_eq!(digests().len(), 4, "{:?}", digests());
-    let fires = digest_fires(&out);
+    let fires = fires_of_type(&out, "digest");
     assert_eq!(fires.len(), 2, "one fire per digest that was not quiet: {fires:#?}");
     assert!(
         fires[0]["reason"].as_str().unwrap().starts_with("digests/digest-2026-10-13.md: 2 occurrences"),
@@ -222,29 +212,9 @@ fn an_issue_crossing_the_threshold_records_one_threshold_fire_and_a_bad_window_i
     let config = s.path("config.toml");
     std::fs::write(&config, "[report]\nthreshold_count = 3\nthreshold_window = \"2h\"\n").unwrap();
     let t: i64 = 1_791_763_200_000 + 10 * 3_600_000;
-    let scan_at = |at: i64| {
-        let mut c = run_command(&detectors, &data, &out);
-        c.args(["--once", "--json", "--no-fast-path", "--scan-time", &at.to_string(), "--config"]).arg(&config);
-        let o = run_within(c, Duration::from_secs(300));
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    };
-    let fail = |id: &str, at: i64| {
-        datagen::insert_activity(&data, &Activity::failed(id, at, id, "Bash", "exit 2: no such file or directory"))
-            .unwrap();
-    };
-    let thresholds = |out: &Path| -> Vec<Value> {
-        let mut segments: Vec<_> = files_under(out)
-            .into_iter()
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("fires-")))
-            .collect();
-        segments.sort();
-        segments
-            .iter()
-            .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
-            .map(|l| serde_json::from_str::<Value>(&l).unwrap())
-            .filter(|e| e["type"] == "threshold")
-            .collect()
-    };
+    let scan_at = |at: i64| scan_with(&detectors, &data, &out, &config, at, None);
+    let fail = |id: &str, at: i64| fail(&data, id, at);
+    let thresholds = |out: &Path| fires_of_type(out, "threshold");
     fail("a", t);
     fail("b", t + 60_000);
     scan_at(t + 120_000);

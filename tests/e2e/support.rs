@@ -334,3 +334,24 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Every entry of the exported fire log in `out` (`fires-*.ndjson`, in order), parsed.
+pub fn fire_entries(out: &Path) -> Vec<Value> {
+    let mut segments: Vec<_> = files_under(out)
+        .into_iter()
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("fires-") && n.ends_with(".ndjson"))
+        })
+        .collect();
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str::<Value>(&l).unwrap())
+        .collect()
+}
+
+/// The exported fire log's entries of type `ty`, in order.
+pub fn fires_of_type(out: &Path, ty: &str) -> Vec<Value> {
+    fire_entries(out).into_iter().filter(|e| e["type"] == ty).collect()
+}

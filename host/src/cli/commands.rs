@@ -13,8 +13,7 @@ use sentinel_host::runtime::Limits;
 
 use crate::args::{
     CheckInstallArgs, DetectorsCommand, IssuesCommand, KeyRotateArgs, ReplayArgs, ReportArgs, ResetArgs,
-    ServiceInstallArgs,
-    ServiceUninstallArgs, VerifyArgs,
+    ServiceInstallArgs, ServiceUninstallArgs, VerifyArgs,
 };
 use crate::{exit, render};
 

@@ -93,15 +93,7 @@ pub fn if_due(ledger: &mut Ledger, out: &Path, cfg: &ReportConfig, now: i64) -> 
     let (md, json) = (dir.join(format!("{name}.md")), dir.join(format!("{name}.json")));
     write(&json, &render::render(&digest, Format::Json))?;
     write(&md, &render::render(&digest, Format::Markdown))?;
-    let summary = format!(
-        "{DIGESTS_DIR}/{name}.md: {} occurrences of {} issues, {} wasted turns; {} new, {} regressed, {} fixed",
-        digest.occurrences,
-        digest.issues,
-        digest.wasted_turns,
-        digest.new.len(),
-        digest.regressed.len(),
-        digest.fixed.len()
-    );
+    let summary = format!("{DIGESTS_DIR}/{name}.md: {}", render::summary(&digest));
     let fire = ledger.record_digest(due, now, Some(summary))?;
     Ok(Some(Made { period, file: Some(md), fire }))
 }

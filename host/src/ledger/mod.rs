@@ -164,14 +164,15 @@ impl Ledger {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::ledger) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
     use crate::model::observation::Origin;
     use crate::model::observation::{Observation, Severity};
 
-    fn obs(occurrence: &str, signature: &str, turn: &str, at: i64) -> Observation {
+    /// An observation of `tool_error` for the ledger's tests (shared by its modules').
+    pub(in crate::ledger) fn obs(occurrence: &str, signature: &str, turn: &str, at: i64) -> Observation {
         Observation {
             detector: "d".into(),
             kind: "tool_error".into(),

@@ -103,29 +103,8 @@ fn over_threshold(
 mod tests {
     use super::*;
     use crate::ledger::ScanCommit;
-    use crate::model::observation::{Observation, Origin, Severity};
-
-    fn obs(occurrence: &str, at: i64) -> Observation {
-        Observation {
-            detector: "d".into(),
-            kind: "tool_error".into(),
-            signature: "s".into(),
-            grouping_version: 1,
-            title: "t".into(),
-            origin: Origin::Harness,
-            severity: Severity::High,
-            tool: None,
-            bot_id: None,
-            thread_id: None,
-            turn_id: Some(occurrence.into()),
-            at,
-            occurrence: occurrence.into(),
-            evidence_source: "messages".into(),
-            evidence_id: occurrence.into(),
-            wasted_turns: 1,
-            probation: false,
-        }
-    }
+    use crate::ledger::tests::obs;
+    use crate::model::observation::Observation;
 
     #[test]
     fn an_issue_crossing_the_threshold_fires_once_and_again_only_after_falling_back() {
@@ -135,7 +114,7 @@ mod tests {
         let t = 1_000 * h;
         let rule = ThresholdRule { count: Some(3), wasted_turns: None, window_hours: 2 };
         let scan = |l: &mut Ledger, keys: &[&str], at: i64| {
-            let observations: Vec<Observation> = keys.iter().map(|k| obs(k, at)).collect();
+            let observations: Vec<Observation> = keys.iter().map(|k| obs(k, "s", k, at)).collect();
             l.commit(ScanCommit { scan_time: at, observations: &observations, ..Default::default() }).unwrap();
         };
         scan(&mut l, &["a", "b"], t);

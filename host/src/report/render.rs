@@ -59,7 +59,8 @@ fn headline(d: &Digest) -> String {
     format!("{} to {}", stamp(d.since), stamp(d.until))
 }
 
-fn summary(d: &Digest) -> String {
+/// The digest's totals on one line (`14 occurrences of 3 issues, ...`).
+pub fn summary(d: &Digest) -> String {
     format!(
         "{} occurrences of {} issues, {} wasted turns; {} new, {} regressed, {} fixed",
         d.occurrences,
