@@ -32,7 +32,7 @@ fn run_as_users_do(detectors: &Path, data: &Path, out: &Path, yaml: &Path, extra
         .args(["--once", "--json"])
         .args(extra)
         .env("SENTINELS_CONFIG_PATH", yaml)
-        .env("XDG_CONFIG_HOME", data.join("no-such-config"))
+        .env("XDG_CONFIG_HOME", out.with_file_name("no-such-config"))
         .output()
         .unwrap();
     exits_0(&o);
