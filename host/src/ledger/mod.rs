@@ -45,7 +45,7 @@ pub use lock::{LockError, WriterLock};
 pub use meta::{MetaEntry, MetaKey};
 pub use store::Admin;
 pub use verify::{verify_out_dir, verify_out_dir_from};
-pub use view::{FireFact, FireFilter, FireSample, LedgerView};
+pub use view::{FireFact, FireFilter, FireSample, FireTallyRow, LedgerView};
 
 /// Bumped whenever the store's shape, or the meaning of what it stores,
 /// changes. Version 2: occurrence keys no longer include the detector name.

@@ -88,7 +88,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 15] = [
+    pub const ALL: [FailureKind; 15] = [
         FailureKind::Deadline,
         FailureKind::Fuel,
         FailureKind::Memory,
