@@ -254,3 +254,111 @@ pub async fn metrics(
     .await?;
     Ok(([(header::CONTENT_TYPE, format.content_type())], text).into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::standing::{Policy, quarantine_by_hand, release};
+
+    fn view_of(name: &str, standing: Standing) -> SentinelView {
+        SentinelView {
+            name: name.to_owned(),
+            version: "1".into(),
+            emits: Vec::new(),
+            cadence_seconds: None,
+            class: None,
+            enabled: true,
+            health: reads::HealthView {
+                standing,
+                quarantined_until: None,
+                probation_clean_left: None,
+                failures_in_a_row: 0,
+                failures_total: 4,
+                last_failure: None,
+            },
+            seen: super::super::Seen { status: None, last_run_at: Some(1_700_000_000_000), next_due: None },
+            last_kick: None,
+            heat: super::super::heat::Heat::of(1, 2),
+        }
+    }
+
+    #[test]
+    fn the_standing_gauge_is_one_for_the_sentinels_state_only_and_a_hostile_name_stays_one_label_value() {
+        let mut reg = Registry::default();
+        let hostile = "evil\"} 1\nsentinel_standing{x=\"";
+        sentinel_series(&mut reg, &[view_of("calm", Standing::Ok), view_of(hostile, Standing::Quarantined)], &Default::default());
+        let text = Format::OpenMetrics.encode(&reg).unwrap();
+        assert!(text.contains("sentinel_standing{sentinel=\"calm\",state=\"ok\"} 1\n"), "{text}");
+        assert!(text.contains("sentinel_standing{sentinel=\"calm\",state=\"quarantined\"} 0\n"), "{text}");
+        let escaped = r#"sentinel_standing{sentinel="evil\"} 1\nsentinel_standing{x=\"",state="quarantined"} 1"#;
+        assert!(text.contains(escaped), "{text}");
+        // Every sample line starts with a series name: the name never breaks a line.
+        assert!(text.lines().all(|l| l.starts_with('#') || l.starts_with("sentinel_")), "{text}");
+        assert!(text.contains("sentinel_failures_total{sentinel=\"calm\"} 4\n"), "{text}");
+        assert!(text.contains("sentinel_last_run_timestamp_seconds{sentinel=\"calm\"} 1700000000.0\n"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn openmetrics_unless_text_plain_is_asked_for_without_it() {
+        let with = |accept: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT, accept.parse().unwrap());
+            Format::of(&h)
+        };
+        assert_eq!(Format::of(&HeaderMap::new()), Format::OpenMetrics);
+        assert_eq!(with("*/*"), Format::OpenMetrics);
+        // What Prometheus sends.
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(with(prometheus), Format::OpenMetrics);
+        assert_eq!(with("text/plain"), Format::PrometheusText);
+        assert_eq!(Format::PrometheusText.content_type(), PROMETHEUS_TEXT);
+    }
+
+    fn state(out: &std::path::Path) -> AppState {
+        AppState {
+            out: out.to_owned(),
+            handle: crate::core::sentinel::Handle::channel().0,
+            roster: Default::default(),
+            live: Default::default(),
+            env: Default::default(),
+            gates: Default::default(),
+            heat: Default::default(),
+            fires: Default::default(),
+            hosts: Default::default(),
+            attempts: Default::default(),
+            dispatch: Default::default(),
+            fleet: Default::default(),
+            chain: Default::default(),
+            public_titles: true,
+        }
+    }
+
+    #[test]
+    fn a_scrape_of_a_real_ledger_shows_its_entries_head_verification_build_and_process() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ledger = crate::ledger::Ledger::open(tmp.path()).unwrap();
+        let p = Policy::default();
+        ledger.change_health("d", 1, |h| quarantine_by_hand(h, 1, &p)).unwrap();
+        ledger.change_health("d", 2, |h| release(h, &p)).unwrap();
+        let s = state(tmp.path());
+        let chain = s.chain.verification(tmp.path()).0;
+        assert!(chain.ok, "{chain:?}");
+        let text = Format::OpenMetrics.encode(&registry(&s, &chain).unwrap()).unwrap();
+        for line in [
+            "sentinel_fire_log_entries 2\n",
+            "sentinel_fire_log_verified 1\n",
+            "# TYPE sentinel_fire_log_head_signed_timestamp_seconds gauge\n",
+            "# TYPE sentinel_build info\n",
+            "sentinel_dispatch_backlog 0\n",
+            "sentinel_fleet_shipping 0\n",
+            "# TYPE process_cpu_seconds counter\n",
+        ] {
+            assert!(text.contains(line), "{line} in:\n{text}");
+        }
+        assert!(text.contains(&format!("sentinel_build_info{{version=\"{}\",commit=\"", env!("CARGO_PKG_VERSION"))), "{text}");
+        assert!(!text.contains("sentinel=\"d\""), "a detector that is not loaded has no series: {text}");
+        let plain = Format::PrometheusText.encode(&registry(&s, &chain).unwrap()).unwrap();
+        assert!(plain.contains("# TYPE sentinel_build_info gauge\n") && !plain.contains("# EOF"), "{plain}");
+    }
+}
