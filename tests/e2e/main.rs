@@ -15,6 +15,7 @@ mod ledger;
 mod lifecycle;
 mod limits;
 mod logrotate;
+mod metrics;
 mod long_lived;
 mod parameters;
 mod real_errors;
