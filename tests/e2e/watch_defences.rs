@@ -142,7 +142,10 @@ fn on_a_non_loopback_listen_titles_need_the_read_token_and_stay_public_elsewhere
     assert!(issues["items"][0]["title"].is_string(), "{issues}");
     let (status, _, metrics) = call(&s, "GET", "/metrics", Some(READ), None);
     assert_eq!(status, 200, "{metrics}");
-    assert!(metrics.as_str().unwrap().contains("sentinel_standing{sentinel=\"tool_error\",state=\"ok\"} 1"), "{metrics}");
+    assert!(
+        metrics.as_str().unwrap().contains("sentinel_standing{sentinel=\"tool_error\",state=\"ok\"} 1"),
+        "{metrics}"
+    );
     let (status, _, page) = call(&s, "GET", "/", Some(READ), None);
     assert_eq!(status, 200);
     assert!(page.as_str().unwrap().contains("data-sentinel=\"tool_error\""));

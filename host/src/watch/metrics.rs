@@ -126,7 +126,9 @@ fn sentinel_series(reg: &mut Registry, sentinels: &[SentinelView], tally: &super
     for s in sentinels {
         let label = SentinelLabel { sentinel: s.name.clone() };
         for (st, state) in STANDINGS {
-            standing.get_or_create(&StandingLabels { sentinel: s.name.clone(), state }).set(i64::from(s.health.standing == st));
+            standing
+                .get_or_create(&StandingLabels { sentinel: s.name.clone(), state })
+                .set(i64::from(s.health.standing == st));
         }
         enabled.get_or_create(&label).set(i64::from(s.enabled));
         failures.get_or_create(&label).inc_by(u64::from(s.health.failures_total));
@@ -138,11 +140,24 @@ fn sentinel_series(reg: &mut Registry, sentinels: &[SentinelView], tally: &super
             fires.get_or_create(&[("sentinel", s.name.clone()), ("type", t.as_str().to_owned())]).inc_by(n);
         }
     }
-    reg.register("sentinel_fires", "Fire-log entries per loaded sentinel, by type (occurrence, quarantine, ...)", fires);
-    reg.register("sentinel_standing", "1 for the sentinel's standing (ok, probation, quarantined), 0 for the others", standing);
+    reg.register(
+        "sentinel_fires",
+        "Fire-log entries per loaded sentinel, by type (occurrence, quarantine, ...)",
+        fires,
+    );
+    reg.register(
+        "sentinel_standing",
+        "1 for the sentinel's standing (ok, probation, quarantined), 0 for the others",
+        standing,
+    );
     reg.register("sentinel_enabled", "1 unless the operator disabled the sentinel", enabled);
     reg.register("sentinel_failures", "Failed runs per sentinel, as its health counts them", failures);
-    reg.register_with_unit("sentinel_last_run_timestamp", "When the sentinel last ran (completed or failed)", Unit::Seconds, last_run);
+    reg.register_with_unit(
+        "sentinel_last_run_timestamp",
+        "When the sentinel last ran (completed or failed)",
+        Unit::Seconds,
+        last_run,
+    );
     reg.register("sentinel_heat", "The sentinel's heat, 0 to 1 (docs/watch-api.md)", heat);
 }
 
@@ -157,24 +172,58 @@ fn log_series(reg: &mut Registry, entries: i64, head_signed_at: Option<i64>, cha
             seconds(at),
         );
     }
-    reg.register("sentinel_fire_log_verified", "1 while the exported fire log verifies, 0 when it does not", gauge(i64::from(chain.ok)));
+    reg.register(
+        "sentinel_fire_log_verified",
+        "1 while the exported fire log verifies, 0 when it does not",
+        gauge(i64::from(chain.ok)),
+    );
 }
 
 /// The dispatcher and the fleet shipper.
 fn delivery_series(reg: &mut Registry, d: &reads::DispatchView, f: &crate::fleet::StatsView) {
-    reg.register("sentinel_dispatch_enabled", "1 while the dispatcher runs (the second gate)", gauge(i64::from(d.dispatching)));
+    reg.register(
+        "sentinel_dispatch_enabled",
+        "1 while the dispatcher runs (the second gate)",
+        gauge(i64::from(d.dispatching)),
+    );
     reg.register("sentinel_dispatch_delivered", "Fires delivered downstream since this start", counter(d.delivered));
     reg.register("sentinel_dispatch_dead_lettered", "Fires dead-lettered since this start", counter(d.dead_lettered));
     reg.register("sentinel_dispatch_backlog", "Fires not yet delivered or dead-lettered", gauge(d.backlog as i64));
     reg.register("sentinel_dispatch_in_flight", "Deliveries being attempted now", gauge(d.in_flight as i64));
-    reg.register("sentinel_fleet_shipping", "1 while the fleet shipper runs ([fleet] is configured)", gauge(i64::from(f.shipping)));
-    reg.register("sentinel_fleet_connected", "1 while a session with the NATS server is open", gauge(i64::from(f.connected)));
-    reg.register("sentinel_fleet_acked_seq", "Every fire up to this sequence number is acked by the server", gauge(f.cursor as i64));
+    reg.register(
+        "sentinel_fleet_shipping",
+        "1 while the fleet shipper runs ([fleet] is configured)",
+        gauge(i64::from(f.shipping)),
+    );
+    reg.register(
+        "sentinel_fleet_connected",
+        "1 while a session with the NATS server is open",
+        gauge(i64::from(f.connected)),
+    );
+    reg.register(
+        "sentinel_fleet_acked_seq",
+        "Every fire up to this sequence number is acked by the server",
+        gauge(f.cursor as i64),
+    );
     reg.register("sentinel_fleet_backlog", "Fires in the local log not yet acked", gauge(f.backlog as i64));
-    reg.register("sentinel_fleet_duplicates", "Publishes the server reported as duplicates since this start", counter(f.duplicates));
-    reg.register_with_unit("sentinel_fleet_published", "Payload published since this start", Unit::Bytes, counter(f.bytes));
+    reg.register(
+        "sentinel_fleet_duplicates",
+        "Publishes the server reported as duplicates since this start",
+        counter(f.duplicates),
+    );
+    reg.register_with_unit(
+        "sentinel_fleet_published",
+        "Payload published since this start",
+        Unit::Bytes,
+        counter(f.bytes),
+    );
     if f.last_ack_ms > 0 {
-        reg.register_with_unit("sentinel_fleet_last_ack_timestamp", "When the server last acked a fire", Unit::Seconds, seconds(f.last_ack_ms));
+        reg.register_with_unit(
+            "sentinel_fleet_last_ack_timestamp",
+            "When the server last acked a fire",
+            Unit::Seconds,
+            seconds(f.last_ack_ms),
+        );
     }
 }
 
@@ -286,7 +335,11 @@ mod tests {
     fn the_standing_gauge_is_one_for_the_sentinels_state_only_and_a_hostile_name_stays_one_label_value() {
         let mut reg = Registry::default();
         let hostile = "evil\"} 1\nsentinel_standing{x=\"";
-        sentinel_series(&mut reg, &[view_of("calm", Standing::Ok), view_of(hostile, Standing::Quarantined)], &Default::default());
+        sentinel_series(
+            &mut reg,
+            &[view_of("calm", Standing::Ok), view_of(hostile, Standing::Quarantined)],
+            &Default::default(),
+        );
         let text = Format::OpenMetrics.encode(&reg).unwrap();
         assert!(text.contains("sentinel_standing{sentinel=\"calm\",state=\"ok\"} 1\n"), "{text}");
         assert!(text.contains("sentinel_standing{sentinel=\"calm\",state=\"quarantined\"} 0\n"), "{text}");
@@ -356,7 +409,10 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} in:\n{text}");
         }
-        assert!(text.contains(&format!("sentinel_build_info{{version=\"{}\",commit=\"", env!("CARGO_PKG_VERSION"))), "{text}");
+        assert!(
+            text.contains(&format!("sentinel_build_info{{version=\"{}\",commit=\"", env!("CARGO_PKG_VERSION"))),
+            "{text}"
+        );
         assert!(!text.contains("sentinel=\"d\""), "a detector that is not loaded has no series: {text}");
         let plain = Format::PrometheusText.encode(&registry(&s, &chain).unwrap()).unwrap();
         assert!(plain.contains("# TYPE sentinel_build_info gauge\n") && !plain.contains("# EOF"), "{plain}");

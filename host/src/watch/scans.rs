@@ -99,7 +99,9 @@ impl ScanMetrics {
         self.scans.get_or_create(&PathLabel { path }).inc();
         self.duration.observe(report.elapsed_ms as f64 / 1000.0);
         if let Some(p) = report.phases {
-            for (phase, us) in [("read", p.read_us), ("decide", p.decide_us), ("commit", p.commit_us), ("export", p.export_us)] {
+            for (phase, us) in
+                [("read", p.read_us), ("decide", p.decide_us), ("commit", p.commit_us), ("export", p.export_us)]
+            {
                 self.phases.get_or_create(&PhaseLabel { phase }).observe(us as f64 / 1e6);
             }
         }
@@ -115,7 +117,9 @@ impl ScanMetrics {
                 self.failures.get_or_create(&KindLabels { sentinel: d.name.clone(), kind: f.kind.label() }).inc();
             }
             if d.status == DetectorStatus::Ok && d.calls > 0 {
-                self.decision.get_or_create(&SentinelLabel { sentinel: d.name.clone() }).observe(d.finish_us as f64 / 1e6);
+                self.decision
+                    .get_or_create(&SentinelLabel { sentinel: d.name.clone() })
+                    .observe(d.finish_us as f64 / 1e6);
             }
         }
     }
@@ -124,8 +128,17 @@ impl ScanMetrics {
     /// every detector not in `loaded`.
     pub fn register(&self, registry: &mut Registry, loaded: &BTreeSet<String>) {
         self.forget_all_but(loaded);
-        registry.register("sentinel_scans", "Scans since this start, by path (fast: nothing changed)", self.scans.clone());
-        registry.register_with_unit("sentinel_scan_duration", "A scan's wall-clock time", Unit::Seconds, self.duration.clone());
+        registry.register(
+            "sentinel_scans",
+            "Scans since this start, by path (fast: nothing changed)",
+            self.scans.clone(),
+        );
+        registry.register_with_unit(
+            "sentinel_scan_duration",
+            "A scan's wall-clock time",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
         registry.register_with_unit(
             "sentinel_scan_phase_duration",
             "A full scan's time by phase (read, decide, commit, export)",
@@ -134,7 +147,11 @@ impl ScanMetrics {
         );
         registry.register("sentinel_source_records", "Records read per source since this start", self.records.clone());
         registry.register("sentinel_runs", "Runs per sentinel since this start, by outcome", self.runs.clone());
-        registry.register("sentinel_run_failures", "Failed runs per sentinel since this start, by failure kind", self.failures.clone());
+        registry.register(
+            "sentinel_run_failures",
+            "Failed runs per sentinel since this start, by failure kind",
+            self.failures.clone(),
+        );
         registry.register_with_unit(
             "sentinel_decision_call_duration",
             "The decision call (finish) of each completed run",
