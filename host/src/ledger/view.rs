@@ -1,6 +1,7 @@
 //! The read-only view of a ledger: what `detectors list`, `verify` and the
 //! watch API read while a scan may be writing: issues, health, bookkeeping,
-//! and pages of the fire log and of the issues, newest first.
+//! pages of the fire log and of the issues, newest first, and the fire log's
+//! entries counted by detector and type from a sequence number on.
 //!
 //! It owns a connection opened with `SQLITE_OPEN_READONLY` on a store in WAL
 //! mode, so it never blocks the writer and the writer never blocks it (a
