@@ -175,3 +175,94 @@ impl ScanMetrics {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::failure::FailureKind;
+    use crate::model::standing::Standing;
+    use crate::scan::report::{DetectorSummary, FailureSummary, Phases};
+
+    fn detector(name: &str, status: DetectorStatus, failure: Option<FailureKind>) -> DetectorSummary {
+        DetectorSummary {
+            name: name.into(),
+            path: Default::default(),
+            version: None,
+            status,
+            load: None,
+            next_due: None,
+            health: Standing::Ok,
+            probation: false,
+            cache: None,
+            observations: 0,
+            records: 0,
+            calls: 2,
+            fuel: 0,
+            slowest_call_us: 0,
+            finish_us: 2_000,
+            start_us: 0,
+            calls_us: 0,
+            failure: failure.map(|k| FailureSummary::new(k, "boom".into())),
+            note: None,
+            logs: Vec::new(),
+        }
+    }
+
+    fn report(detectors: Vec<DetectorSummary>, fast: bool) -> ScanReport {
+        ScanReport {
+            data_dir: Default::default(),
+            out_dir: Default::default(),
+            issues_file: Default::default(),
+            scan_time: 1,
+            elapsed_ms: 20,
+            unchanged_since: fast.then_some(0),
+            state_reset: None,
+            sources: Vec::new(),
+            detectors,
+            issues: Default::default(),
+            fire_log_us: 0,
+            phases: (!fast).then(|| Phases { read_us: 1_000, ..Default::default() }),
+            peak_rss_kib: None,
+            last_kick: None,
+        }
+    }
+
+    fn text(m: &ScanMetrics, loaded: &[&str]) -> String {
+        let mut reg = Registry::default();
+        m.register(&mut reg, &loaded.iter().map(|s| (*s).to_owned()).collect());
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &reg).unwrap();
+        out
+    }
+
+    #[test]
+    fn runs_and_failures_count_the_detectors_that_ran_and_drop_those_no_longer_loaded() {
+        let m = ScanMetrics::default();
+        m.record(&report(
+            vec![
+                detector("good", DetectorStatus::Ok, None),
+                detector("bad", DetectorStatus::Failed, Some(FailureKind::Fuel)),
+                detector("benched", DetectorStatus::Quarantined, Some(FailureKind::Quarantined)),
+                detector("refused-file", DetectorStatus::Refused, Some(FailureKind::Load)),
+            ],
+            false,
+        ));
+        m.record(&report(Vec::new(), true));
+        let all = text(&m, &["good", "bad", "benched"]);
+        for line in [
+            "sentinel_scans_total{path=\"full\"} 1\n",
+            "sentinel_scans_total{path=\"fast\"} 1\n",
+            "sentinel_runs_total{sentinel=\"good\",outcome=\"ok\"} 1\n",
+            "sentinel_runs_total{sentinel=\"bad\",outcome=\"failed\"} 1\n",
+            "sentinel_run_failures_total{sentinel=\"bad\",kind=\"fuel\"} 1\n",
+            "sentinel_decision_call_duration_seconds_count{sentinel=\"good\"} 1\n",
+            "sentinel_scan_phase_duration_seconds_count{phase=\"read\"} 1\n",
+        ] {
+            assert!(all.contains(line), "{line} in:\n{all}");
+        }
+        assert!(!all.contains("benched") && !all.contains("refused-file"), "only what ran: {all}");
+        let after = text(&m, &["good"]);
+        assert!(!after.contains("sentinel=\"bad\""), "no longer loaded: {after}");
+        assert!(after.contains("sentinel_runs_total{sentinel=\"good\",outcome=\"ok\"} 1\n"), "{after}");
+    }
+}
