@@ -132,11 +132,14 @@ fn metrics_a_real_prometheus_scrapes_serve_its_fires_add_up_to_the_log_and_a_qua
 
     // The fires Prometheus stored add up to the log's entries, and its
     // occurrences to the log's occurrence entries.
-    let entries = log_entries(&s.out);
-    assert!(entries >= 5, "{entries}");
-    prometheus.until(&format!("sum(sentinel_fires_total) reaches the log's {entries} entries"), || {
+    // (The segments are exported just after the commit `/v1/fires` reads:
+    // both are read again until they agree.)
+    let mut entries = 0;
+    prometheus.until("sum(sentinel_fires_total) reaches the exported log's entries", || {
+        entries = log_entries(&s.out);
         prometheus.value("sum(sentinel_fires_total)") == Some(entries as f64)
     });
+    assert!(entries >= 5, "{entries}");
     let occurrences = fires_of(&s, "occurrence");
     assert_eq!(prometheus.value("sum(sentinel_fires_total{type=\"occurrence\"})"), Some(occurrences as f64));
     assert_eq!(prometheus.value("sentinel_fire_log_entries"), Some(entries as f64));
@@ -155,10 +158,12 @@ fn metrics_a_real_prometheus_scrapes_serve_its_fires_add_up_to_the_log_and_a_qua
     prometheus.until("the standing gauge shows the quarantine", || prometheus.value(quarantined) == Some(1.0));
     let standing = prometheus.query("sentinel_standing{sentinel=\"tool_error\"} == 1");
     assert_eq!(standing.len(), 1, "one standing at a time: {standing:?}");
-    let entries = log_entries(&s.out);
-    prometheus.until(&format!("sum(sentinel_fires_total) reaches the log's {entries} entries"), || {
+    let before = entries;
+    prometheus.until("sum(sentinel_fires_total) reaches the exported log's entries again", || {
+        entries = log_entries(&s.out);
         prometheus.value("sum(sentinel_fires_total)") == Some(entries as f64)
     });
+    assert_eq!(entries, before + 1, "the quarantine is one entry");
     assert_eq!(prometheus.value("sentinel_fires_total{sentinel=\"tool_error\",type=\"quarantine\"}"), Some(1.0));
 
     // promtool lints the text; OpenMetrics is what a client gets by default.
