@@ -18,6 +18,7 @@ mod lifecycle;
 mod limits;
 mod logrotate;
 mod long_lived;
+mod metrics;
 mod out_folder;
 mod parameters;
 mod real_errors;

@@ -130,14 +130,22 @@ fn a_blank_short_or_shared_token_stops_serve_at_start_with_exit_3_naming_the_var
 
 #[test]
 fn on_a_non_loopback_listen_titles_need_the_read_token_and_stay_public_elsewhere_only_on_loopback() {
-    let s = serve_with(Scratch::new(), &[("WATCH_READ_TOKEN", READ)], &["--listen", "0.0.0.0:0"]);
-    for path in ["/", "/v1/issues"] {
+    // Two wrong tries per closed path, under the limit of failed attempts.
+    let vars = [("WATCH_READ_TOKEN", READ), ("WATCH_TOKEN_FAILURES", "10")];
+    let s = serve_with(Scratch::new(), &vars, &["--listen", "0.0.0.0:0"]);
+    for path in ["/", "/v1/issues", "/metrics"] {
         assert_problem(&call(&s, "GET", path, None, None), 401, "unauthorized");
         assert_problem(&call(&s, "GET", path, Some(WRONG), None), 401, "unauthorized");
     }
     let (status, _, issues) = call(&s, "GET", "/v1/issues", Some(READ), None);
     assert_eq!(status, 200, "{issues}");
     assert!(issues["items"][0]["title"].is_string(), "{issues}");
+    let (status, _, metrics) = call(&s, "GET", "/metrics", Some(READ), None);
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.as_str().unwrap().contains("sentinel_standing{sentinel=\"tool_error\",state=\"ok\"} 1"),
+        "{metrics}"
+    );
     let (status, _, page) = call(&s, "GET", "/", Some(READ), None);
     assert_eq!(status, 200);
     assert!(page.as_str().unwrap().contains("data-sentinel=\"tool_error\""));

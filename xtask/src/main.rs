@@ -430,6 +430,8 @@ fn test(root: &Path) -> Result<()> {
     ensure_fleet_tools(root)?;
     // The watch API's status page is loaded in headless Chromium (tests/e2e/watch.rs).
     ensure_debian_tool("chromium", "chromium", "the status page test needs it")?;
+    // `/metrics` is scraped by a real Prometheus and linted by its promtool (tests/e2e/metrics.rs).
+    ensure_debian_tool("prometheus", "prometheus", "the metrics test scrapes serve with it")?;
     step("cargo fmt --check", cargo(root).args(["fmt", "--all", "--check"]))?;
     // The lints and the test build are one build: the workspace's own crates
     // are compiled by clippy-driver (every target, -D warnings), the

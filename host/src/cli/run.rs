@@ -140,6 +140,7 @@ pub(crate) fn start_watch(
         env: env.clone(),
         gates,
         heat: Default::default(),
+        fires: Default::default(),
         hosts: Default::default(),
         attempts: FailedAttempts::new(env.token_failures),
         dispatch: Default::default(),

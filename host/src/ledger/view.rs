@@ -1,6 +1,7 @@
 //! The read-only view of a ledger: what `detectors list`, `verify` and the
 //! watch API read while a scan may be writing: issues, health, bookkeeping,
-//! and pages of the fire log and of the issues, newest first.
+//! pages of the fire log and of the issues, newest first, and the fire log's
+//! entries counted by detector and type from a sequence number on.
 //!
 //! It owns a connection opened with `SQLITE_OPEN_READONLY` on a store in WAL
 //! mode, so it never blocks the writer and the writer never blocks it (a
@@ -274,6 +275,34 @@ impl LedgerView {
             .map_err(self.err("cannot read the fire log"))
     }
 
+    /// Fire-log entries counted by detector and type, over the entries
+    /// after `after_seq` and at most `limit` of them (oldest first), with
+    /// the last sequence number counted (`after_seq` when none was): what
+    /// `/metrics` adds to its running totals, so a scrape reads only what
+    /// was committed since the last one. An entry without a detector or a
+    /// known type is counted under `None`.
+    pub fn fire_tally(&self, after_seq: i64, limit: u32) -> Result<(Vec<FireTallyRow>, i64), LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT json_extract(line, '$.detector'), json_extract(line, '$.type'), COUNT(*), MAX(seq)
+                 FROM (SELECT seq, line FROM fires WHERE seq > ?1 ORDER BY seq LIMIT ?2) GROUP BY 1, 2",
+            )
+            .map_err(self.err("cannot read the fire log"))?;
+        let mut rows = stmt.query(params![after_seq, limit]).map_err(self.err("cannot read the fire log"))?;
+        let (mut out, mut last) = (Vec::new(), after_seq);
+        while let Some(r) = rows.next().map_err(self.err("cannot read the fire log"))? {
+            let detector: Option<String> = r.get(0).ok().flatten();
+            let kind: Option<String> = r.get(1).ok().flatten();
+            let count: i64 = r.get(2).map_err(self.err("cannot read the fire log"))?;
+            let max: i64 = r.get(3).map_err(self.err("cannot read the fire log"))?;
+            last = last.max(max);
+            let fire_type = kind.as_deref().and_then(FireType::parse);
+            out.push(FireTallyRow { detector, fire_type, count: u64::try_from(count).unwrap_or(0) });
+        }
+        Ok((out, last))
+    }
+
     /// Issues, newest first by row id: those before `before`, at most
     /// `limit`, of one of `kinds` when given, of `kind` when given.
     pub fn issues_page(
@@ -342,6 +371,14 @@ pub struct FireFact {
     pub detector: String,
     pub at: i64,
     pub fire_type: FireType,
+}
+
+/// How many fire-log entries one detector recorded of one type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FireTallyRow {
+    pub detector: Option<String>,
+    pub fire_type: Option<FireType>,
+    pub count: u64,
 }
 
 /// What a page of fires is narrowed to.

@@ -92,7 +92,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 16] = [
+    pub const ALL: [FailureKind; 16] = [
         FailureKind::Deadline,
         FailureKind::Fuel,
         FailureKind::Memory,

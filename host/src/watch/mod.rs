@@ -25,12 +25,16 @@ pub mod guard;
 pub mod heat;
 pub mod issue_page;
 pub mod limiter;
+pub mod metrics;
 pub mod openapi;
 pub mod page;
 pub mod problem;
+pub mod process;
 pub mod reads;
 pub mod routes;
+pub mod scans;
 pub mod server;
+pub mod tally;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -53,6 +57,8 @@ struct LiveInner {
     last_scan: Option<i64>,
     last_kick: Option<i64>,
     seen: HashMap<String, Seen>,
+    /// The scans' running figures for `/metrics`.
+    scans: scans::ScanMetrics,
 }
 
 /// One detector as the last scans left it.
@@ -73,6 +79,7 @@ impl Live {
     pub fn record(&self, report: &ScanReport) {
         let Ok(mut live) = self.0.write() else { return };
         live.last_scan = Some(report.scan_time);
+        live.scans.record(report);
         if report.last_kick.is_some() {
             live.last_kick = report.last_kick;
         }
@@ -94,6 +101,11 @@ impl Live {
         self.0.read().ok().and_then(|l| l.last_scan)
     }
 
+    /// The scans' running figures (a clone shares them).
+    pub fn scans(&self) -> scans::ScanMetrics {
+        self.0.read().map(|l| l.scans.clone()).unwrap_or_default()
+    }
+
     pub fn last_kick(&self) -> Option<i64> {
         self.0.read().ok().and_then(|l| l.last_kick)
     }
@@ -111,6 +123,8 @@ pub struct AppState {
     pub gates: Arc<Gates>,
     /// The newest fires the heat is counted over, kept between reads.
     pub heat: std::sync::Mutex<heat::HeatWindow>,
+    /// The fire log's totals `/metrics` shows, kept between scrapes.
+    pub fires: std::sync::Mutex<tally::FireTally>,
     /// The names requests may carry in `Host` and `Origin` (set when bound).
     pub hosts: guard::AllowedHosts,
     /// Failed token attempts per client address.

@@ -12,7 +12,7 @@ use axum::Json;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::{admin, gates, issue_page, page, problem, reads};
+use super::{admin, gates, issue_page, metrics, page, problem, reads};
 
 struct Security;
 
@@ -43,6 +43,7 @@ impl utoipa::Modify for Refusals {
                 if path.starts_with("/v1/admin/")
                     || path == "/"
                     || path == "/v1/issues"
+                    || path == "/metrics"
                     || path.starts_with("/v1/sentinels")
                 {
                     responses
@@ -90,6 +91,7 @@ impl utoipa::Modify for Security {
         reads::gates,
         reads::dispatch,
         reads::fleet,
+        metrics::metrics,
         admin::quarantine,
         admin::release,
         admin::enable,

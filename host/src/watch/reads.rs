@@ -440,26 +440,27 @@ pub struct DispatchView {
 /// The dispatcher's backlog.
 #[utoipa::path(get, path = "/v1/dispatch", tag = "reads", responses((status = 200, body = DispatchView)))]
 pub async fn dispatch(State(state): State<Arc<AppState>>) -> Result<Json<DispatchView>, Problem> {
-    blocking(move || {
-        let last = match view(&state)? {
-            Some(v) => u64::try_from(v.last_fire_seq().map_err(ledger_problem)?).unwrap_or(0),
-            None => 0,
-        };
-        let s = state.dispatch.view();
-        // Before the dispatcher read its cursor, it stands where the file says.
-        let cursor = if state.gates.dispatching { s.cursor } else { 0 };
-        Ok(DispatchView {
-            dispatching: state.gates.dispatching,
-            cursor,
-            last_fire_seq: last,
-            backlog: if state.gates.dispatching { last.saturating_sub(cursor) } else { 0 },
-            in_flight: s.in_flight,
-            delivered: s.delivered,
-            dead_lettered: s.dead_lettered,
-        })
+    blocking(move || dispatch_view(&state)).await.map(Json)
+}
+
+/// Where the dispatcher stands (`/v1/dispatch`, `/metrics`).
+pub fn dispatch_view(state: &AppState) -> Result<DispatchView, Problem> {
+    let last = match view(state)? {
+        Some(v) => u64::try_from(v.last_fire_seq().map_err(ledger_problem)?).unwrap_or(0),
+        None => 0,
+    };
+    let s = state.dispatch.view();
+    // Before the dispatcher read its cursor, it stands where the file says.
+    let cursor = if state.gates.dispatching { s.cursor } else { 0 };
+    Ok(DispatchView {
+        dispatching: state.gates.dispatching,
+        cursor,
+        last_fire_seq: last,
+        backlog: if state.gates.dispatching { last.saturating_sub(cursor) } else { 0 },
+        in_flight: s.in_flight,
+        delivered: s.delivered,
+        dead_lettered: s.dead_lettered,
     })
-    .await
-    .map(Json)
 }
 
 #[cfg(test)]
@@ -494,6 +495,7 @@ mod tests {
             env: Default::default(),
             gates: Default::default(),
             heat: Default::default(),
+            fires: Default::default(),
             hosts: Default::default(),
             attempts: Default::default(),
             dispatch: Default::default(),

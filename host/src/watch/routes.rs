@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::problem::Problem;
-use super::{AppState, admin, guard, issue_page, openapi, page, reads};
+use super::{AppState, admin, guard, issue_page, metrics, openapi, page, reads};
 
 pub const MAX_BODY: usize = 16 * 1024;
 pub const MAX_QUERY: usize = 2048;
@@ -38,6 +38,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/gates"),
     ("GET", "/v1/dispatch"),
     ("GET", "/v1/fleet"),
+    ("GET", "/metrics"),
     ("POST", "/v1/admin/sentinels/{name}/quarantine"),
     ("POST", "/v1/admin/sentinels/{name}/release"),
     ("POST", "/v1/admin/sentinels/{name}/enable"),
@@ -63,6 +64,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/gates", get(reads::gates))
         .route("/v1/dispatch", get(reads::dispatch))
         .route("/v1/fleet", get(reads::fleet))
+        .route("/metrics", get(metrics::metrics))
         .route("/v1/admin/sentinels/{name}/quarantine", post(admin::quarantine))
         .route("/v1/admin/sentinels/{name}/release", post(admin::release))
         .route("/v1/admin/sentinels/{name}/enable", post(admin::enable))
