@@ -369,22 +369,7 @@ mod tests {
     }
 
     fn state(out: &std::path::Path) -> AppState {
-        AppState {
-            out: out.to_owned(),
-            handle: crate::core::sentinel::Handle::channel().0,
-            roster: Default::default(),
-            live: Default::default(),
-            env: Default::default(),
-            gates: Default::default(),
-            heat: Default::default(),
-            fires: Default::default(),
-            hosts: Default::default(),
-            attempts: Default::default(),
-            dispatch: Default::default(),
-            fleet: Default::default(),
-            chain: Default::default(),
-            public_titles: true,
-        }
+        AppState::for_tests(out)
     }
 
     #[test]

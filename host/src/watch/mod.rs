@@ -140,6 +140,30 @@ pub struct AppState {
     pub public_titles: bool,
 }
 
+#[cfg(test)]
+impl AppState {
+    /// A state over the output folder `out` for the watch API's unit tests:
+    /// nothing running behind it, titles public.
+    pub(crate) fn for_tests(out: &std::path::Path) -> AppState {
+        AppState {
+            out: out.to_owned(),
+            handle: Handle::channel().0,
+            roster: Roster::default(),
+            live: Default::default(),
+            env: Default::default(),
+            gates: Default::default(),
+            heat: Default::default(),
+            fires: Default::default(),
+            hosts: Default::default(),
+            attempts: Default::default(),
+            dispatch: Default::default(),
+            fleet: Default::default(),
+            chain: Default::default(),
+            public_titles: true,
+        }
+    }
+}
+
 /// What `serve`'s flags say about the HTTP side.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {

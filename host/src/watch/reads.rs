@@ -466,7 +466,6 @@ pub fn dispatch_view(state: &AppState) -> Result<DispatchView, Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sentinel::{Handle, Roster};
     use crate::ledger::Ledger;
     use crate::model::standing::{Policy, quarantine_by_hand, release};
 
@@ -487,22 +486,7 @@ mod tests {
     }
 
     fn state(out: &std::path::Path) -> AppState {
-        AppState {
-            out: out.to_owned(),
-            handle: Handle::channel().0,
-            roster: Roster::default(),
-            live: Default::default(),
-            env: Default::default(),
-            gates: Default::default(),
-            heat: Default::default(),
-            fires: Default::default(),
-            hosts: Default::default(),
-            attempts: Default::default(),
-            dispatch: Default::default(),
-            fleet: Default::default(),
-            chain: Default::default(),
-            public_titles: true,
-        }
+        AppState::for_tests(out)
     }
 
     /// Two fires (a quarantine and a release) committed by the real writer.
