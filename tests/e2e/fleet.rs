@@ -208,7 +208,8 @@ fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_
     run_once(&detectors, &data, &out, &config);
     let witnessed = crate::ledger::fire_entries(&out).len();
     assert!(witnessed > then, "the second run fired");
-    let witness = ["--witness", &server.url()];
+    let url = server.url();
+    let witness = ["--witness", url.as_str()];
 
     // (a) The honest log holds the witnessed head.
     let (code, v) = verify(&out, &kept, &witness);

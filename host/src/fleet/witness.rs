@@ -78,7 +78,7 @@ fn fetch_within(cfg: &FleetConfig, subject: &str) -> Result<Fetched, String> {
         .map_err(|e| format!("cannot start a runtime to ask the witness: {e}"))?;
     let url = &cfg.nats;
     rt.block_on(async { tokio::time::timeout(WITHIN, fetch(cfg, subject)).await })
-        .map_err(|_| format!("the witness at {url} did not answer within {} s", WITHIN.as_secs()))?
+        .map_err(|_| format!("cannot reach the witness at {url}: no answer within {} s", WITHIN.as_secs()))?
 }
 
 async fn fetch(cfg: &FleetConfig, subject: &str) -> Result<Fetched, String> {
