@@ -206,11 +206,7 @@ pub fn verify_dir_from(dir: &Path, public_key: Option<&Path>, from: Option<Resum
             .map(|&check| Check { check, status: Status::NotChecked, why: Some(STOPPED.to_owned()) })
             .collect(),
     };
-    v.mark(
-        CheckName::Witness,
-        Status::NotChecked,
-        Some(NO_WITNESS.into()),
-    );
+    v.mark(CheckName::Witness, Status::NotChecked, Some(NO_WITNESS.into()));
     if public_key.is_none() {
         v.mark(
             CheckName::KeptKey,

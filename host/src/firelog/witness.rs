@@ -76,7 +76,8 @@ fn compare(v: &Verification, w: &Head, subject: &str) -> Result<(), String> {
     }
     let local_key = v.head.as_ref().map(|h| h.public_key.as_str());
     let handed_over = after.iter().skip(1).any(|e| {
-        e.fire_type.changes_key() && e.key.as_ref().and_then(|k| k.previous_key.as_deref()) == Some(w.public_key.as_str())
+        e.fire_type.changes_key()
+            && e.key.as_ref().and_then(|k| k.previous_key.as_deref()) == Some(w.public_key.as_str())
     });
     if local_key != Some(w.public_key.as_str()) && !handed_over {
         return Err(format!(
