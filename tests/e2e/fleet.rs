@@ -228,6 +228,10 @@ fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_
             && problem.contains(&format!("only {then} entries: rolled back")),
         "{problem}"
     );
+    let text = sentinel_host().args(["verify", "--out"]).arg(&out).args(witness).output().unwrap();
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(12), "{text:?}");
+    assert!(said.starts_with(&format!("BROKEN: entry {witnessed}: the fleet's witness")), "{said}");
 
     // (c) The attacker, who has the key file too, scans other data into the
     // put-back folder (without the fleet): a longer history, every head
