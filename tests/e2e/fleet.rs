@@ -255,4 +255,14 @@ fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_
     let (status, why) = witness_check(&v);
     assert_eq!((code, status.as_str(), v["ok"].as_bool()), (16, "not-checked", Some(true)), "{v}");
     assert!(why.contains("cannot reach the witness"), "{why}");
+
+    // (e) A log whose heads never reached the witness: no verdict either.
+    let (data2, out2) = (s.path("data2"), s.path("out2"));
+    std::fs::create_dir_all(&data2).unwrap();
+    add_failures(&data2, 0, 2);
+    run_once(&detectors, &data2, &out2, &plain);
+    let (code, v) = verify(&out2, &out2.join("fires.pub.json"), &witness);
+    let (status, why) = witness_check(&v);
+    assert_eq!((code, status.as_str()), (16, "not-checked"), "{v}");
+    assert!(why.contains("holds no head on sentinel.heads."), "{why}");
 }
