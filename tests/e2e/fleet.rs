@@ -162,3 +162,107 @@ fn fleet_a_server_down_at_start_leaves_the_run_whole_and_the_backlog_ships_later
     run_once(&detectors, &data, &out, &fleet_config(&s, "fleet", &server));
     consumer_checks(&server, &out);
 }
+
+/// `cp -a from to`: a folder as it was, modes and all.
+fn copy_tree(from: &Path, to: &Path) {
+    let o = Command::new("cp").arg("-a").arg(from).arg(to).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+}
+
+/// `verify --json --out OUT --public-key KEPT` and `extra`: its exit code and outcome.
+fn verify(out: &Path, kept: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+    let o = sentinel_host()
+        .args(["verify", "--json", "--out"])
+        .arg(out)
+        .arg("--public-key")
+        .arg(kept)
+        .args(extra)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    (o.status.code().unwrap(), v)
+}
+
+/// The witness check of a `verify --json` outcome: its status and why.
+fn witness_check(v: &serde_json::Value) -> (String, String) {
+    let c = v["checks"].as_array().unwrap().iter().find(|c| c["check"] == "witness").unwrap();
+    (c["status"].as_str().unwrap().to_owned(), c["why"].as_str().unwrap_or("").to_owned())
+}
+
+#[test]
+fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_file() {
+    let s = Scratch::new();
+    let server = NatsServer::start(&s.path("nats"));
+    let config = fleet_config(&s, "fleet", &server);
+    let detectors = s.detectors_with(&[]);
+    let (data, out, kept) = (s.path("data"), s.path("out"), s.path("kept.pub.json"));
+    std::fs::create_dir_all(&data).unwrap();
+    add_failures(&data, 0, 3);
+    run_once(&detectors, &data, &out, &config);
+    std::fs::copy(out.join("fires.pub.json"), &kept).unwrap();
+    // What the attacker keeps for later: the folder and the data as they were.
+    copy_tree(&out, &s.path("out-then"));
+    copy_tree(&data, &s.path("data-then"));
+    let then = crate::ledger::fire_entries(&out).len();
+    add_failures(&data, 10, 3);
+    run_once(&detectors, &data, &out, &config);
+    let witnessed = crate::ledger::fire_entries(&out).len();
+    assert!(witnessed > then, "the second run fired");
+    let url = server.url();
+    let witness = ["--witness", url.as_str()];
+
+    // (a) The honest log holds the witnessed head.
+    let (code, v) = verify(&out, &kept, &witness);
+    assert_eq!((code, witness_check(&v).0.as_str()), (0, "ok"), "{v}");
+
+    // (b) The folder put back to its older copy: every local check passes.
+    std::fs::remove_dir_all(&out).unwrap();
+    copy_tree(&s.path("out-then"), &out);
+    let (code, v) = verify(&out, &kept, &[]);
+    assert_eq!(code, 0, "a whole older folder is self-consistent: {v}");
+    let (code, v) = verify(&out, &kept, &witness);
+    assert_eq!((code, witness_check(&v).0.as_str()), (12, "failed"), "{v}");
+    let problem = v["finding"]["problem"].as_str().unwrap();
+    assert!(
+        problem.contains(&format!("holds head {witnessed}"))
+            && problem.contains(&format!("only {then} entries: rolled back")),
+        "{problem}"
+    );
+    let text = sentinel_host().args(["verify", "--out"]).arg(&out).args(witness).output().unwrap();
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(12), "{text:?}");
+    assert!(said.starts_with(&format!("BROKEN: entry {witnessed}: the fleet's witness")), "{said}");
+
+    // (c) The attacker, who has the key file too, scans other data into the
+    // put-back folder (without the fleet): a longer history, every head
+    // signed by the real key, that is not the one the witness saw.
+    let plain = s.path("plain.toml");
+    std::fs::write(&plain, "").unwrap();
+    add_failures(&s.path("data-then"), 200, 3 * (witnessed - then));
+    run_once(&detectors, &s.path("data-then"), &out, &plain);
+    assert!(crate::ledger::fire_entries(&out).len() >= witnessed, "the rewritten log reaches the witnessed head");
+    let (code, v) = verify(&out, &kept, &[]);
+    assert_eq!(code, 0, "the rewritten log verifies with the kept key: {v}");
+    let (code, v) = verify(&out, &kept, &witness);
+    assert_eq!(code, 12, "{v}");
+    let problem = v["finding"]["problem"].as_str().unwrap();
+    assert!(problem.contains(&format!("entry {witnessed} differs from the witnessed one: rewritten")), "{problem}");
+
+    // (d) A witness that cannot be reached gives no verdict: exit 16, the
+    // check not made and why, the local checks as they were.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (code, v) = verify(&s.path("out-then"), &kept, &["--witness", &format!("nats://127.0.0.1:{port}")]);
+    let (status, why) = witness_check(&v);
+    assert_eq!((code, status.as_str(), v["ok"].as_bool()), (16, "not-checked", Some(true)), "{v}");
+    assert!(why.contains("cannot reach the witness"), "{why}");
+
+    // (e) A log whose heads never reached the witness: no verdict either.
+    let (data2, out2) = (s.path("data2"), s.path("out2"));
+    std::fs::create_dir_all(&data2).unwrap();
+    add_failures(&data2, 0, 2);
+    run_once(&detectors, &data2, &out2, &plain);
+    let (code, v) = verify(&out2, &out2.join("fires.pub.json"), &witness);
+    let (status, why) = witness_check(&v);
+    assert_eq!((code, status.as_str()), (16, "not-checked"), "{v}");
+    assert!(why.contains("holds no head on sentinel.heads."), "{why}");
+}

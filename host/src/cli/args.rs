@@ -119,6 +119,16 @@ pub(crate) struct VerifyArgs {
     /// or unreadable `ledger.db` is a finding (exit 12).
     #[arg(long)]
     pub(crate) handed_over: bool,
+    /// Also check the log against the newest head the fleet's witness holds
+    /// for it (`nats://HOST:PORT`, the `[fleet] nats` the shipper publishes
+    /// to): a witnessed head the log no longer holds (rolled back) or holds
+    /// otherwise (rewritten) is a finding, exit 12; a witness that gives no
+    /// verdict (unreachable within 5 s, no head of this log) exits 16.
+    #[arg(long, value_name = "URL")]
+    pub(crate) witness: Option<String>,
+    /// The file holding the witness's NATS auth token (as `[fleet] token_file`).
+    #[arg(long, value_name = "FILE", requires = "witness")]
+    pub(crate) witness_token_file: Option<PathBuf>,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     pub(crate) json: bool,

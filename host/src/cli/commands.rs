@@ -103,13 +103,21 @@ pub(crate) fn verify(args: &VerifyArgs) -> anyhow::Result<u8> {
     };
     let folder =
         if args.handed_over { sentinel_host::ledger::Folder::HandedOver } else { sentinel_host::ledger::Folder::Own };
-    let v = sentinel_host::ledger::verify_folder(&out, args.public_key.as_deref(), folder);
+    let mut v = sentinel_host::ledger::verify_folder(&out, args.public_key.as_deref(), folder);
+    let witness = args.witness.as_ref().map(|url| {
+        let cfg = sentinel_host::config::FleetConfig::at(url.as_str(), args.witness_token_file.clone());
+        sentinel_host::fleet::witness::check(&mut v, &cfg)
+    });
     if args.json {
         println!("{}", serde_json::to_string(&v).context("cannot render the outcome as JSON")?);
     } else {
         print!("{}", render::verification(&v));
     }
-    Ok(if v.ok { exit::OK } else { exit::CHAIN_BROKEN })
+    Ok(match witness {
+        _ if !v.ok => exit::CHAIN_BROKEN,
+        Some(sentinel_host::fleet::witness::Outcome::NoVerdict) => exit::WITNESS_NO_VERDICT,
+        _ => exit::OK,
+    })
 }
 
 pub(crate) fn key_rotate(args: &KeyRotateArgs) -> anyhow::Result<u8> {

@@ -28,6 +28,8 @@ pub const CHAIN_BROKEN: u8 = 12;
 pub const SCAN_OVERRUN: u8 = 13;
 pub const LISTEN: u8 = 14;
 pub const SIGNING_KEY: u8 = 15;
+/// `verify --witness`: the log verified, but the witness gave no verdict.
+pub const WITNESS_NO_VERDICT: u8 = 16;
 
 pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<ListenError>().is_some() {

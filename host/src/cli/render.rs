@@ -243,6 +243,9 @@ pub fn verification(v: &sentinel_host::firelog::Verification) -> String {
                 v.kid.as_deref().unwrap_or("?"),
                 if v.ledger_checked { ", matching the ledger" } else { "" }
             );
+            if v.status(sentinel_host::firelog::CheckName::Witness) == Some(sentinel_host::firelog::Status::Ok) {
+                let _ = writeln!(s, "  the fleet's witness holds a head this log holds as a prefix");
+            }
         }
         Some(f) => {
             let place: Vec<String> =

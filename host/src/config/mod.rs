@@ -674,6 +674,18 @@ pub struct FleetConfig {
 }
 
 impl FleetConfig {
+    /// The defaults, at `nats` (`verify --witness`, which only reads).
+    pub fn at(nats: impl Into<String>, token_file: Option<PathBuf>) -> Self {
+        FleetConfig {
+            nats: nats.into(),
+            token_file,
+            duplicate_window_secs: Self::default_duplicate_window(),
+            max_age_secs: 0,
+            max_bytes: Self::no_limit(),
+            in_flight: Self::default_in_flight(),
+            once_budget_secs: Self::default_once_budget(),
+        }
+    }
     fn default_duplicate_window() -> u64 {
         120
     }

@@ -9,8 +9,9 @@
 //! output folder ([`key_file`]: where it lives, its owner and mode checked at
 //! every open, the one-time move out of an older folder), the key-rotation
 //! entries' signatures and the key followed through them ([`KeyTrail`]),
-//! and [`verify_dir`], which reads only the exported
-//! `fires-*.ndjson` segments, `fires.head.json` and a public key. It imports
+//! [`verify_dir`], which reads only the exported
+//! `fires-*.ndjson` segments, `fires.head.json` and a public key, and
+//! [`check_witnessed`], a head held by the fleet's witness against them. It imports
 //! nothing of the ledger. It never decides what a fire is (the ledger's
 //! commit does) and never writes a segment (the ledger's export does).
 
@@ -18,13 +19,15 @@ mod key;
 pub mod key_file;
 mod key_trail;
 mod verify;
+mod witness;
 
 pub use key::{KeyChange, KeyError, PublicKeyFile, generate, kid, sign_head, sign_rotation};
 pub use key_file::{KeyFile, KeyOpened, OpenedHow};
 pub use key_trail::KeyTrail;
 pub use verify::{
-    Check, CheckName, Finding, Resume, STOPPED, Status, Verification, finding, verify_dir, verify_dir_from,
+    Check, CheckName, Finding, NO_WITNESS, Resume, STOPPED, Status, Verification, finding, verify_dir, verify_dir_from,
 };
+pub use witness::{check_witnessed, install_id};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

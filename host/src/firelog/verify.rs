@@ -137,6 +137,9 @@ pub struct Check {
     pub why: Option<String>,
 }
 
+/// Why the witness check was not made when no witness was asked for.
+pub const NO_WITNESS: &str = "no witness asked for (--witness nats://HOST:PORT): a log rolled back, or rewritten and re-signed by whoever holds the signing key, passes the other checks";
+
 /// Why a check after a finding was not run.
 pub const STOPPED: &str = "not reached: verify stops at the first finding";
 
@@ -203,11 +206,7 @@ pub fn verify_dir_from(dir: &Path, public_key: Option<&Path>, from: Option<Resum
             .map(|&check| Check { check, status: Status::NotChecked, why: Some(STOPPED.to_owned()) })
             .collect(),
     };
-    v.mark(
-        CheckName::Witness,
-        Status::NotChecked,
-        Some("verify does not read the fleet's witness yet (issue 36): a log rewritten and re-signed by whoever holds the signing key passes the other checks".into()),
-    );
+    v.mark(CheckName::Witness, Status::NotChecked, Some(NO_WITNESS.into()));
     if public_key.is_none() {
         v.mark(
             CheckName::KeptKey,
@@ -384,7 +383,7 @@ fn load_public_key(dir: &Path, given: Option<&Path>, v: &mut Verification) -> Re
     Ok(key)
 }
 
-fn check_head_signature(head: &Head, key: &VerifyingKey) -> Result<(), Finding> {
+pub(super) fn check_head_signature(head: &Head, key: &VerifyingKey) -> Result<(), Finding> {
     let bad = |p: &str| finding(Some(HEAD_FILE), None, None, p.to_owned());
     if head.kid != kid(key) || head.public_key != crate::base::hex(key.as_bytes()) {
         return Err(bad("the head was signed with another key than the published one"));

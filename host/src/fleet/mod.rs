@@ -8,11 +8,13 @@
 //! the log through a read-only [`LedgerView`] like the dispatcher: it never
 //! writes the ledger and a fire never waits for it (it runs beside the
 //! scan, never in its commit). It runs only when `[fleet]` is configured.
+//! `verify --witness` reads the heads back ([`witness`]).
 
 pub mod cursor;
 pub mod link;
 pub mod publish;
 pub mod reconcile;
+pub mod witness;
 
 /// Fire-log entries read per query of the view (the publishes of a page go
 /// out `in_flight` at a time).
