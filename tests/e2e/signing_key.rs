@@ -332,3 +332,18 @@ fn the_config_files_key_file_is_the_key_and_key_file_overrides_it() {
     assert_eq!(o.status.code(), Some(SIGNING_KEY), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("elsewhere.ed25519"), "{}", text(&o));
 }
+
+#[test]
+fn a_key_file_that_would_lie_inside_the_data_dir_is_refused_and_nothing_is_written_there() {
+    let f = folder(2);
+    let before = listing(&f.data);
+    // A config home under the data dir (where the default key file goes), and a --key-file there.
+    let mut c = run_command(&f.detectors, &f.data, &f.out);
+    c.env("XDG_CONFIG_HOME", f.data.join("config")).args(["--once", "--json"]);
+    let o = run_within(c, std::time::Duration::from_secs(300));
+    assert_eq!(o.status.code(), Some(SIGNING_KEY), "{}", text(&o));
+    assert!(text(&o).contains("inside the data dir"), "{}", text(&o));
+    let o = f.rotate(&f.data.join("k.ed25519"));
+    assert_eq!(o.status.code(), Some(SIGNING_KEY), "{}", text(&o));
+    assert_eq!(listing(&f.data), before, "the data dir is as it was");
+}

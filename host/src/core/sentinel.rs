@@ -226,6 +226,8 @@ impl Sentinel {
             }
             None => out_dir::cache_dir(&out, &data_dir),
         };
+        crate::firelog::KeyFile::locate_outside(&out, opts.key_file.as_deref(), &data_dir)
+            .map_err(|e| ScanError::Ledger(crate::ledger::LedgerError::Key(Box::new(e))))?;
         let mut ledger = Ledger::open(&out)?;
         let key_notice = ledger.open_signing_key(opts.key_file.as_deref())?.notice();
         let state_reset = ledger.reset_reason().map(str::to_owned);

@@ -73,6 +73,10 @@ pub enum KeyError {
         "the signing key {path} would lie inside the output folder {out}, which is what hands it out with the log; name a key file elsewhere with --key-file"
     )]
     InsideOutput { path: PathBuf, out: PathBuf },
+    #[error(
+        "the signing key {path} would lie inside the data dir {data_dir}, which sentinel never writes; name a key file elsewhere with --key-file (or set XDG_CONFIG_HOME outside the data dir)"
+    )]
+    InsideDataDir { path: PathBuf, data_dir: PathBuf },
     #[error("no default folder for the signing key: neither XDG_CONFIG_HOME nor HOME is set; pass --key-file")]
     NoHome,
 }

@@ -126,6 +126,18 @@ impl KeyFile {
         &self.path
     }
 
+    /// [`KeyFile::locate`], refused as well when the key file would lie
+    /// inside `data_dir` (the watched application's, never written): a
+    /// config home or a `--key-file` under it.
+    pub fn locate_outside(out: &Path, given: Option<&Path>, data_dir: &Path) -> Result<KeyFile, KeyError> {
+        let file = KeyFile::locate(out, given)?;
+        let data_dir = crate::base::out_dir::resolve(data_dir);
+        if file.path.starts_with(&data_dir) {
+            return Err(KeyError::InsideDataDir { path: file.path, data_dir });
+        }
+        Ok(file)
+    }
+
     /// Where a rotation keeps the next key until its entry is committed.
     pub fn next_path(&self) -> PathBuf {
         let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

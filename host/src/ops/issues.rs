@@ -58,7 +58,10 @@ pub fn change(
     sig: &str,
     fix: Option<Option<&str>>,
 ) -> Result<(StateChange, Option<String>), IssuesError> {
-    let out = out_folder(data_dir, out)?;
+    let data_dir = resolve_data_dir(data_dir)?;
+    let out = out_dir::prepare(out, &data_dir).map_err(ScanError::from)?;
+    crate::firelog::KeyFile::locate_outside(&out, key_file, &data_dir)
+        .map_err(|e| ScanError::Ledger(crate::ledger::LedgerError::Key(Box::new(e))))?;
     let mut ledger = Ledger::open(&out).map_err(ScanError::from)?;
     let notice = ledger.open_signing_key(key_file).map_err(ScanError::from)?.notice();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);

@@ -17,6 +17,8 @@ use crate::scan::{ScanError, resolve_data_dir};
 pub fn rotate(data_dir: Option<&Path>, out: Option<&Path>, key_file: Option<&Path>) -> Result<KeyRotated, ScanError> {
     let data_dir = resolve_data_dir(data_dir)?;
     let out = out_dir::prepare(out, &data_dir)?;
+    crate::firelog::KeyFile::locate_outside(&out, key_file, &data_dir)
+        .map_err(|e| ScanError::Ledger(crate::ledger::LedgerError::Key(Box::new(e))))?;
     let mut ledger = Ledger::open(&out)?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     Ok(ledger.rotate_key(key_file, now)?)
