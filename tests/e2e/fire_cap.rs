@@ -42,7 +42,7 @@ fn folder_bytes(out: &Path) -> u64 {
 /// Fire log entries, without their place in the chain, of the detectors
 /// other than `hostile` and watch-health-watch (which reports its quarantine).
 fn others_fires(out: &Path) -> Vec<Value> {
-    crate::ledger::fire_entries(out)
+    fire_entries(out)
         .into_iter()
         .filter(|e| e["detector"] != HOSTILE && e["detector"] != "watch_health_watch")
         .map(|mut e| {
@@ -120,7 +120,7 @@ fn a_detector_adding_fresh_fires_is_stopped_at_its_cap_quarantined_and_commits_n
     // Nothing of its scans: no fire, no issue, no state; only the quarantine.
     assert_eq!(stored_of(&out, HOSTILE), (0, 0));
     assert!(issues_of(&out, HOSTILE).is_empty());
-    let own: Vec<Value> = crate::ledger::fire_entries(&out).into_iter().filter(|e| e["detector"] == HOSTILE).collect();
+    let own: Vec<Value> = fire_entries(&out).into_iter().filter(|e| e["detector"] == HOSTILE).collect();
     assert_eq!(own.len(), 1, "{own:#?}");
     assert_eq!(own[0]["type"], "quarantine");
     assert!(own[0]["reason"].as_str().unwrap().contains("over-limit"), "{own:#?}");

@@ -77,7 +77,7 @@ fn run_once(detectors: &Path, data: &Path, out: &Path, config: &Path) -> std::pr
 }
 
 fn subject(out: &Path) -> String {
-    let first = crate::ledger::fire_entries(out)[0]["hash"].as_str().unwrap().to_owned();
+    let first = fire_entries(out)[0]["hash"].as_str().unwrap().to_owned();
     format!("sentinel.fires.{}", &first[..16])
 }
 
@@ -155,7 +155,7 @@ fn fleet_a_server_down_at_start_leaves_the_run_whole_and_the_backlog_ships_later
     let down = s.path("down.toml");
     std::fs::write(&down, format!("[fleet]\nnats = \"nats://127.0.0.1:{port}\"\nonce_budget_secs = 1\n")).unwrap();
     let o = run_once(&detectors, &data, &out, &down);
-    let fires = crate::ledger::fire_entries(&out).len();
+    let fires = fire_entries(&out).len();
     assert!(fires >= 3, "the scan committed its fires: {o:?}");
     assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("cursor 0, backlog {fires},")), "{o:?}");
     let server = NatsServer::start(&s.path("nats"));
@@ -203,10 +203,10 @@ fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_
     // What the attacker keeps for later: the folder and the data as they were.
     copy_tree(&out, &s.path("out-then"));
     copy_tree(&data, &s.path("data-then"));
-    let then = crate::ledger::fire_entries(&out).len();
+    let then = fire_entries(&out).len();
     add_failures(&data, 10, 3);
     run_once(&detectors, &data, &out, &config);
-    let witnessed = crate::ledger::fire_entries(&out).len();
+    let witnessed = fire_entries(&out).len();
     assert!(witnessed > then, "the second run fired");
     let url = server.url();
     let witness = ["--witness", url.as_str()];
@@ -240,7 +240,7 @@ fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_
     std::fs::write(&plain, "").unwrap();
     add_failures(&s.path("data-then"), 200, 3 * (witnessed - then));
     run_once(&detectors, &s.path("data-then"), &out, &plain);
-    assert!(crate::ledger::fire_entries(&out).len() >= witnessed, "the rewritten log reaches the witnessed head");
+    assert!(fire_entries(&out).len() >= witnessed, "the rewritten log reaches the witnessed head");
     let (code, v) = verify(&out, &kept, &[]);
     assert_eq!(code, 0, "the rewritten log verifies with the kept key: {v}");
     let (code, v) = verify(&out, &kept, &witness);
@@ -265,4 +265,23 @@ fn fleet_witness_catches_a_folder_put_back_and_a_history_rewritten_with_the_key_
     let (status, why) = witness_check(&v);
     assert_eq!((code, status.as_str()), (16, "not-checked"), "{v}");
     assert!(why.contains("holds no head on sentinel.heads."), "{why}");
+}
+
+#[test]
+fn fleet_v1_fleet_shows_the_shipper_connected_and_caught_up_while_serve_runs() {
+    let s = Scratch::new();
+    let server = NatsServer::start(&s.path("nats"));
+    let config = fleet_config(&s, "fleet", &server);
+    let served = crate::watch::serve_with(s, &[], &["--config", config.to_str().unwrap()]);
+    let fleet = || crate::watch::call(&served, "GET", "/v1/fleet", None, None);
+    crate::watch::until(&served, "the shipper connected and caught up", || {
+        let (status, _, body) = fleet();
+        status == 200 && body["connected"] == true && body["backlog"] == 0 && body["cursor"].as_u64() >= Some(5)
+    });
+    let (_, _, body) = fleet();
+    assert_eq!(body["shipping"], true, "{body:#}");
+    let entries = fire_entries(&served.out).len() as u64;
+    assert_eq!(body["cursor"].as_u64(), Some(entries), "every entry acked: {body:#}");
+    assert!(body["lastAckMs"].as_i64().is_some_and(|t| t > 0), "{body:#}");
+    consumer_checks(&server, &served.out);
 }

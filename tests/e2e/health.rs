@@ -34,10 +34,8 @@ fn two_failures_quarantine_then_probation_then_restored() {
     let s2 = at(11 * HOUR);
     assert_eq!(detector(&s2, "flaky")["health"], "quarantined", "two failures in a row");
     // A quarantine is a fact: it is in the fire log, with why, and the log verifies.
-    let quarantines: Vec<Value> = crate::ledger::fire_entries(&out)
-        .into_iter()
-        .filter(|e| e["type"] == "quarantine" && e["detector"] == "flaky")
-        .collect();
+    let quarantines: Vec<Value> =
+        fire_entries(&out).into_iter().filter(|e| e["type"] == "quarantine" && e["detector"] == "flaky").collect();
     assert_eq!(quarantines.len(), 1, "{quarantines:#?}");
     assert!(quarantines[0]["reason"].as_str().unwrap().starts_with("2 failures in a row"), "{quarantines:#?}");
     assert_eq!(crate::ledger::verify(&out)["ok"], true);

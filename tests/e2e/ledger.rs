@@ -129,17 +129,6 @@ pub fn verify(out: &std::path::Path) -> serde_json::Value {
     v
 }
 
-/// Every entry of the exported fire log, in order.
-pub fn fire_entries(out: &std::path::Path) -> Vec<serde_json::Value> {
-    let mut names: Vec<String> = listing(out).into_iter().filter(|n| n.starts_with("fires-")).collect();
-    names.sort();
-    names
-        .iter()
-        .flat_map(|n| std::fs::read_to_string(out.join(n)).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
-        .map(|l| serde_json::from_str(&l).unwrap())
-        .collect()
-}
-
 #[test]
 fn verify_passes_an_intact_log_names_a_tampered_entry_and_an_independent_verifier_agrees() {
     let s = Scratch::new();

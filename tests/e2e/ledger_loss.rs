@@ -7,7 +7,7 @@ use std::path::Path;
 
 use xtask::datagen::{self, Activity};
 
-use crate::ledger::{fire_entries, verify};
+use crate::ledger::verify;
 use crate::support::*;
 
 /// `n` failed tool calls, ids `m{from}`.., a second apart.

@@ -263,7 +263,7 @@ fn key_rotate_then_scan_then_verify_with_the_old_public_key_passes() {
     assert_eq!(code, Some(0), "{v:#}");
     assert_eq!(v["head"]["kid"], r["kid"], "the head is signed by the new key");
     assert_eq!(python_verify(&f.out, Some(&old)), Some(0), "the independent verifier follows the rotation too");
-    let entries = crate::ledger::fire_entries(&f.out);
+    let entries = fire_entries(&f.out);
     let rotation = entries.iter().find(|e| e["type"] == "key-rotation").expect("a key-rotation entry");
     assert!(rotation["key"]["signature"].is_string() && rotation["key"]["publicKey"].is_string(), "{rotation:#}");
     // The attacker rewrites the rotation to hand over to a key of its own,
