@@ -158,28 +158,10 @@ mod tests {
     use super::*;
     use crate::firelog::*;
     use crate::ledger::{Ledger, ScanCommit};
-    use crate::model::observation::{Observation, Origin, Severity};
+    use crate::model::observation::Observation;
 
     fn obs(i: usize) -> Observation {
-        Observation {
-            detector: "tool_error".into(),
-            kind: "tool_error".into(),
-            signature: format!("group {}", i % 3),
-            grouping_version: 1,
-            title: "t".into(),
-            origin: Origin::Harness,
-            severity: Severity::High,
-            tool: Some("Bash".into()),
-            bot_id: Some("bot-1".into()),
-            thread_id: Some("th".into()),
-            turn_id: Some(format!("turn-{i}")),
-            at: 1_000 + i as i64,
-            occurrence: format!("m{i}"),
-            evidence_source: "messages".into(),
-            evidence_id: format!("m{i}"),
-            wasted_turns: 1,
-            probation: false,
-        }
+        Observation { bot_id: Some("bot-1".into()), thread_id: Some("th".into()), ..Observation::numbered(i) }
     }
     /// A ledger whose fire log has `n` fires in two commits (segments of 4).
     fn logged(n: usize) -> (tempfile::TempDir, Ledger) {

@@ -293,28 +293,10 @@ mod tests {
 
     use super::*;
     use crate::ledger::{STORE_FILE, ScanCommit, verify_out_dir};
-    use crate::model::observation::{Observation, Origin, Severity};
+    use crate::model::observation::Observation;
 
     fn obs(i: i64) -> Observation {
-        Observation {
-            detector: "tool_error".into(),
-            kind: "tool_error".into(),
-            signature: format!("group {}", i % 3),
-            grouping_version: 1,
-            title: "t".into(),
-            origin: Origin::Harness,
-            severity: Severity::High,
-            tool: Some("Bash".into()),
-            bot_id: None,
-            thread_id: None,
-            turn_id: Some(format!("turn-{i}")),
-            at: 1_000 + i,
-            occurrence: format!("m{i}"),
-            evidence_source: "messages".into(),
-            evidence_id: format!("m{i}"),
-            wasted_turns: 1,
-            probation: false,
-        }
+        Observation::numbered(i as usize)
     }
 
     /// One scan of occurrences `from..to`, through the tally (segments a
