@@ -350,6 +350,33 @@ pub struct Descriptor {
 }
 
 #[cfg(test)]
+impl Observation {
+    /// Observation `i` of `tool_error` for the unit tests: one of three
+    /// groups, a turn, an occurrence and an evidence row of its own.
+    pub(crate) fn numbered(i: usize) -> Observation {
+        Observation {
+            detector: "tool_error".into(),
+            kind: "tool_error".into(),
+            signature: format!("group {}", i % 3),
+            grouping_version: 1,
+            title: "t".into(),
+            origin: Origin::Harness,
+            severity: Severity::High,
+            tool: Some("Bash".into()),
+            bot_id: None,
+            thread_id: None,
+            turn_id: Some(format!("turn-{i}")),
+            at: 1_000 + i as i64,
+            occurrence: format!("m{i}"),
+            evidence_source: "messages".into(),
+            evidence_id: format!("m{i}"),
+            wasted_turns: 1,
+            probation: false,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -413,32 +440,5 @@ mod tests {
         }
         assert!(list.get(3).is_none());
         assert!(Observations::new("x").is_empty());
-    }
-}
-
-#[cfg(test)]
-impl Observation {
-    /// Observation `i` of `tool_error` for the unit tests: one of three
-    /// groups, a turn, an occurrence and an evidence row of its own.
-    pub(crate) fn numbered(i: usize) -> Observation {
-        Observation {
-            detector: "tool_error".into(),
-            kind: "tool_error".into(),
-            signature: format!("group {}", i % 3),
-            grouping_version: 1,
-            title: "t".into(),
-            origin: Origin::Harness,
-            severity: Severity::High,
-            tool: Some("Bash".into()),
-            bot_id: None,
-            thread_id: None,
-            turn_id: Some(format!("turn-{i}")),
-            at: 1_000 + i as i64,
-            occurrence: format!("m{i}"),
-            evidence_source: "messages".into(),
-            evidence_id: format!("m{i}"),
-            wasted_turns: 1,
-            probation: false,
-        }
     }
 }
