@@ -91,11 +91,9 @@ pub(in crate::ledger) struct IssueDelta {
     evidence_at: i64,
     /// The detector of the last occurrence counted.
     detector: String,
-    /// Occurrences counted this scan per UTC day of their `at` (days since
-    /// the epoch): what the issue's per-day history gains.
-    days: BTreeMap<i64, i64>,
     /// Occurrences and wasted turns counted this scan per hour of their `at`
-    /// (hours since the epoch): what the threshold rule's window reads.
+    /// (hours since the epoch): what the threshold rule's window reads, and
+    /// (summed by day when written) what the per-day history gains.
     hours: BTreeMap<i64, (i64, i64)>,
 }
 
@@ -112,7 +110,6 @@ impl IssueDelta {
 
     fn apply(&mut self, o: Incoming, wasted: i64) {
         self.count += 1;
-        *self.days.entry(crate::base::calendar::day_of(o.at)).or_default() += 1;
         let hour = self.hours.entry(o.at.div_euclid(HOUR_MS)).or_default();
         (hour.0, hour.1) = (hour.0 + 1, hour.1 + wasted);
         self.detector.clone_from(&o.detector);
@@ -201,7 +198,12 @@ impl IssueDelta {
             "INSERT INTO issue_days(sig, day, count) VALUES(?1, ?2, ?3)
              ON CONFLICT(sig, day) DO UPDATE SET count = count + excluded.count",
         )?;
-        for (day, n) in &self.days {
+        // A day's count is its hours' (an hour never spans two UTC days).
+        let mut days: BTreeMap<i64, i64> = BTreeMap::new();
+        for (hour, (n, _)) in &self.hours {
+            *days.entry(hour.div_euclid(24)).or_default() += n;
+        }
+        for (day, n) in &days {
             add.execute(params![sig, day, n])?;
         }
         let mut add = tx.prepare_cached(
@@ -323,7 +325,6 @@ pub(in crate::ledger) fn count_one(
                 evidence_at: at,
                 evidence: None,
                 detector: o.detector.clone(),
-                days: BTreeMap::from([(crate::base::calendar::day_of(at), 1)]),
                 hours: BTreeMap::from([(at.div_euclid(HOUR_MS), (1, w))]),
                 first: Some(o),
             }
@@ -340,7 +341,6 @@ pub(in crate::ledger) fn count_one(
                 evidence: None,
                 evidence_at,
                 detector: String::new(),
-                days: BTreeMap::new(),
                 hours: BTreeMap::new(),
             };
             d.apply(o, wasted);
