@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::export::issues::{EvidenceRef, IssueLine, read_issues};
+use super::export::issues::{EvidenceRef, IssueLine, read_issue, read_issues};
 use super::meta::{self, MetaKey};
 use super::store::{check_header, read_health};
 use super::{Health, LedgerError, STORE_FILE};
@@ -145,6 +145,11 @@ impl LedgerView {
 
     pub fn issues(&self) -> Result<Vec<IssueLine>, LedgerError> {
         read_issues(&self.conn).map_err(self.err("cannot read issues"))
+    }
+
+    /// The issue with signature `sig`, if there is one (by its key).
+    pub fn issue(&self, sig: &str) -> Result<Option<IssueLine>, LedgerError> {
+        read_issue(&self.conn, sig).map_err(self.err("cannot read an issue"))
     }
 
     pub fn health(&self) -> Result<Vec<Health>, LedgerError> {

@@ -44,7 +44,13 @@ pub fn list(
 
 /// The issue with signature `sig`.
 pub fn show(data_dir: Option<&Path>, out: Option<&Path>, sig: &str) -> Result<IssueLine, IssuesError> {
-    list(data_dir, out, None)?.into_iter().find(|i| i.sig == sig).ok_or_else(|| IssuesError::Unknown(sig.to_owned()))
+    let out = out_folder(data_dir, out)?;
+    let view = LedgerView::open(&out).map_err(ScanError::from)?;
+    let issue = match view {
+        Some(v) => v.issue(sig).map_err(ScanError::from)?,
+        None => None,
+    };
+    issue.ok_or_else(|| IssuesError::Unknown(sig.to_owned()))
 }
 
 /// Marks `sig` fixed (`Some(note)`, or no note), or sets it open again

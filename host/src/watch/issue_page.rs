@@ -184,7 +184,7 @@ pub async fn issue_page(
         let unknown =
             || Problem::not_found(format!("no issue has the signature `{}`", crate::base::sanitize::one_line(&sig)));
         let Some(v) = view(&state)? else { return Err(unknown()) };
-        let issue = v.issues().map_err(ledger_problem)?.into_iter().find(|i| i.sig == sig).ok_or_else(unknown)?;
+        let issue = v.issue(&sig).map_err(ledger_problem)?.ok_or_else(unknown)?;
         let now = now_ms();
         let per_day = v.issue_days(&sig, trend(PAGE_TREND_DAYS, now)).map_err(ledger_problem)?;
         let events = v.issue_events(&sig, EVENTS).map_err(ledger_problem)?;

@@ -46,13 +46,24 @@ impl Ledger {
 
 /// Every issue, in `issues.jsonl` order (first seen, then signature).
 pub(in crate::ledger) fn read_issues(conn: &Connection) -> rusqlite::Result<Vec<IssueLine>> {
-    let mut stmt = conn.prepare(
+    read_issues_where(conn, None)
+}
+
+/// The issue with signature `sig`, read by its key (an issue's page asks for one).
+pub(in crate::ledger) fn read_issue(conn: &Connection, sig: &str) -> rusqlite::Result<Option<IssueLine>> {
+    Ok(read_issues_where(conn, Some(sig))?.pop())
+}
+
+/// Every issue, or only the one with signature `only`.
+fn read_issues_where(conn: &Connection, only: Option<&str>) -> rusqlite::Result<Vec<IssueLine>> {
+    let mut stmt = conn.prepare_cached(
         "SELECT i.sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at, last_at,
                         count, wasted_turns, evidence_source, evidence_id, grouping_version, probation,
                         s.state, s.fixed_at, s.note
-                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig ORDER BY first_at, i.sig",
+                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig
+                 WHERE ?1 IS NULL OR i.sig = ?1 ORDER BY first_at, i.sig",
     )?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map([only], |r| {
         Ok(IssueLine {
             sig: r.get(0)?,
             kind: r.get(1)?,
