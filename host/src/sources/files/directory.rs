@@ -66,7 +66,7 @@ impl DirectorySource {
 
     /// Whether a name is noise: a dot-file (unless `hidden`) or an ignored pattern.
     fn is_noise(&self, name: &str) -> bool {
-        (!self.hidden && name.starts_with('.')) || self.ignore.iter().any(|p| super::events::glob_match(p, name))
+        (!self.hidden && name.starts_with('.')) || self.ignore.iter().any(|p| super::glob::glob_match(p, name))
     }
 
     /// The files of `files` still being written: new or changed since

@@ -1,8 +1,8 @@
 //! Sources over plain files and folders of the data dir.
 //!
 //! It owns which entries may be read at all ([`safe_fs`]: regular files, no
-//! links, no blocking open, capped reads) and the sources over them: the bots
-//! file ([`bots`]), the event log's NDJSON files ([`events`]), a folder's
+//! links, no blocking open, capped reads), the file-name pattern they share
+//! ([`glob`]) and the sources over them: the bots file ([`bots`]), the event log's NDJSON files ([`events`]), a folder's
 //! listing ([`directory`]) and its files' digests ([`digest`]). It never
 //! writes, creates or locks anything in the data dir.
 
@@ -10,4 +10,5 @@ pub mod bots;
 pub mod digest;
 pub mod directory;
 pub mod events;
+pub mod glob;
 pub mod safe_fs;
