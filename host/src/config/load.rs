@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Config, ConfigError, LimitsConfig, parse_duration, to_config_value};
+use super::{Config, ConfigError, LimitsConfig, QueryConfig, parse_duration, to_config_value};
 use crate::model::record::parse_column_type;
 
 /// The variable naming the sentinels file.
@@ -205,21 +205,56 @@ impl Config {
     }
 
     fn check(&self, text: &str) -> Result<(), ConfigError> {
-        if let Some(r) = &self.report {
-            if let Some(hour) = r.daily_at_hour.filter(|h| *h > 23) {
-                let message = format!("report.daily_at_hour is {hour}: an hour of the day, 0 to 23");
-                return Err(self.invalid_at(text, "daily_at_hour", message));
-            }
-            let window = parse_duration(&r.threshold_window);
-            if !window.is_some_and(|ms| ms % 3_600_000 == 0 && (3_600_000..=168 * 3_600_000).contains(&ms)) {
-                let message = format!("report.threshold_window is `{}`: whole hours, 1h to 168h", r.threshold_window);
-                return Err(self.invalid_at(text, "threshold_window", message));
-            }
-            if [r.threshold_count, r.threshold_wasted_turns].iter().flatten().any(|n| *n < 1) {
-                let message = "report.threshold_count and threshold_wasted_turns are at least 1".to_owned();
-                return Err(self.invalid_at(text, "threshold_", message));
+        self.check_report(text)?;
+        self.check_source_names()?;
+        let s = &self.sources;
+        for d in &s.directory {
+            if d.settle.as_deref().is_some_and(|t| parse_duration(t).is_none()) {
+                let message = format!("sources.directory `{}`: `settle` is a duration like \"500ms\"", d.name);
+                return Err(self.invalid_at(text, "settle", message));
             }
         }
+        for q in &s.sqlite {
+            self.check_sqlite(text, q)?;
+        }
+        for h in &s.http {
+            if !h.url.starts_with("http://") {
+                return Err(self.invalid(format!("sources.http `{}`: only plain http:// URLs can be fetched", h.name)));
+            }
+            if let Some(path) = &h.jsonpath
+                && let Err(e) = serde_json_path::JsonPath::parse(path)
+            {
+                return Err(self.invalid_at(
+                    text,
+                    path,
+                    format!("sources.http `{}`: jsonpath `{path}` is not an RFC 9535 JSONPath: {e}", h.name),
+                ));
+            }
+        }
+        self.check_values(text)
+    }
+
+    /// `[report]`: the digest's hour and the threshold rule.
+    fn check_report(&self, text: &str) -> Result<(), ConfigError> {
+        let Some(r) = &self.report else { return Ok(()) };
+        if let Some(hour) = r.daily_at_hour.filter(|h| *h > 23) {
+            let message = format!("report.daily_at_hour is {hour}: an hour of the day, 0 to 23");
+            return Err(self.invalid_at(text, "daily_at_hour", message));
+        }
+        let window = parse_duration(&r.threshold_window);
+        if !window.is_some_and(|ms| ms % 3_600_000 == 0 && (3_600_000..=168 * 3_600_000).contains(&ms)) {
+            let message = format!("report.threshold_window is `{}`: whole hours, 1h to 168h", r.threshold_window);
+            return Err(self.invalid_at(text, "threshold_window", message));
+        }
+        if [r.threshold_count, r.threshold_wasted_turns].iter().flatten().any(|n| *n < 1) {
+            let message = "report.threshold_count and threshold_wasted_turns are at least 1".to_owned();
+            return Err(self.invalid_at(text, "threshold_", message));
+        }
+        Ok(())
+    }
+
+    /// Source names: letters, digits, `_` or `-`, each used once.
+    fn check_source_names(&self) -> Result<(), ConfigError> {
         let mut names: Vec<&str> = vec!["messages", "runtime", "bots", "events"];
         let s = &self.sources;
         let extra = s
@@ -238,58 +273,46 @@ impl Config {
             }
             names.push(name);
         }
-        for d in &s.directory {
-            if d.settle.as_deref().is_some_and(|t| parse_duration(t).is_none()) {
-                let message = format!("sources.directory `{}`: `settle` is a duration like \"500ms\"", d.name);
-                return Err(self.invalid_at(text, "settle", message));
+        Ok(())
+    }
+
+    /// One `[[sources.sqlite]]`: a SELECT, its cursor and reread, its column types.
+    fn check_sqlite(&self, text: &str, q: &QueryConfig) -> Result<(), ConfigError> {
+        let lower = q.query.trim_start().to_ascii_lowercase();
+        if !(lower.starts_with("select") || lower.starts_with("with")) {
+            return Err(self.invalid(format!("sources.sqlite `{}`: the query must be a SELECT", q.name)));
+        }
+        if q.cursor.is_some() && !q.query.contains(":cursor") {
+            return Err(self.invalid(format!(
+                "sources.sqlite `{}`: a `cursor` column needs `:cursor` in the query (WHERE col > :cursor)",
+                q.name
+            )));
+        }
+        if let Some(reread) = &q.reread {
+            let problem = if q.cursor.is_none() {
+                Some("`reread` moves a cursor back: it needs a `cursor` column (a change time in ms)")
+            } else if parse_duration(reread).is_none() {
+                Some("`reread` is a duration like \"10m\"")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(self.invalid_at(text, "reread", format!("sources.sqlite `{}`: {problem}", q.name)));
             }
         }
-        for q in &s.sqlite {
-            let lower = q.query.trim_start().to_ascii_lowercase();
-            if !(lower.starts_with("select") || lower.starts_with("with")) {
-                return Err(self.invalid(format!("sources.sqlite `{}`: the query must be a SELECT", q.name)));
-            }
-            if q.cursor.is_some() && !q.query.contains(":cursor") {
+        for (col, ty) in &q.columns {
+            if parse_column_type(ty).is_none() {
                 return Err(self.invalid(format!(
-                    "sources.sqlite `{}`: a `cursor` column needs `:cursor` in the query (WHERE col > :cursor)",
+                    "sources.sqlite `{}`: column `{col}` has type `{ty}`; use text, int, float or boolean",
                     q.name
                 )));
             }
-            if let Some(reread) = &q.reread {
-                let problem = if q.cursor.is_none() {
-                    Some("`reread` moves a cursor back: it needs a `cursor` column (a change time in ms)")
-                } else if parse_duration(reread).is_none() {
-                    Some("`reread` is a duration like \"10m\"")
-                } else {
-                    None
-                };
-                if let Some(problem) = problem {
-                    return Err(self.invalid_at(text, "reread", format!("sources.sqlite `{}`: {problem}", q.name)));
-                }
-            }
-            for (col, ty) in &q.columns {
-                if parse_column_type(ty).is_none() {
-                    return Err(self.invalid(format!(
-                        "sources.sqlite `{}`: column `{col}` has type `{ty}`; use text, int, float or boolean",
-                        q.name
-                    )));
-                }
-            }
         }
-        for h in &s.http {
-            if !h.url.starts_with("http://") {
-                return Err(self.invalid(format!("sources.http `{}`: only plain http:// URLs can be fetched", h.name)));
-            }
-            if let Some(path) = &h.jsonpath
-                && let Err(e) = serde_json_path::JsonPath::parse(path)
-            {
-                return Err(self.invalid_at(
-                    text,
-                    path,
-                    format!("sources.http `{}`: jsonpath `{path}` is not an RFC 9535 JSONPath: {e}", h.name),
-                ));
-            }
-        }
+        Ok(())
+    }
+
+    /// `[detectors.*]` and `[sentinels.*.values]`: values a detector can take.
+    fn check_values(&self, text: &str) -> Result<(), ConfigError> {
         let detectors = self.detectors.iter().map(|(n, c)| (format!("detectors.{n}"), c));
         let sentinels = self.sentinels.iter().map(|(n, c)| (format!("sentinels.{n}.values"), &c.values));
         for (table, keys) in detectors.chain(sentinels) {

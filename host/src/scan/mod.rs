@@ -42,6 +42,7 @@ pub use report::{
     DetectorStatus, DetectorSummary, FailureSummary, LoadKind, Phases, ScanReport, SourceStatus, SourceSummary,
     peak_rss_kib,
 };
+use settle::Settled;
 
 /// Everything a scan needs to know.
 #[derive(Debug, Clone)]
@@ -292,11 +293,8 @@ impl Scan<'_> {
         }
         opts.tell(|| Progress::at(ScanPhase::Deciding, records, running, total));
         let phase = Instant::now();
-        let mut states = settle::finish(&mut plan.slots, ledger)?;
-        let cap = runtime.limits().fires_per_scan;
-        settle::cap_fires(&mut plan.slots, ledger, &mut states, scan_time, &versions, cap)?;
-        let health = settle::health(&mut plan.slots, scan_time, &opts.health);
-        let (positions, cursors) = settle::positions(&plan.slots, &plan.units, &ends, &sources);
+        let limits = (runtime.limits().fires_per_scan, &opts.health);
+        let settled = settle::settle(&mut plan, ledger, (&ends, &sources), scan_time, &versions, limits)?;
         phases.decide_us = micros(phase);
         if opts.stopped() {
             return Err(opts.stop_error("the detectors made their decisions"));
@@ -308,7 +306,7 @@ impl Scan<'_> {
         let any_failed = source_summaries.iter().any(|s| s.error.is_some());
         // So must a detector that failed (it is behind its sources) and the
         // health source after any health change (it reports what is committed).
-        let owed = plan.slots.iter().zip(&health).any(|(slot, after)| fast_path::owes(&slot.health, after));
+        let owed = plan.slots.iter().zip(&settled.health).any(|(slot, after)| fast_path::owes(&slot.health, after));
         let mut meta = vec![
             MetaEntry::FastStamp(stamp.filter(|_| !any_failed && !owed)),
             MetaEntry::NextWake(next_wake),
@@ -316,33 +314,16 @@ impl Scan<'_> {
         ];
         meta.append(&mut plan.meta);
         let phase = Instant::now();
-        let issues = ledger.commit(ScanCommit {
-            observations: &[],
-            cursors,
-            positions,
-            states,
-            health,
-            scan_time,
-            versions,
-            meta,
-        })?;
+        let Settled { states, health, positions, cursors } = settled;
+        let commit = ScanCommit { observations: &[], cursors, positions, states, health, scan_time, versions, meta };
+        let issues = ledger.commit(commit)?;
         phases.export_us = ledger.export_time().as_micros() as u64;
         phases.commit_us = micros(phase).saturating_sub(phases.export_us);
         for slot in plan.slots.iter().filter(|s| s.woken) {
             let admin = crate::ledger::Admin { wake: false, ..slot.admin.clone() };
             ledger.set_admin(slot.name(), &admin)?;
         }
-        for i in plan.not_read {
-            source_summaries.push(SourceSummary {
-                name: sources[i].name().to_owned(),
-                status: SourceStatus::NotRead,
-                records: 0,
-                skipped: 0,
-                reads: 0,
-                error: None,
-                warnings: Vec::new(),
-            });
-        }
+        source_summaries.extend(plan.not_read.iter().map(|&i| SourceSummary::not_read(sources[i].name())));
         let mut detectors: Vec<DetectorSummary> = plan.slots.into_iter().map(|s| s.summary).collect();
         detectors.extend(refused);
         detectors.sort_by(|a, b| a.path.cmp(&b.path));

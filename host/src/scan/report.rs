@@ -218,6 +218,21 @@ pub struct SourceSummary {
     pub warnings: Vec<String>,
 }
 
+impl SourceSummary {
+    /// A source this scan did not read (everyone who reads it waits).
+    pub fn not_read(name: &str) -> SourceSummary {
+        SourceSummary {
+            name: name.to_owned(),
+            status: SourceStatus::NotRead,
+            records: 0,
+            skipped: 0,
+            reads: 0,
+            error: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// What a completed scan reports.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -19,6 +19,30 @@ use crate::model::failure::FailureKind;
 use crate::model::standing::{self, Health, Outcome, Policy};
 use crate::sources::Source;
 
+/// What settling gives the commit.
+pub(crate) struct Settled {
+    pub states: BTreeMap<String, Option<Vec<u8>>>,
+    pub health: Vec<Health>,
+    pub positions: Positions,
+    pub cursors: BTreeMap<String, String>,
+}
+
+/// The whole of settling, in order: decisions, the fire cap, health, positions.
+pub(crate) fn settle(
+    plan: &mut super::plan::Plan<'_>,
+    ledger: &mut Ledger,
+    (ends, sources): (&Ends, &[Box<dyn Source>]),
+    scan_time: i64,
+    versions: &BTreeMap<String, String>,
+    (fires_per_scan, policy): (usize, &Policy),
+) -> Result<Settled, LedgerError> {
+    let mut states = finish(&mut plan.slots, ledger)?;
+    cap_fires(&mut plan.slots, ledger, &mut states, scan_time, versions, fires_per_scan)?;
+    let health = health(&mut plan.slots, scan_time, policy);
+    let (positions, cursors) = positions(&plan.slots, &plan.units, ends, sources);
+    Ok(Settled { states, health, positions, cursors })
+}
+
 /// Asks every detector still running for its decision; returns the states
 /// of those that completed.
 pub(crate) fn finish(

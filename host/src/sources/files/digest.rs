@@ -17,7 +17,7 @@
 //! missing file is reported, never fatal.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -104,6 +104,52 @@ fn as_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// One read of the file: its size, lines and hash, and the hash of its
+/// first `prev_len` bytes (the old content, as it reads now).
+struct Digested {
+    bytes: u64,
+    lines: u64,
+    sha256_prefix: String,
+    /// None if the file shrank below the old length (or there was none).
+    head_prefix: Option<String>,
+}
+
+impl DigestSource {
+    fn digest(&self, mut file: std::fs::File, path: &Path, prev_len: Option<u64>) -> Result<Digested, SourceError> {
+        let mut whole = Sha256::new();
+        let mut head = Sha256::new();
+        let mut bytes = 0u64;
+        let mut lines = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let path = path.to_owned();
+                    return Err(SourceError::Read { source_name: self.name.clone(), path, source: Box::new(e) });
+                }
+            };
+            let chunk = &buf[..n];
+            whole.update(chunk);
+            lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+            if let Some(limit) = prev_len
+                && bytes < limit
+            {
+                let take = usize::try_from(limit - bytes).map_or(n, |left| left.min(n));
+                head.update(&chunk[..take]);
+            }
+            bytes += n as u64;
+        }
+        let head_prefix = match prev_len {
+            Some(limit) if bytes >= limit => Some(hex16(head)),
+            _ => None,
+        };
+        Ok(Digested { bytes, lines, sha256_prefix: hex16(whole), head_prefix })
+    }
+}
+
 impl Source for DigestSource {
     fn name(&self) -> &str {
         &self.name
@@ -120,7 +166,7 @@ impl Source for DigestSource {
         let path = ctx.data_dir.join(&self.path);
         // An unreadable cursor counts as no cursor: this is then a first scan.
         let prev: Option<Cursor> = ctx.cursor.and_then(|c| serde_json::from_str(c).ok());
-        let mut file = match super::safe_fs::open_regular(&path) {
+        let file = match super::safe_fs::open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.is_not_found() => {
                 return match prev {
@@ -137,39 +183,7 @@ impl Source for DigestSource {
         let generation = prev.as_ref().map_or(0, |p| p.generation + u64::from(replaced == Some(true)));
         let prev_len = prev.as_ref().map(|p| p.bytes);
 
-        let mut whole = Sha256::new();
-        let mut head = Sha256::new();
-        let mut bytes = 0u64;
-        let mut lines = 0u64;
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            let n = match file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(SourceError::Read { source_name: self.name.clone(), path, source: Box::new(e) });
-                }
-            };
-            let chunk = &buf[..n];
-            whole.update(chunk);
-            lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-            if let Some(limit) = prev_len
-                && bytes < limit
-            {
-                let take = usize::try_from(limit - bytes).map_or(n, |left| left.min(n));
-                head.update(&chunk[..take]);
-            }
-            bytes += n as u64;
-        }
-        drop(file);
-
-        let sha256_prefix = hex16(whole);
-        // The old content's hash as it reads now; none if the file shrank.
-        let head_prefix = match prev_len {
-            Some(limit) if bytes >= limit => Some(hex16(head)),
-            _ => None,
-        };
+        let Digested { bytes, lines, sha256_prefix, head_prefix } = self.digest(file, &path, prev_len)?;
         let appended_only = prev.as_ref().map(|p| head_prefix.as_deref() == Some(p.sha256_prefix.as_str()));
 
         let shown = self.path.to_string_lossy();
