@@ -3,7 +3,7 @@
 //! `verify` on a folder that may be anyone's.
 //!
 //! It owns the connection's defensive settings and limits and the per-query
-//! wall-clock budget; it never opens, reads or decides which database is read.
+//! wall-clock budget (armed at hardening, re-armed per query on a kept handle); it never opens, reads or decides which database is read.
 
 use std::time::{Duration, Instant};
 
@@ -26,8 +26,14 @@ pub fn harden(conn: &mut Connection, budget: Duration) -> rusqlite::Result<()> {
     conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
     conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES)?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
-    let started = Instant::now();
-    conn.progress_handler(PROGRESS_STEPS, Some(move || started.elapsed() > budget))?;
+    rearm(conn, budget)?;
     conn.busy_timeout(Duration::from_millis(250))?;
     Ok(())
+}
+
+/// Starts the wall-clock budget again from now: on a handle kept across the
+/// pages of a read, each page is one query with a budget of its own.
+pub fn rearm(conn: &mut Connection, budget: Duration) -> rusqlite::Result<()> {
+    let started = Instant::now();
+    conn.progress_handler(PROGRESS_STEPS, Some(move || started.elapsed() > budget))
 }

@@ -3,8 +3,8 @@
 //!
 //! Opened read-only by [`super`] (which reads the rows still in the
 //! `-wal` file and creates nothing in the data dir), one short query per
-//! batch on a fresh handle that is closed at once, so no read transaction outlives a batch and
-//! the writer can always checkpoint. Activity rows change after they are
+//! batch on the read's handle ([`super::session`]): no read transaction
+//! outlives a batch, so the writer can always checkpoint. Activity rows change after they are
 //! written (a tool's outcome lands later), so instead of a rowid cursor each
 //! scan rereads a trailing 30-minute window before the newest `at` it has
 //! seen; the ledger's occurrence keys count each message once. A row whose
@@ -25,6 +25,7 @@
 
 use std::path::Path;
 
+use super::session::Session;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
@@ -151,16 +152,22 @@ struct Row {
     pending: bool,
 }
 
-/// One page of rows after `(after_at, after_id)`, on a handle closed on return.
-fn page(path: &Path, window_start: i64, after_at: i64, after_id: &str, limit: usize) -> rusqlite::Result<Vec<Row>> {
-    super::with_db(path, |conn| {
+/// One page of rows after `(after_at, after_id)`, on the read's handle.
+fn page(
+    db: &mut Session<'_>,
+    window_start: i64,
+    after_at: i64,
+    after_id: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<Row>> {
+    db.run(|conn| {
         super::require_table(conn, "messages")?;
         page_on(conn, window_start, after_at, after_id, limit)
     })
 }
 
-fn count_mistyped(path: &Path, window_start: i64) -> rusqlite::Result<u64> {
-    super::with_db(path, |conn| conn.query_row(COUNT_MISTYPED, [window_start], |r| r.get::<_, i64>(0)))
+fn count_mistyped(db: &mut Session<'_>, window_start: i64) -> rusqlite::Result<u64> {
+    db.run(|conn| conn.prepare_cached(COUNT_MISTYPED)?.query_row([window_start], |r| r.get::<_, i64>(0)))
         .map(|n| u64::try_from(n).unwrap_or(0))
 }
 
@@ -171,7 +178,7 @@ fn page_on(
     after_id: &str,
     limit: usize,
 ) -> rusqlite::Result<Vec<Row>> {
-    let mut stmt = conn.prepare(QUERY)?;
+    let mut stmt = conn.prepare_cached(QUERY)?;
     let rows = stmt.query_map(rusqlite::params![window_start, after_at, after_id, limit as i64], row_of)?;
     rows.collect()
 }
@@ -203,11 +210,15 @@ enum Outcome {
 
 /// The rows of `pending` from before `window_start`, each with what became
 /// of it (a row gone from the table is simply not there).
-fn pending_rows(path: &Path, pending: &[(i64, String)], window_start: i64) -> rusqlite::Result<Vec<(Row, Outcome)>> {
+fn pending_rows(
+    db: &mut Session<'_>,
+    pending: &[(i64, String)],
+    window_start: i64,
+) -> rusqlite::Result<Vec<(Row, Outcome)>> {
     let ids = serde_json::to_string(&pending.iter().map(|(_, id)| id).collect::<Vec<_>>()).unwrap_or_default();
-    super::with_db(path, |conn| {
+    db.run(|conn| {
         super::require_table(conn, "messages")?;
-        let mut stmt = conn.prepare(PENDING_QUERY)?;
+        let mut stmt = conn.prepare_cached(PENDING_QUERY)?;
         let rows = stmt.query_map(rusqlite::params![ids, window_start], |r| {
             let row = row_of(r)?;
             let outcome = match (r.get::<_, bool>(10)?, row.pending) {
@@ -274,12 +285,13 @@ impl Source for MessagesSource {
         let mut report = SourceReport::default();
         let mut hwm = prev_hwm.unwrap_or(0);
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
+        let mut db = Session::open(&path).map_err(read_err)?;
         // Rows pending when last seen, from before the window: the failed
         // ones first (they are the oldest), the still pending kept.
         let mut pending = std::collections::VecDeque::new();
         let kept = prev.map(|c| c.pending).unwrap_or_default();
         if !kept.is_empty() {
-            for (row, outcome) in pending_rows(&path, &kept, window_start).map_err(read_err)? {
+            for (row, outcome) in pending_rows(&mut db, &kept, window_start).map_err(read_err)? {
                 match outcome {
                     Outcome::Failed if !row.malformed && !row.id.is_empty() => {
                         push(&mut builder, &row)?;
@@ -296,7 +308,7 @@ impl Source for MessagesSource {
         }
         let (mut after_at, mut after_id) = (i64::MIN, String::new());
         loop {
-            let rows = page(&path, window_start, after_at, &after_id, ctx.batch_rows).map_err(read_err)?;
+            let rows = page(&mut db, window_start, after_at, &after_id, ctx.batch_rows).map_err(read_err)?;
             let last_page = rows.len() < ctx.batch_rows;
             for row in rows {
                 if (row.at, row.id.as_str()) <= (after_at, after_id.as_str()) {
@@ -336,7 +348,7 @@ impl Source for MessagesSource {
                 break;
             }
         }
-        report.skipped += count_mistyped(&path, window_start).map_err(read_err)?;
+        report.skipped += count_mistyped(&mut db, window_start).map_err(read_err)?;
         let pending = pending_kept(pending.into(), hwm);
         report.cursor = Some(serde_json::to_string(&Cursor { hwm, pending }).unwrap_or_default());
         Ok(report)

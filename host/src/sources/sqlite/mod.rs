@@ -39,13 +39,15 @@
 //! removed when the read returns; a folder left by a process that crashed is
 //! removed by the next read that makes a copy.
 //!
-//! The sources over SQLite databases live beside it: `messages.db`
-//! ([`messages`]), `runtime.db`'s queue ([`queue`]) and configured read-only
-//! queries ([`query`]).
+//! A read of many pages keeps one handle ([`session`]). The sources over
+//! SQLite databases live beside it: `messages.db` ([`messages`]),
+//! `runtime.db`'s queue ([`queue`]) and configured read-only queries
+//! ([`query`]).
 
 pub mod messages;
 pub mod query;
 pub mod queue;
+pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -264,16 +266,9 @@ fn explain_interrupt(e: rusqlite::Error) -> rusqlite::Error {
 
 /// Runs `read` on a fresh read-only handle, closed on return. A quiescent
 /// read is repeated in the normal mode if a writer appeared meanwhile.
+/// (A read of one page; a read of many keeps its handle: [`session::Session`].)
 pub fn with_db<T>(path: &Path, read: impl Fn(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let (conn, mode, copy) = open(path)?;
-    let result = read(&conn).map_err(explain_interrupt);
-    drop(conn);
-    drop(copy);
-    if mode == OpenMode::Quiescent && wal_path(path).exists() {
-        let (conn, _, _copy) = open(path)?;
-        return read(&conn).map_err(explain_interrupt);
-    }
-    result
+    session::Session::open(path)?.run(read)
 }
 
 /// Refuses a view or a virtual table standing in for a table the host reads
@@ -282,7 +277,7 @@ pub fn with_db<T>(path: &Path, read: impl Fn(&Connection) -> rusqlite::Result<T>
 /// our process. A configured query may read views (its author is the
 /// operator); the query budget bounds them all the same.
 pub fn require_table(conn: &Connection, table: &str) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare("SELECT type, sql FROM sqlite_schema WHERE name = ?1 COLLATE NOCASE")?;
+    let mut stmt = conn.prepare_cached("SELECT type, sql FROM sqlite_schema WHERE name = ?1 COLLATE NOCASE")?;
     let mut rows = stmt.query([table])?;
     let Some(row) = rows.next()? else {
         // A missing table is SQLite's own "no such table" error, from the query.

@@ -30,6 +30,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
+use super::session::Session;
 use rusqlite::types::Value;
 
 use crate::model::record::{BatchBuilder, Cell, Column, ColumnType};
@@ -163,17 +164,19 @@ impl Source for QuerySource {
         let first_after = after;
         let mut report = SourceReport::default();
         let mut builder: Option<(Vec<String>, BatchBuilder)> = None;
+        let mut db = Session::open(&path).map_err(|e| self.err(&path, e))?;
         loop {
-            let (names, rows) = super::with_db(&path, |conn| {
-                let mut stmt = conn.prepare(&sql)?;
-                let names: Vec<String> = stmt.column_names().map(str::to_owned).collect();
-                let n = names.len();
-                let params: Vec<(&str, &dyn rusqlite::ToSql)> =
-                    if self.cursor.is_some() { vec![(":cursor", &after)] } else { Vec::new() };
-                let rows = stmt.query_map(params.as_slice(), |r| (0..n).map(|i| r.get::<_, Value>(i)).collect())?;
-                Ok((names, rows.collect::<rusqlite::Result<Vec<Vec<Value>>>>()?))
-            })
-            .map_err(|e| self.err(&path, e))?;
+            let (names, rows) = db
+                .run(|conn| {
+                    let mut stmt = conn.prepare_cached(&sql)?;
+                    let names: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+                    let n = names.len();
+                    let params: Vec<(&str, &dyn rusqlite::ToSql)> =
+                        if self.cursor.is_some() { vec![(":cursor", &after)] } else { Vec::new() };
+                    let rows = stmt.query_map(params.as_slice(), |r| (0..n).map(|i| r.get::<_, Value>(i)).collect())?;
+                    Ok((names, rows.collect::<rusqlite::Result<Vec<Vec<Value>>>>()?))
+                })
+                .map_err(|e| self.err(&path, e))?;
             let kinds: Vec<ColumnType> = names
                 .iter()
                 .map(|n| self.columns.iter().find(|(c, _)| c == n).map_or(ColumnType::Text, |(_, k)| *k))
@@ -209,10 +212,9 @@ impl Source for QuerySource {
         }
         if self.cursor.is_some() {
             let count = format!("SELECT COUNT(*) FROM ({}) WHERE {}", self.query, typed("<>"));
-            let mistyped: i64 = super::with_db(&path, |conn| {
-                conn.query_row(&count, rusqlite::named_params! {":cursor": first_after}, |r| r.get(0))
-            })
-            .map_err(|e| self.err(&path, e))?;
+            let mistyped: i64 = db
+                .run(|conn| conn.query_row(&count, rusqlite::named_params! {":cursor": first_after}, |r| r.get(0)))
+                .map_err(|e| self.err(&path, e))?;
             report.skipped += u64::try_from(mistyped).unwrap_or(0);
             // A re-read that found fewer rows (some deleted) keeps the highest.
             report.cursor = Some(after.max(highest).to_string());

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::session::Session;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 use serde::{Deserialize, Serialize};
@@ -86,7 +87,7 @@ fn text(v: Value) -> Option<String> {
 
 fn page(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row>> {
     super::require_table(conn, "assignment_events")?;
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT id, assignment_id, thread_id, bot_id, event, at FROM assignment_events
          WHERE typeof(id) = 'integer' AND id > ?1 ORDER BY id LIMIT ?2",
     )?;
@@ -109,10 +110,9 @@ fn page(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row
 /// Rows past `after` whose `id` is not an integer (text sorts after every
 /// number, so `id > after` holds for all of them): skipped and counted.
 fn count_mistyped(conn: &Connection, after: i64) -> rusqlite::Result<u64> {
-    conn.query_row("SELECT COUNT(*) FROM assignment_events WHERE id > ?1 AND typeof(id) <> 'integer'", [after], |r| {
-        r.get::<_, i64>(0)
-    })
-    .map(|n| u64::try_from(n).unwrap_or(0))
+    conn.prepare_cached("SELECT COUNT(*) FROM assignment_events WHERE id > ?1 AND typeof(id) <> 'integer'")?
+        .query_row([after], |r| r.get::<_, i64>(0))
+        .map(|n| u64::try_from(n).unwrap_or(0))
 }
 
 impl QueueSource {
@@ -172,8 +172,9 @@ impl Source for QueueSource {
         let mut builder = BatchBuilder::new("runtime", "queue-wait", QUEUE_WAIT);
         let mut report = SourceReport::default();
         let first_id = cursor.last_id;
+        let mut db = Session::open(&path).map_err(read_err)?;
         loop {
-            let rows = super::with_db(&path, |c| page(c, cursor.last_id, ctx.batch_rows)).map_err(read_err)?;
+            let rows = db.run(|c| page(c, cursor.last_id, ctx.batch_rows)).map_err(read_err)?;
             let last_page = rows.len() < ctx.batch_rows;
             for row in rows {
                 if row.id <= cursor.last_id {
@@ -209,7 +210,7 @@ impl Source for QueueSource {
                 break;
             }
         }
-        report.skipped += super::with_db(&path, |c| count_mistyped(c, first_id)).map_err(read_err)?;
+        report.skipped += db.run(|c| count_mistyped(c, first_id)).map_err(read_err)?;
         // Work still waiting, measured to the scan time.
         for (assignment, open) in &cursor.open {
             self.push(&mut builder, ctx, sink, assignment, open, None)?;
