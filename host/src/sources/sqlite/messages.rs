@@ -3,7 +3,7 @@
 //!
 //! Opened read-only by [`super`] (which reads the rows still in the
 //! `-wal` file and creates nothing in the data dir), one short query per
-//! batch on the read's handle ([`super::session`]): no read transaction
+//! batch on the read's handle ([`super::pages`]): no read transaction
 //! outlives a batch, so the writer can always checkpoint. Activity rows change after they are
 //! written (a tool's outcome lands later), so instead of a rowid cursor each
 //! scan rereads a trailing 30-minute window before the newest `at` it has
@@ -25,7 +25,7 @@
 
 use std::path::Path;
 
-use super::session::Session;
+use super::pages::PagedRead;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
@@ -154,7 +154,7 @@ struct Row {
 
 /// One page of rows after `(after_at, after_id)`, on the read's handle.
 fn page(
-    db: &mut Session<'_>,
+    db: &mut PagedRead<'_>,
     window_start: i64,
     after_at: i64,
     after_id: &str,
@@ -166,7 +166,7 @@ fn page(
     })
 }
 
-fn count_mistyped(db: &mut Session<'_>, window_start: i64) -> rusqlite::Result<u64> {
+fn count_mistyped(db: &mut PagedRead<'_>, window_start: i64) -> rusqlite::Result<u64> {
     db.run(|conn| conn.prepare_cached(COUNT_MISTYPED)?.query_row([window_start], |r| r.get::<_, i64>(0)))
         .map(|n| u64::try_from(n).unwrap_or(0))
 }
@@ -211,7 +211,7 @@ enum Outcome {
 /// The rows of `pending` from before `window_start`, each with what became
 /// of it (a row gone from the table is simply not there).
 fn pending_rows(
-    db: &mut Session<'_>,
+    db: &mut PagedRead<'_>,
     pending: &[(i64, String)],
     window_start: i64,
 ) -> rusqlite::Result<Vec<(Row, Outcome)>> {
@@ -285,7 +285,7 @@ impl Source for MessagesSource {
         let mut report = SourceReport::default();
         let mut hwm = prev_hwm.unwrap_or(0);
         let mut builder = BatchBuilder::new("messages", "tool-failure", COLUMNS);
-        let mut db = Session::open(&path).map_err(read_err)?;
+        let mut db = PagedRead::open(&path).map_err(read_err)?;
         // Rows pending when last seen, from before the window: the failed
         // ones first (they are the oldest), the still pending kept.
         let mut pending = std::collections::VecDeque::new();

@@ -39,15 +39,15 @@
 //! removed when the read returns; a folder left by a process that crashed is
 //! removed by the next read that makes a copy.
 //!
-//! A read of many pages keeps one handle ([`session`]). The sources over
+//! A read of many pages keeps one handle ([`pages`]). The sources over
 //! SQLite databases live beside it: `messages.db` ([`messages`]),
 //! `runtime.db`'s queue ([`queue`]) and configured read-only queries
 //! ([`query`]).
 
 pub mod messages;
+pub mod pages;
 pub mod query;
 pub mod queue;
-pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -266,9 +266,9 @@ fn explain_interrupt(e: rusqlite::Error) -> rusqlite::Error {
 
 /// Runs `read` on a fresh read-only handle, closed on return. A quiescent
 /// read is repeated in the normal mode if a writer appeared meanwhile.
-/// (A read of one page; a read of many keeps its handle: [`session::Session`].)
+/// (A read of one page; a read of many keeps its handle: [`pages::PagedRead`].)
 pub fn with_db<T>(path: &Path, read: impl Fn(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    session::Session::open(path)?.run(read)
+    pages::PagedRead::open(path)?.run(read)
 }
 
 /// Refuses a view or a virtual table standing in for a table the host reads

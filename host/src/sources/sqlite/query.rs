@@ -30,7 +30,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::session::Session;
+use super::pages::PagedRead;
 use rusqlite::types::Value;
 
 use crate::model::record::{BatchBuilder, Cell, Column, ColumnType};
@@ -164,7 +164,7 @@ impl Source for QuerySource {
         let first_after = after;
         let mut report = SourceReport::default();
         let mut builder: Option<(Vec<String>, BatchBuilder)> = None;
-        let mut db = Session::open(&path).map_err(|e| self.err(&path, e))?;
+        let mut db = PagedRead::open(&path).map_err(|e| self.err(&path, e))?;
         loop {
             let (names, rows) = db
                 .run(|conn| {

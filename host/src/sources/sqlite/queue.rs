@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::session::Session;
+use super::pages::PagedRead;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 use serde::{Deserialize, Serialize};
@@ -172,7 +172,7 @@ impl Source for QueueSource {
         let mut builder = BatchBuilder::new("runtime", "queue-wait", QUEUE_WAIT);
         let mut report = SourceReport::default();
         let first_id = cursor.last_id;
-        let mut db = Session::open(&path).map_err(read_err)?;
+        let mut db = PagedRead::open(&path).map_err(read_err)?;
         loop {
             let rows = db.run(|c| page(c, cursor.last_id, ctx.batch_rows)).map_err(read_err)?;
             let last_page = rows.len() < ctx.batch_rows;
