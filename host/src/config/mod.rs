@@ -75,6 +75,10 @@ pub struct Config {
     /// `[fire_log]`: where the fire log's signing key lives (docs/fire-log.md).
     #[serde(default)]
     pub fire_log: Option<FireLogConfig>,
+    /// `[community]`: opt-in community counts (docs/community.md); off when
+    /// absent or `enabled = false`.
+    #[serde(default)]
+    pub community: Option<CommunityConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -697,5 +701,47 @@ impl FleetConfig {
     }
     fn default_once_budget() -> u64 {
         10
+    }
+}
+
+/// `[community]`: the opt-in community counts (docs/community.md).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CommunityConfig {
+    /// Off unless `true`: nothing is sent, `community preview` still shows
+    /// what would be.
+    #[serde(default)]
+    pub enabled: bool,
+    /// `nats://HOST:PORT` [default: `[fleet] nats`].
+    #[serde(default)]
+    pub nats: Option<String>,
+    /// The NATS auth token's file for `nats` [default: `[fleet] token_file`
+    /// when `nats` is not given].
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// How long `run --once` waits for the counts to be put, seconds.
+    #[serde(default = "CommunityConfig::default_once_budget")]
+    pub once_budget_secs: u64,
+}
+
+impl CommunityConfig {
+    fn default_once_budget() -> u64 {
+        10
+    }
+}
+
+impl Config {
+    /// Where the community counts go when `[community] enabled = true`: its
+    /// own `nats` (with its own `token_file`), else the fleet's server and
+    /// token. `None`: disabled, or no server (refused by the config check).
+    pub fn community_server(&self) -> Option<FleetConfig> {
+        let c = self.community.as_ref().filter(|c| c.enabled)?;
+        let mut server = match (&c.nats, &self.fleet) {
+            (Some(url), _) => FleetConfig::at(url.as_str(), c.token_file.clone()),
+            (None, Some(fleet)) => FleetConfig::at(fleet.nats.as_str(), fleet.token_file.clone()),
+            (None, None) => return None,
+        };
+        server.once_budget_secs = c.once_budget_secs;
+        Some(server)
     }
 }
