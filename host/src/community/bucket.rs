@@ -1,7 +1,7 @@
 //! The JetStream key-value bucket `sentinel_community`.
 //!
 //! It owns the bucket's creation when missing (file storage, one value kept
-//! per key, values capped at [`VALUE_MAX`] bytes), putting records, and
+//! per key, values capped at [`VALUE_MAX`] bytes, made as a plain stream: see [`ensure`]), putting records, and
 //! reading the newest value of every key (an ordered consumer, last value
 //! per subject, deletes skipped). The connection is the fleet's
 //! ([`crate::fleet::link::connect`]: its URL and token). It never builds a
@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, kv};
+use async_nats::jetstream::{self, consumer, kv, stream};
 use futures_util::StreamExt as _;
 
 use super::CommunityError;
@@ -26,24 +26,33 @@ pub async fn connect(cfg: &FleetConfig) -> Result<jetstream::Context, CommunityE
     Ok(crate::fleet::link::connect(cfg).await?)
 }
 
-/// The bucket, created when missing.
+/// The bucket, created when missing. Its stream is made as the KV API
+/// makes it (`KV_sentinel_community`, `$KV.sentinel_community.>`, rollups,
+/// direct gets, no deletes, `discard: new`), but by a plain stream create:
+/// the KV API's own create first asks for the account's info, which
+/// async-nats 0.51 cannot parse from a 2.9 server (Debian's).
 pub async fn ensure(js: &jetstream::Context) -> Result<kv::Store, CommunityError> {
     if let Ok(store) = js.get_key_value(BUCKET).await {
         return Ok(store);
     }
-    let config = kv::Config {
-        bucket: BUCKET.into(),
-        description: "sentinel community counts: {sig, kind, origin, tool, count} per issue and week".into(),
-        history: 1,
-        max_value_size: i32::try_from(VALUE_MAX).unwrap_or(i32::MAX),
-        storage: jetstream::stream::StorageType::File,
+    let config = stream::Config {
+        name: format!("KV_{BUCKET}"),
+        description: Some("sentinel community counts: {sig, kind, origin, tool, count} per issue and week".into()),
+        subjects: vec![format!("$KV.{BUCKET}.>")],
+        max_messages_per_subject: 1,
+        max_bytes: -1,
+        max_message_size: i32::try_from(VALUE_MAX).unwrap_or(i32::MAX),
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        num_replicas: 1,
+        discard: stream::DiscardPolicy::New,
         ..Default::default()
     };
-    match js.create_key_value(config).await {
-        Ok(store) => Ok(store),
-        // Another install made it in between.
-        Err(e) => js.get_key_value(BUCKET).await.map_err(|_| server("the bucket", e)),
-    }
+    // Another install may make it in between: either way it is there after.
+    js.get_or_create_stream(config).await.map_err(|e| server("the bucket", e))?;
+    js.get_key_value(BUCKET).await.map_err(|e| server("the bucket", e))
 }
 
 /// Puts `records`, calling `acked` after each one the server acked.
