@@ -327,3 +327,52 @@ fn community_with_enabled_unset_nothing_is_sent_and_the_preview_still_shows_it()
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && text.contains("disabled") && text.contains("\"count\":"), "{o:?}");
 }
+
+#[test]
+fn community_the_long_running_mode_puts_after_each_scan_that_counted() {
+    let s = Scratch::new();
+    let server = NatsServer::start(&s.path("nats"));
+    let proxy = Proxy::start(server.port);
+    let cfg = config(&s, "on", &format!("[community]\nenabled = true\nnats = \"nats://127.0.0.1:{}\"\n", proxy.port));
+    let (data, out) = (s.path("data"), s.path("out"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    install_data(&data, 0, now - 60_000);
+    let mut c = run_command(&s.detectors_with(&[]), &data, &out);
+    c.args(["--interval", "1", "--config"]).arg(&cfg).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let latest = || puts(&proxy.bytes()).into_iter().collect::<BTreeMap<_, _>>();
+    wait_for(300, "the first scan's records are put", &mut child, || {
+        !latest().is_empty() && latest() == preview_records(&data, &out, &cfg)
+    });
+    let first = latest();
+    // A scan that counts more puts the records whose value changed, and only those.
+    install_data(&data, 0, now);
+    wait_for(300, "the second scan's records are put", &mut child, || {
+        let p = preview_records(&data, &out, &cfg);
+        p != first && latest() == p
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let last = preview_records(&data, &out, &cfg);
+    let changed = last.iter().filter(|(k, v)| first.get(*k) != Some(*v)).count();
+    assert_eq!(puts(&proxy.bytes()).len(), first.len() + changed, "an unchanged value is never put again");
+    assert_nothing_private_in(&proxy.bytes(), &[out], &s);
+}
+
+#[test]
+fn community_a_server_down_never_fails_the_scan_and_the_records_go_next_time() {
+    let s = Scratch::new();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = config(&s, "on", &format!("[community]\nenabled = true\nnats = \"nats://127.0.0.1:{port}\"\n"));
+    let (data, out, detectors) = (s.path("data"), s.path("out"), s.detectors_with(&[]));
+    install_data(&data, 0, W49);
+    let said = run_at(&detectors, &data, &out, &cfg, W49 + 3_600_000);
+    assert!(said.contains("community: not shared"), "{said}");
+    assert!(!issues(&out).is_empty(), "the scan committed");
+    let server = NatsServer::start(&s.path("nats"));
+    let cfg = config(&s, "up", &format!("[community]\nenabled = true\nnats = \"nats://127.0.0.1:{}\"\n", server.port));
+    let said = run_at(&detectors, &data, &out, &cfg, W49 + 3_600_000);
+    let records = preview_records(&data, &out, &cfg).len();
+    assert!(said.contains(&format!("community: {records} record(s) put")), "the unsent went with the next run: {said}");
+    assert_eq!(totals(&server, None), oracle(&[out]));
+}
