@@ -341,6 +341,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn community_is_off_by_default_and_takes_the_fleets_server_unless_it_names_its_own() {
+        let parse = |t: &str| Config::parse(t, Path::new("c.toml"));
+        assert_eq!(parse("").unwrap().community_server(), None, "absent: off");
+        let fleet = "[fleet]\nnats = \"nats://f:1\"\ntoken_file = \"/t\"\n";
+        assert_eq!(parse(&format!("{fleet}[community]\n")).unwrap().community_server(), None, "enabled unset: off");
+        let on = parse(&format!("{fleet}[community]\nenabled = true\n")).unwrap().community_server().unwrap();
+        assert_eq!((on.nats.as_str(), on.token_file.as_deref()), ("nats://f:1", Some(Path::new("/t"))));
+        let own = parse(&format!("{fleet}[community]\nenabled = true\nnats = \"nats://c:2\"\n")).unwrap();
+        let own = own.community_server().unwrap();
+        assert_eq!((own.nats.as_str(), own.token_file), ("nats://c:2", None), "its own server, its own auth");
+        let err = parse("[community]\nenabled = true\n").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("needs a server"), "{err}");
+    }
+
+    #[test]
     fn no_file_means_the_reference_layout() {
         let names: Vec<String> = Config::default().sources().iter().map(|s| s.name().to_owned()).collect();
         assert_eq!(names, ["bots", "messages", "events", "runtime"]);
