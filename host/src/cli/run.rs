@@ -2,9 +2,9 @@
 //!
 //! It owns building the scan's options from the flags and the config, the
 //! signal handlers (a first SIGINT/SIGTERM stops between scans or before a
-//! commit, a second exits), the watch API and the kicker started beside the
-//! sentinel, and the summary printed after each scan. The loop itself is
-//! `core::daemon`'s.
+//! commit, a second exits), the watch API, the kicker, the fleet shipper and
+//! the community sharer started beside the sentinel, and the summary printed
+//! after each scan. The loop itself is `core::daemon`'s.
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
