@@ -24,6 +24,9 @@ fn preview(args: &CommunityPreviewArgs) -> anyhow::Result<u8> {
     let out = sentinel_host::base::out_dir::choose(args.location.out.as_deref(), &data_dir)
         .context("cannot find the output folder")?;
     let key_file = args.key.key_file.clone().or_else(|| config.key_file());
+    // The secret lies beside the signing key: never inside the data dir either.
+    sentinel_host::firelog::KeyFile::locate_outside(&out, key_file.as_deref(), &data_dir)
+        .context("cannot place the community secret")?;
     let server = config.community_server();
     let p = sentinel_host::community::preview(&out, key_file.as_deref(), server.as_ref())
         .context("cannot build the community records")?;

@@ -77,6 +77,9 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(sentinel_host::community::CommunityError::Ledger(e)) => return ledger_code(e),
         _ => {}
     }
+    if err.downcast_ref::<sentinel_host::firelog::KeyError>().is_some() {
+        return SIGNING_KEY;
+    }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::watch::gates::EnvError>().is_some()
         || err.downcast_ref::<sentinel_host::ops::replay::ReplayError>().is_some()
