@@ -1,8 +1,9 @@
 //! The install's community secret: the key of its period pseudonyms.
 //!
-//! It owns the secret file: 32 random bytes in hex, made once, `0600`,
-//! beside the fire log's signing key (its key file's name with the
-//! extension `.community`), never inside the output folder. Beside the key
+//! It owns the secret file: 32 random bytes in hex, made once (written
+//! whole, then linked in place), `0600`, beside the fire log's signing key
+//! (its key file's name with the extension `.community`), never inside the
+//! output folder. Beside the key
 //! rather than in the folder because an output folder that is lost and
 //! built again from the data dir counts the same occurrences again: with the
 //! same secret its records get the same keys, and the re-put overwrites
@@ -35,10 +36,19 @@ pub fn open_or_create(path: &Path) -> Result<Vec<u8>, CommunityError> {
     if let Some(folder) = path.parent().filter(|f| !f.exists()) {
         crate::base::private_fs::create_dir(folder).map_err(io)?;
     }
-    match crate::base::private_fs::create_file(path) {
-        Ok(mut f) => {
-            use std::io::Write as _;
-            f.write_all(crate::base::hex(&secret).as_bytes()).and_then(|()| f.sync_all()).map_err(io)?;
+    // Written whole under a temporary name, then linked in place: a reader
+    // never sees a part, and of two processes making it at once one wins.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(crate::base::private_fs::temp_name(&name, ".new").map_err(io)?);
+    let written = crate::base::private_fs::create_file(&tmp).and_then(|mut f| {
+        use std::io::Write as _;
+        f.write_all(crate::base::hex(&secret).as_bytes())?;
+        f.sync_all()
+    });
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
             crate::base::private_fs::sync_parent(path);
             Ok(secret)
         }
