@@ -11,12 +11,14 @@
 //! [`report`] digests a period of it (ranking, trend, formats); [`scan`]
 //! wires one pass together (plan → read → fan out → stage → settle →
 //! report); [`core`] is the long-lived `Sentinel` with its catalog, loop and
-//! kick; [`watch`] is the HTTP API and the dispatcher; [`ops`] holds the
+//! kick; [`watch`] is the HTTP API and the dispatcher; [`community`] the
+//! opt-in community counts (over [`fleet`]'s connection); [`ops`] holds the
 //! operator's other commands (schedules, replay, WIT export, inspect,
 //! reset). The library never prints: the `sentinel-host` binary (`cli/`)
 //! renders what it returns. `docs/architecture.md` draws the flow.
 
 pub mod base;
+pub mod community;
 pub mod config;
 pub mod core;
 pub mod firelog;

@@ -9,8 +9,21 @@ use std::path::Path;
 /// The folders from the top down: each may use only those after it. (`cli`
 /// is the binary, over the library: it may use any of them.)
 const ORDER: &[&str] = &[
-    "cli", "ops", "watch", "fleet", "core", "scan", "sources", "report", "ledger", "config", "runtime", "firelog",
-    "model", "base",
+    "cli",
+    "ops",
+    "watch",
+    "community",
+    "fleet",
+    "core",
+    "scan",
+    "sources",
+    "report",
+    "ledger",
+    "config",
+    "runtime",
+    "firelog",
+    "model",
+    "base",
 ];
 
 /// `watch` and `ops` sit side by side: neither uses the other.

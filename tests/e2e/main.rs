@@ -4,6 +4,7 @@
 
 mod cache;
 mod cli_errors;
+mod community;
 mod daemon;
 mod fast_path;
 mod fire_cap;

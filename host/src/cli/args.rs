@@ -71,6 +71,10 @@ pub(crate) enum Command {
     /// The fire log's signing key: `rotate` replaces it on purpose.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Opt-in community counts (docs/community.md): what would be shared,
+    /// and the fleet's totals.
+    #[command(subcommand)]
+    Community(CommunityCommand),
     /// Write the man pages and shell completions, made from this CLI's own
     /// definition, into DIR (for packagers: `cargo xtask dist`).
     #[command(hide = true)]
@@ -477,4 +481,52 @@ pub(crate) enum IssuesCommand {
         #[command(flatten)]
         key: KeyFileArg,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum CommunityCommand {
+    /// Every record that would be shared now, key and value byte for byte,
+    /// and whether sharing is on (`[community] enabled = true`).
+    Preview(CommunityPreviewArgs),
+    /// Read the bucket `sentinel_community` and sum each issue's count
+    /// across installs and weeks: the fleet's top issues.
+    Totals(CommunityTotalsArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CommunityPreviewArgs {
+    #[command(flatten)]
+    pub(crate) location: Location,
+    /// The config file whose `[community]` (and `[fleet]`, `[fire_log]`) `run` takes.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) key: KeyFileArg,
+    /// Print one JSON object: enabled, the server, the bucket and every record.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CommunityTotalsArgs {
+    /// The NATS server holding the bucket (`nats://HOST:PORT`).
+    #[arg(long, value_name = "URL")]
+    pub(crate) nats: String,
+    /// The file holding the NATS auth token.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Only the issues of this kind (`tool_error`).
+    #[arg(long, value_name = "KIND", value_parser = parse_kind)]
+    pub(crate) kind: Option<String>,
+    /// Print one JSON object: the totals, largest first, and the values refused.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// A kind: 1-64 letters, digits, `_`, `-` or `.`.
+fn parse_kind(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok { Ok(s.to_owned()) } else { Err(format!("`{s}` is not a kind (letters, digits, `_`, `-`, `.`)")) }
 }

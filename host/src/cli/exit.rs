@@ -66,6 +66,20 @@ pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
         Some(_) => return USAGE,
         None => {}
     }
+    match err.downcast_ref::<sentinel_host::community::CommunityError>() {
+        // The secret beside the signing key: placed or read as the key is.
+        Some(
+            sentinel_host::community::CommunityError::Key(_)
+            | sentinel_host::community::CommunityError::BadSecret { .. },
+        ) => {
+            return SIGNING_KEY;
+        }
+        Some(sentinel_host::community::CommunityError::Ledger(e)) => return ledger_code(e),
+        _ => {}
+    }
+    if err.downcast_ref::<sentinel_host::firelog::KeyError>().is_some() {
+        return SIGNING_KEY;
+    }
     if err.downcast_ref::<ConfigError>().is_some()
         || err.downcast_ref::<sentinel_host::watch::gates::EnvError>().is_some()
         || err.downcast_ref::<sentinel_host::ops::replay::ReplayError>().is_some()

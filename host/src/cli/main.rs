@@ -3,12 +3,13 @@
 //! `sentinel_host` library, which never prints.
 //!
 //! Split by concern: `args` (the clap schema), `commands` (the one-shot
-//! handlers), `run` (`run` and `serve`: one scan or the long-running wiring),
+//! handlers; `community` those of the community counts), `run` (`run` and `serve`: one scan or the long-running wiring),
 //! `exit` (the exit codes), `render` and `progress` (what is printed),
 //! `generate` (the man pages and completions made from `args`).
 
 mod args;
 mod commands;
+mod community;
 mod duration;
 mod exit;
 mod generate;
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => commands::verify(&args),
         Command::Report(args) => commands::report(&args),
         Command::Key(args::KeyCommand::Rotate(args)) => commands::key_rotate(&args),
+        Command::Community(cmd) => community::run(&cmd),
         Command::Issues(cmd) => commands::issues(&cmd),
         Command::Replay(args) => commands::replay(&args),
         Command::Detectors(cmd) => commands::detectors(&cmd),

@@ -2,9 +2,9 @@
 //!
 //! It owns building the scan's options from the flags and the config, the
 //! signal handlers (a first SIGINT/SIGTERM stops between scans or before a
-//! commit, a second exits), the watch API and the kicker started beside the
-//! sentinel, and the summary printed after each scan. The loop itself is
-//! `core::daemon`'s.
+//! commit, a second exits), the watch API, the kicker, the fleet shipper and
+//! the community sharer started beside the sentinel, and the summary printed
+//! after each scan. The loop itself is `core::daemon`'s.
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
@@ -43,6 +43,7 @@ pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<
         limits.memory_bytes = mib << 20;
     }
     let fleet = args.once.then(|| config.fleet.clone()).flatten();
+    let community = args.once.then(|| config.community_server()).flatten();
     let mut opts = ScanOptions::new(&args.detectors);
     opts.config = config;
     opts.no_fast_path = args.no_fast_path;
@@ -79,6 +80,9 @@ pub(crate) fn run(args: &RunArgs, listen: Option<WatchSetup>) -> anyhow::Result<
         if let Some(fleet) = &fleet {
             ship_once(&report.out_dir, fleet);
         }
+        if let Some(server) = &community {
+            share_once(&report.out_dir, opts.key_file.as_deref(), server);
+        }
         return Ok(exit::OK);
     }
     run_long(args, opts, line, listen)
@@ -103,6 +107,17 @@ fn ship_once(out: &std::path::Path, fleet: &sentinel_host::config::FleetConfig) 
             v.cursor, v.backlog, v.duplicates
         ),
         Err(e) => eprintln!("fleet: not shipped: {}", sentinel_host::base::errors::error_chain(&e)),
+    }
+}
+
+/// `run --once` with `[community] enabled = true`: puts the records whose
+/// value changed, bounded by `once_budget_secs`; a server that is down
+/// never fails the run (they go next time).
+fn share_once(out: &std::path::Path, key_file: Option<&std::path::Path>, server: &sentinel_host::config::FleetConfig) {
+    let budget = Duration::from_secs(server.once_budget_secs);
+    match sentinel_host::community::share_for(out, key_file, server, budget) {
+        Ok(s) => eprintln!("community: {} record(s) put, {} unchanged", s.put, s.unchanged),
+        Err(e) => eprintln!("community: not shared: {}", sentinel_host::base::errors::error_chain(&e)),
     }
 }
 
@@ -197,6 +212,7 @@ pub(crate) fn run_long(
     opts.stop = Some(stop);
     let interval = Duration::from_secs(args.interval);
     let fleet = opts.config.fleet.clone();
+    let community = opts.config.community_server().map(|cfg| (cfg, opts.key_file.clone()));
     let mut sentinel = sentinel_host::core::sentinel::Sentinel::open(opts)
         .with_context(|| format!("scan with detectors from {}", args.detectors.display()))?;
     tell_key_notice(&mut sentinel);
@@ -204,6 +220,8 @@ pub(crate) fn run_long(
     let fleet_stats = Arc::new(sentinel_host::fleet::Stats::default());
     let _shipper = fleet
         .map(|cfg| sentinel_host::fleet::Shipper::start(sentinel.out_dir().to_owned(), cfg, Arc::clone(&fleet_stats)));
+    let sharer = community
+        .map(|(cfg, key_file)| sentinel_host::community::Sharer::start(sentinel.out_dir().to_owned(), key_file, cfg));
     tracing::info!(interval_s = args.interval, detectors = %args.detectors.display(), "scanning on an interval until SIGINT or SIGTERM");
     let (handle, commands) = sentinel_host::core::sentinel::Handle::channel();
     let live = Arc::new(sentinel_host::watch::Live::default());
@@ -227,6 +245,9 @@ pub(crate) fn run_long(
             Ok(mut report) => {
                 report.last_kick = kicker.as_ref().and_then(|k| k.last_kick());
                 live.record(&report);
+                if let Some(s) = sharer.as_ref().filter(|_| report.issues.counted > 0) {
+                    s.nudge();
+                }
                 tracing::info!(
                     scan = scans,
                     unchanged = report.unchanged_since.is_some(),

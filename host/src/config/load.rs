@@ -183,6 +183,12 @@ impl Config {
             }
             self.fire_log = other.fire_log;
         }
+        if other.community.is_some() {
+            if self.community.is_some() {
+                return Err(both("community"));
+            }
+            self.community = other.community;
+        }
         self.digest = format!("{}+{}", self.digest, other.digest);
         let toml_path = std::mem::replace(&mut self.path, other.path.clone());
         // Names across both files, and the roles with the sentinels file's lines.
@@ -206,6 +212,13 @@ impl Config {
 
     fn check(&self, text: &str) -> Result<(), ConfigError> {
         self.check_report(text)?;
+        if let Some(c) = self.community.as_ref().filter(|c| c.enabled)
+            && c.nats.is_none()
+            && self.fleet.is_none()
+        {
+            let message = "community.enabled needs a server: `[community] nats` or `[fleet] nats`".to_owned();
+            return Err(self.invalid_at(text, "enabled", message));
+        }
         self.check_source_names()?;
         let s = &self.sources;
         for d in &s.directory {

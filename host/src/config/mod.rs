@@ -75,6 +75,10 @@ pub struct Config {
     /// `[fire_log]`: where the fire log's signing key lives (docs/fire-log.md).
     #[serde(default)]
     pub fire_log: Option<FireLogConfig>,
+    /// `[community]`: opt-in community counts (docs/community.md); off when
+    /// absent or `enabled = false`.
+    #[serde(default)]
+    pub community: Option<CommunityConfig>,
     /// Where the file came from, if anywhere.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -335,6 +339,21 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn community_is_off_by_default_and_takes_the_fleets_server_unless_it_names_its_own() {
+        let parse = |t: &str| Config::parse(t, Path::new("c.toml"));
+        assert_eq!(parse("").unwrap().community_server(), None, "absent: off");
+        let fleet = "[fleet]\nnats = \"nats://f:1\"\ntoken_file = \"/t\"\n";
+        assert_eq!(parse(&format!("{fleet}[community]\n")).unwrap().community_server(), None, "enabled unset: off");
+        let on = parse(&format!("{fleet}[community]\nenabled = true\n")).unwrap().community_server().unwrap();
+        assert_eq!((on.nats.as_str(), on.token_file.as_deref()), ("nats://f:1", Some(Path::new("/t"))));
+        let own = parse(&format!("{fleet}[community]\nenabled = true\nnats = \"nats://c:2\"\n")).unwrap();
+        let own = own.community_server().unwrap();
+        assert_eq!((own.nats.as_str(), own.token_file), ("nats://c:2", None), "its own server, its own auth");
+        let err = parse("[community]\nenabled = true\n").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("needs a server"), "{err}");
+    }
 
     #[test]
     fn no_file_means_the_reference_layout() {
@@ -697,5 +716,47 @@ impl FleetConfig {
     }
     fn default_once_budget() -> u64 {
         10
+    }
+}
+
+/// `[community]`: the opt-in community counts (docs/community.md).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CommunityConfig {
+    /// Off unless `true`: nothing is sent, `community preview` still shows
+    /// what would be.
+    #[serde(default)]
+    pub enabled: bool,
+    /// `nats://HOST:PORT` [default: `[fleet] nats`].
+    #[serde(default)]
+    pub nats: Option<String>,
+    /// The NATS auth token's file for `nats` [default: `[fleet] token_file`
+    /// when `nats` is not given].
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// How long `run --once` waits for the counts to be put, seconds.
+    #[serde(default = "CommunityConfig::default_once_budget")]
+    pub once_budget_secs: u64,
+}
+
+impl CommunityConfig {
+    fn default_once_budget() -> u64 {
+        10
+    }
+}
+
+impl Config {
+    /// Where the community counts go when `[community] enabled = true`: its
+    /// own `nats` (with its own `token_file`), else the fleet's server and
+    /// token. `None`: disabled, or no server (refused by the config check).
+    pub fn community_server(&self) -> Option<FleetConfig> {
+        let c = self.community.as_ref().filter(|c| c.enabled)?;
+        let mut server = match (&c.nats, &self.fleet) {
+            (Some(url), _) => FleetConfig::at(url.as_str(), c.token_file.clone()),
+            (None, Some(fleet)) => FleetConfig::at(fleet.nats.as_str(), fleet.token_file.clone()),
+            (None, None) => return None,
+        };
+        server.once_budget_secs = c.once_budget_secs;
+        Some(server)
     }
 }

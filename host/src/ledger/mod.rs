@@ -52,7 +52,7 @@ pub use meta::{MetaEntry, MetaKey};
 pub use signing::KeyRotated;
 pub use store::Admin;
 pub use verify::{Folder, verify_folder, verify_out_dir, verify_out_dir_from};
-pub use view::{FireFact, FireFilter, FireSample, FireTallyRow, LedgerView};
+pub use view::{FireFact, FireFilter, FireSample, FireTallyRow, IssueDayCount, LedgerView};
 
 /// Bumped whenever the store's shape, or the meaning of what it stores,
 /// changes. Version 2: occurrence keys no longer include the detector name.

@@ -125,6 +125,31 @@ impl LedgerView {
         Ok(out)
     }
 
+    /// Every issue's occurrences per UTC day, with the issue's kind, origin
+    /// and tool (the community counts' input: no title, id or evidence).
+    pub fn issue_day_counts(&self) -> Result<Vec<IssueDayCount>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT d.sig, i.kind, i.origin, i.tool, d.day, d.count
+                 FROM issue_days d JOIN issues i ON i.sig = d.sig ORDER BY d.sig, d.day",
+            )
+            .map_err(self.err("cannot read the issues' per-day counts"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(IssueDayCount {
+                    sig: r.get(0)?,
+                    kind: r.get(1)?,
+                    origin: r.get(2)?,
+                    tool: r.get(3)?,
+                    day: r.get(4)?,
+                    count: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+                })
+            })
+            .map_err(self.err("cannot read the issues' per-day counts"))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(self.err("cannot read the issues' per-day counts"))
+    }
+
     /// [`LedgerView::open`] on a folder that may be anyone's: the
     /// connection hardened as the sources harden theirs (defensive mode, an
     /// untrusted schema, capped lengths, no attachments) and every query
@@ -360,6 +385,18 @@ impl LedgerView {
             .map_err(self.err("cannot read issues"))?;
         rows.collect::<rusqlite::Result<_>>().map_err(self.err("cannot read issues"))
     }
+}
+
+/// One issue's occurrences on one UTC day ([`LedgerView::issue_day_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueDayCount {
+    pub sig: String,
+    pub kind: String,
+    pub origin: String,
+    pub tool: Option<String>,
+    /// Days since 1970-01-01.
+    pub day: i64,
+    pub count: u64,
 }
 
 /// One fire-log entry as the heat counts it.
