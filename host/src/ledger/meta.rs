@@ -33,6 +33,9 @@ pub enum MetaKey {
     Due(String),
     /// Where the last daily digest's period ended, ms.
     DigestUntil,
+    /// A regression case's signature a detector build no longer produces,
+    /// already warned about (`<build sha256>.<sig>`; the value: the fire's seq).
+    RegressionWarned(String),
 }
 
 impl MetaKey {
@@ -49,6 +52,7 @@ impl MetaKey {
             MetaKey::DigestUntil => "digest_until",
             MetaKey::Cadence(detector) => return Cow::Owned(format!("cadence.{detector}")),
             MetaKey::Due(detector) => return Cow::Owned(format!("due.{detector}")),
+            MetaKey::RegressionWarned(key) => return Cow::Owned(format!("regression_warned.{key}")),
         })
     }
 }

@@ -39,8 +39,8 @@ use crate::runtime::{Limits, LoadedDetector, Runtime, RuntimeError};
 use crate::sources::Source;
 pub use plan::{coerce, is_due, next_due, plan_runs};
 pub use report::{
-    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, Phases, ScanReport, SourceStatus, SourceSummary,
-    peak_rss_kib,
+    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, Phases, RegressionWarning, ScanReport, SourceStatus,
+    SourceSummary, peak_rss_kib,
 };
 
 /// Everything a scan needs to know.
@@ -249,6 +249,7 @@ pub(crate) fn unchanged(
         phases: None,
         peak_rss_kib: peak_rss_kib(),
         last_kick: None,
+        regression_warnings: Vec::new(),
     })
 }
 
@@ -361,6 +362,7 @@ impl Scan<'_> {
             phases: Some(phases),
             peak_rss_kib: peak_rss_kib(),
             last_kick: None,
+            regression_warnings: Vec::new(),
         })
     }
 }

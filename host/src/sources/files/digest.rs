@@ -105,6 +105,9 @@ fn as_i64(v: u64) -> i64 {
 }
 
 impl Source for DigestSource {
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["path"]
+    }
     fn name(&self) -> &str {
         &self.name
     }
