@@ -1,0 +1,131 @@
+//! Regression cases end to end: a fixed issue's evidence record kept as a
+//! case, `replay --regressions`, and a detector update that no longer
+//! produces a fixed issue's signature warned about once, by name, with a
+//! `diagnostic` fire, on the real binary.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use xtask::datagen::{self, Activity};
+
+use crate::support::*;
+
+fn issues_cmd(args: &[&str], data: &Path, out: &Path) -> std::process::Output {
+    let mut c = sentinel_host();
+    c.arg("issues").args(args).arg("--data-dir").arg(data).arg("--out").arg(out);
+    run_within(c, Duration::from_secs(60))
+}
+
+fn replay_regressions(detectors: &Path, data: &Path, out: &Path) -> (Option<i32>, Value) {
+    let mut c = sentinel_host();
+    c.args(["replay", "--regressions", "--json", "--detectors"])
+        .arg(detectors)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--out")
+        .arg(out)
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .args(["--deadline-ms", TEST_DEADLINE_MS]);
+    let o = run_within(c, Duration::from_secs(300));
+    let json = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("replay --json prints JSON: {}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), json)
+}
+
+fn diagnostics_naming(out: &Path, sig: &str) -> Vec<Value> {
+    fires_of_type(out, "diagnostic").into_iter().filter(|f| f["sig"] == sig).collect()
+}
+
+#[test]
+fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_once() {
+    let s = Scratch::new();
+    let (data, out) = (s.path("data"), s.path("out"));
+    let t = 1_791_895_000_000_i64;
+    let missing = "cat: /srv/notes/plan.txt: No such file or directory";
+    datagen::insert_activity(&data, &Activity::failed("m1", t, "t1", "Bash", missing)).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", t + 1, "t2", "mcp__agents__load_layer", "no layer 7")).unwrap();
+    let detectors = s.detectors_with(&[]);
+    let scan_at = |dir: &Path, at: i64| {
+        let o = run(dir, &data, &out, &["--no-fast-path", "--scan-time", &at.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).expect("run --json prints its summary")
+    };
+    scan_at(&detectors, t + 60_000);
+    let issues = issues_of(&out, "tool_error");
+    let sig_of = |id: &str| {
+        let i = issues.iter().find(|i| i["evidenceRef"]["id"] == id).unwrap_or_else(|| panic!("an issue of {id}"));
+        i["sig"].as_str().unwrap().to_owned()
+    };
+    let (sig, other) = (sig_of("m1"), sig_of("m2"));
+
+    // The fix keeps the record, private, with the signature it must produce.
+    let o = issues_cmd(&["fix", &sig], &data, &out);
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(said.contains("kept as a regression case"), "{said}");
+    let case_file = out.join("regressions").join("tool_error").join(format!("{}.json", sig.replace(':', "-")));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&case_file).expect("the case file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the case holds a raw record: only its owner reads it");
+    }
+    let case: Value = serde_json::from_str(&std::fs::read_to_string(&case_file).unwrap()).unwrap();
+    assert_eq!(case["expect_sig"], sig.as_str());
+    let rows: Vec<&Value> = case["records"].as_array().unwrap().iter().flat_map(|b| b["rows"].as_array().unwrap()).collect();
+    assert!(rows.iter().any(|r| r["id"] == "m1" && r["output"] == missing), "the record as the source read it: {case}");
+    assert!(!rows.iter().any(|r| r["id"] == "m2"), "only the evidence record: {case}");
+    let o = issues_cmd(&["show", &sig], &data, &out);
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(shown["regressionCase"], case_file.display().to_string());
+
+    // The shipped build still produces it.
+    let (code, ran) = replay_regressions(&detectors, &data, &out);
+    assert_eq!((code, ran["failed"].as_u64()), (Some(0), Some(0)), "{ran}");
+    assert_eq!(ran["cases"][0]["verdict"], "produced", "{ran}");
+
+    // A build of the same detector that groups otherwise: caught by replay, ...
+    let blind = s.path("blind");
+    std::fs::create_dir_all(&blind).unwrap();
+    std::fs::copy(fixture("blind-tool-error"), blind.join("tool_error.wasm")).unwrap();
+    let (code, ran) = replay_regressions(&blind, &data, &out);
+    assert_eq!((code, ran["failed"].as_u64()), (Some(8), Some(1)), "{ran}");
+    assert_eq!((ran["cases"][0]["verdict"].as_str(), ran["cases"][0]["passed"].as_bool()), (Some("not-produced"), Some(false)));
+
+    // ... and by the next run that loads it: one diagnostic fire, one warning.
+    assert!(diagnostics_naming(&out, &sig).is_empty());
+    let summary = scan_at(&blind, t + 120_000);
+    let warned = summary["regressionWarnings"].as_array().cloned().unwrap_or_default();
+    assert_eq!(warned.len(), 1, "{summary}");
+    assert_eq!((warned[0]["detector"].as_str(), warned[0]["sig"].as_str()), (Some("tool_error"), Some(sig.as_str())));
+    let fires = diagnostics_naming(&out, &sig);
+    assert_eq!(fires.len(), 1, "{fires:?}");
+    assert_eq!(fires[0]["detector"], "tool_error");
+    assert!(fires[0]["reason"].as_str().unwrap().contains("no longer produces"), "{}", fires[0]);
+    let mut human = run_command(&blind, &data, &out);
+    human.args(["--once", "--no-fast-path", "--scan-time", &(t + 150_000).to_string()]);
+    let o = run_within(human, Duration::from_secs(300));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("no longer produces"), "told once, not every scan");
+    let summary = scan_at(&blind, t + 180_000);
+    assert!(summary.get("regressionWarnings").is_none(), "the same build again: {summary}");
+    assert_eq!(diagnostics_naming(&out, &sig).len(), 1, "one fire per build and signature");
+
+    // A record that is gone: the fix still succeeds, and says there is no case.
+    for f in ["messages.db", "messages.db-wal", "messages.db-shm"] {
+        let _ = std::fs::remove_file(data.join(f));
+    }
+    let o = issues_cmd(&["fix", &other], &data, &out);
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(said.contains("no regression case kept"), "{said}");
+    let o = issues_cmd(&["show", &other], &data, &out);
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((shown["state"].as_str(), &shown["regressionCase"]), (Some("fixed"), &Value::Null));
+
+    let mut verify = sentinel_host();
+    verify.arg("verify").arg("--data-dir").arg(&data).arg("--out").arg(&out);
+    let o = run_within(verify, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "the chain verifies: {}", String::from_utf8_lossy(&o.stdout));
+}
