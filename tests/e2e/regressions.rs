@@ -45,7 +45,8 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     let t = 1_791_895_000_000_i64;
     let missing = "cat: /srv/notes/plan.txt: No such file or directory";
     datagen::insert_activity(&data, &Activity::failed("m1", t, "t1", "Bash", missing)).unwrap();
-    datagen::insert_activity(&data, &Activity::failed("m2", t + 1, "t2", "mcp__agents__load_layer", "no layer 7")).unwrap();
+    datagen::insert_activity(&data, &Activity::failed("m2", t + 1, "t2", "mcp__agents__load_layer", "no layer 7"))
+        .unwrap();
     let detectors = s.detectors_with(&[]);
     let scan_at = |dir: &Path, at: i64| {
         let o = run(dir, &data, &out, &["--no-fast-path", "--scan-time", &at.to_string()]);
@@ -73,7 +74,8 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     }
     let case: Value = serde_json::from_str(&std::fs::read_to_string(&case_file).unwrap()).unwrap();
     assert_eq!(case["expect_sig"], sig.as_str());
-    let rows: Vec<&Value> = case["records"].as_array().unwrap().iter().flat_map(|b| b["rows"].as_array().unwrap()).collect();
+    let rows: Vec<&Value> =
+        case["records"].as_array().unwrap().iter().flat_map(|b| b["rows"].as_array().unwrap()).collect();
     assert!(rows.iter().any(|r| r["id"] == "m1" && r["output"] == missing), "the record as the source read it: {case}");
     assert!(!rows.iter().any(|r| r["id"] == "m2"), "only the evidence record: {case}");
     let o = issues_cmd(&["show", &sig], &data, &out);
@@ -91,7 +93,10 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     std::fs::copy(fixture("blind-tool-error"), blind.join("tool_error.wasm")).unwrap();
     let (code, ran) = replay_regressions(&blind, &data, &out);
     assert_eq!((code, ran["failed"].as_u64()), (Some(8), Some(1)), "{ran}");
-    assert_eq!((ran["cases"][0]["verdict"].as_str(), ran["cases"][0]["passed"].as_bool()), (Some("not-produced"), Some(false)));
+    assert_eq!(
+        (ran["cases"][0]["verdict"].as_str(), ran["cases"][0]["passed"].as_bool()),
+        (Some("not-produced"), Some(false))
+    );
 
     // ... and by the next run that loads it: one diagnostic fire, one warning.
     assert!(diagnostics_naming(&out, &sig).is_empty());

@@ -277,7 +277,12 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "FILE", required_unless_present = "regressions", conflicts_with = "regressions")]
     pub(crate) detector: Option<PathBuf>,
     /// A folder of `*.json` cases, or case files.
-    #[arg(long = "cases", value_name = "PATH", required_unless_present = "regressions", conflicts_with = "regressions")]
+    #[arg(
+        long = "cases",
+        value_name = "PATH",
+        required_unless_present = "regressions",
+        conflicts_with = "regressions"
+    )]
     pub(crate) cases: Vec<PathBuf>,
     /// Run every fixed issue's regression case of the output folder
     /// against the detectors in --detectors: each passes when its detector

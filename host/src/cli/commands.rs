@@ -109,7 +109,13 @@ fn replay_regressions(args: &ReplayArgs, runtime: &sentinel_host::runtime::Runti
     } else {
         for r in &runs {
             let one = |s: &str| sentinel_host::base::sanitize::one_line(s).into_owned();
-            println!("{} {} {} ({})", if r.passed { "PASS" } else { "FAIL" }, one(&r.detector), one(&r.sig), r.path.display());
+            println!(
+                "{} {} {} ({})",
+                if r.passed { "PASS" } else { "FAIL" },
+                one(&r.detector),
+                one(&r.sig),
+                r.path.display()
+            );
             if !r.passed {
                 println!("     {}", one(&r.verdict.why()));
             }

@@ -69,7 +69,10 @@ pub fn show(
 pub enum Change<'a> {
     /// Mark it fixed, with the operator's note; its regression case is
     /// captured through the sources this config makes.
-    Fix { note: Option<&'a str>, config: &'a Config },
+    Fix {
+        note: Option<&'a str>,
+        config: &'a Config,
+    },
     Reopen,
 }
 

@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ledger::issue_sig;
-use crate::model::observation::{ConfigValue, ObservationRef, Observations};
 pub use crate::model::case_rows::CaseBatch;
 use crate::model::case_rows::pack;
+use crate::model::observation::{ConfigValue, ObservationRef, Observations};
 use crate::runtime::{CallFailure, LoadedDetector, PreparedBatch, Runtime, ScanContext};
 
 #[derive(Debug, thiserror::Error)]

@@ -169,8 +169,15 @@ pub fn capture_fixed(
     let mut values = config.detector_values();
     values.extend(extra.iter().cloned());
     let sources = config.sources();
-    let input =
-        CaptureInput { out, data_dir, sources: &sources, detector: &change.detector, issue: &issue, config: &values, at };
+    let input = CaptureInput {
+        out,
+        data_dir,
+        sources: &sources,
+        detector: &change.detector,
+        issue: &issue,
+        config: &values,
+        at,
+    };
     Ok(capture(&input))
 }
 

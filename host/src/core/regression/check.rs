@@ -96,8 +96,7 @@ pub fn run_case(runtime: &Runtime, detector: &LoadedDetector, case: &RegressionC
     match outcome {
         Err(f) => Verdict::Failed { why: crate::base::sanitize::one_line(&f.to_string()).into_owned() },
         Ok(obs) => {
-            let mut got: Vec<String> =
-                obs.iter().map(|o| issue_sig(o.kind, o.grouping_version, o.signature)).collect();
+            let mut got: Vec<String> = obs.iter().map(|o| issue_sig(o.kind, o.grouping_version, o.signature)).collect();
             if got.contains(&case.expect_sig) {
                 return Verdict::Produced;
             }

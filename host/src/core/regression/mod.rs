@@ -89,7 +89,8 @@ pub fn find_case(out: &Path, sig: &str) -> Option<PathBuf> {
 
 /// Reads the case at `path`.
 pub fn read_case(path: &Path) -> Result<RegressionCase, RegressionError> {
-    let text = std::fs::read_to_string(path).map_err(|source| RegressionError::Read { path: path.to_owned(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| RegressionError::Read { path: path.to_owned(), source })?;
     serde_json::from_str(&text).map_err(|e| RegressionError::Invalid { path: path.to_owned(), message: e.to_string() })
 }
 
@@ -113,7 +114,10 @@ pub fn case_files(out: &Path, detector: Option<&str>) -> Result<Vec<PathBuf>, Re
         };
         let regular = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
         files.extend(
-            entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json") && regular(p)),
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json") && regular(p)),
         );
     }
     files.sort();
@@ -167,7 +171,7 @@ mod tests {
         assert_eq!(std::fs::metadata(&folder).unwrap().permissions().mode() & 0o777, 0o700);
         assert_eq!(read_case(&path).unwrap(), case());
         assert_eq!(find_case(dir.path(), "tool_error:0123456789abcdef"), Some(path.clone()));
-        assert_eq!(case_files(dir.path(), None).unwrap(), [path.clone()]);
+        assert_eq!(case_files(dir.path(), None).unwrap(), std::slice::from_ref(&path));
         assert_eq!(case_files(dir.path(), Some("tool_error")).unwrap(), [path]);
         assert!(case_files(dir.path(), Some("other")).unwrap().is_empty());
         assert_eq!(component("../a b"), "---a-b", "a name never climbs out of its folder");
