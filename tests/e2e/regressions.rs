@@ -134,3 +134,58 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     let o = run_within(verify, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(0), "the chain verifies: {}", String::from_utf8_lossy(&o.stdout));
 }
+
+/// Every JSON summary the long-running mode printed so far.
+fn summaries(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[test]
+fn the_long_running_mode_warns_once_when_a_detector_file_changes_into_a_build_blind_to_a_fixed_issue() {
+    let s = Scratch::new();
+    let (data, out) = (s.path("data"), s.path("out"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let failure = Activity::failed("m1", now - 60_000, "t1", "Bash", "cat: /srv/a: No such file or directory");
+    datagen::insert_activity(&data, &failure).unwrap();
+    let detectors = s.detectors_in("detectors", &["tool_error"], &[]);
+    let o = run(&detectors, &data, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let sig = issues_of(&out, "tool_error")[0]["sig"].as_str().unwrap().to_owned();
+    let o = issues_cmd(&["fix", &sig], &data, &out);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("kept as a regression case"), "{o:?}");
+
+    let log_path = s.path("stdout.jsonl");
+    let log = log_path.as_path();
+    let mut child = run_command(&detectors, &data, &out)
+        .args(["--json", "--interval", "1", "--no-fast-path"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(log).unwrap())
+        .stderr(std::fs::File::create(s.path("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let warnings = |from: usize| -> Vec<Value> {
+        summaries(log)
+            .iter()
+            .skip(from)
+            .flat_map(|r| r["regressionWarnings"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    wait_for(120, "two scans with the shipped build", &mut child, || summaries(log).len() >= 2);
+    assert!(warnings(0).is_empty(), "the build that reported it still produces it");
+    assert!(diagnostics_naming(&out, &sig).is_empty());
+
+    // The file changes under the running sentinel: its next load is checked.
+    std::fs::copy(fixture("blind-tool-error"), detectors.join("tool_error.wasm")).unwrap();
+    wait_for(120, "the warning about the changed build", &mut child, || !warnings(0).is_empty());
+    let seen = summaries(log).len();
+    wait_for(120, "two more scans with the changed build", &mut child, || summaries(log).len() >= seen + 2);
+    let kill = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    assert!(child.wait().unwrap().success());
+    let all = warnings(0);
+    assert_eq!(all.len(), 1, "told once, not every scan: {all:?}");
+    assert_eq!((all[0]["detector"].as_str(), all[0]["sig"].as_str()), (Some("tool_error"), Some(sig.as_str())));
+    let fires = diagnostics_naming(&out, &sig);
+    assert_eq!(fires.len(), 1, "{fires:?}");
+    assert_eq!(fires[0]["seq"], all[0]["fireSeq"]);
+}

@@ -33,9 +33,9 @@ pub enum MetaKey {
     Due(String),
     /// Where the last daily digest's period ended, ms.
     DigestUntil,
-    /// A regression case's signature a detector build no longer produces,
-    /// already warned about (`<build sha256>.<sig>`; the value: the fire's seq).
-    RegressionWarned(String),
+    /// A detector build's regression case already run (`<build sha256>.<sig>`;
+    /// the value: `pass`, or `fire:<seq>` of the warning that it failed).
+    RegressionChecked(String),
 }
 
 impl MetaKey {
@@ -52,7 +52,7 @@ impl MetaKey {
             MetaKey::DigestUntil => "digest_until",
             MetaKey::Cadence(detector) => return Cow::Owned(format!("cadence.{detector}")),
             MetaKey::Due(detector) => return Cow::Owned(format!("due.{detector}")),
-            MetaKey::RegressionWarned(key) => return Cow::Owned(format!("regression_warned.{key}")),
+            MetaKey::RegressionChecked(key) => return Cow::Owned(format!("regression_checked.{key}")),
         })
     }
 }

@@ -1,8 +1,9 @@
 //! A detector build that no longer produces a fixed issue's signature: its
 //! `diagnostic` fire, recorded once per (build, signature).
 //!
-//! It owns the check-and-record of that warning in one transaction: the
-//! bookkeeping key [`MetaKey::RegressionWarned`] and the fire appended to
+//! It owns which (build, signature) pairs were run already (the bookkeeping
+//! key [`MetaKey::RegressionChecked`]: a pass, or the warning's fire), the
+//! check-and-record of a warning in one transaction with the fire appended to
 //! the log (chained, signed and exported like every fire, so the dispatcher
 //! delivers it); and [`CaseCapture`], what a fix did about its case, as the
 //! fix's answer carries it. It never runs a detector and never reads a case: the core's
@@ -39,9 +40,16 @@ pub struct BlindBuild<'a> {
 }
 
 impl Ledger {
-    /// Whether this build was already warned about for this signature.
-    pub fn blind_build_warned(&self, build: &str, sig: &str) -> Result<bool, LedgerError> {
-        Ok(self.meta(&MetaKey::RegressionWarned(format!("{build}.{sig}")))?.is_some())
+    /// Whether this build's case of this signature was run already (it
+    /// passed, or it was warned about): it is not run again.
+    pub fn regression_checked(&self, build: &str, sig: &str) -> Result<bool, LedgerError> {
+        Ok(self.meta(&MetaKey::RegressionChecked(format!("{build}.{sig}")))?.is_some())
+    }
+
+    /// Remembers that this build still produces this signature.
+    pub fn regression_passed(&mut self, build: &str, sig: &str) -> Result<(), LedgerError> {
+        let key = MetaKey::RegressionChecked(format!("{build}.{sig}"));
+        meta::write(&self.conn, &key, Some("pass")).map_err(self.err("cannot record a regression case's pass"))
     }
 
     /// Appends the `diagnostic` fire for `blind` unless this build was warned
@@ -54,9 +62,9 @@ impl Ledger {
             action: "cannot record a detector update's lost regression case",
             source,
         };
-        let key = MetaKey::RegressionWarned(format!("{}.{}", blind.build, blind.sig));
+        let key = MetaKey::RegressionChecked(format!("{}.{}", blind.build, blind.sig));
         let tx = self.conn.transaction().map_err(&e)?;
-        if meta::read_text(&tx, &key).map_err(&e)?.is_some() {
+        if meta::read_text(&tx, &key).map_err(&e)?.is_some_and(|v| v != "pass") {
             return Ok(None);
         }
         let reason = format!(
@@ -79,7 +87,7 @@ impl Ledger {
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
         let seq = appender.count();
-        meta::write(&tx, &key, Some(&seq.to_string())).map_err(&e)?;
+        meta::write(&tx, &key, Some(&format!("fire:{seq}"))).map_err(&e)?;
         tx.commit().map_err(&e)?;
         self.export_fires(at)?;
         Ok(Some(seq))
@@ -101,12 +109,14 @@ mod tests {
             sig: "tool_error:0123456789abcdef",
             why: "produced nothing".into(),
         };
-        assert!(!l.blind_build_warned("aa", "tool_error:0123456789abcdef").unwrap());
+        assert!(!l.regression_checked("aa", "tool_error:0123456789abcdef").unwrap());
         let first = l.warn_blind_build(&blind("aa"), 10).unwrap();
         assert!(first.is_some());
-        assert!(l.blind_build_warned("aa", "tool_error:0123456789abcdef").unwrap());
+        assert!(l.regression_checked("aa", "tool_error:0123456789abcdef").unwrap());
         assert_eq!(l.warn_blind_build(&blind("aa"), 20).unwrap(), None, "the same build again: no second fire");
         assert!(l.warn_blind_build(&blind("bb"), 30).unwrap().is_some(), "another build is warned about");
+        l.regression_passed("cc", "tool_error:0123456789abcdef").unwrap();
+        assert!(l.regression_checked("cc", "tool_error:0123456789abcdef").unwrap(), "a pass is not run again");
         let lines: Vec<String> = l
             .conn
             .prepare("SELECT line FROM fires ORDER BY seq")

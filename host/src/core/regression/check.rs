@@ -121,7 +121,8 @@ pub struct CaseRun {
 
 /// The cases of `detector` it no longer passes, each warned about once per
 /// (build, signature): a `diagnostic` fire and a warning for the summary.
-/// A case that cannot be read is logged and passed over.
+/// Each (build, signature) is run once: a pass is remembered too. A case
+/// that cannot be read is logged and passed over.
 pub fn check_build(
     runtime: &Runtime,
     ledger: &mut Ledger,
@@ -144,11 +145,12 @@ pub fn check_build(
                 continue;
             }
         };
-        if ledger.blind_build_warned(&detector.sha256, &case.expect_sig)? {
+        if ledger.regression_checked(&detector.sha256, &case.expect_sig)? {
             continue;
         }
         let verdict = run_case(runtime, detector, &case);
         if verdict.passed() {
+            ledger.regression_passed(&detector.sha256, &case.expect_sig)?;
             continue;
         }
         let blind = BlindBuild {
