@@ -494,7 +494,7 @@ impl Sentinel {
                     &self.opts.config,
                     &self.opts.detector_config,
                     now,
-                )?);
+                ));
                 Applied::Issue { change }
             }
             Command::ReopenIssue(sig) => Applied::Issue { change: self.ledger.reopen_issue(sig, now)? },

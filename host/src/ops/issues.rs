@@ -97,7 +97,7 @@ pub fn change(
         Change::Fix { note, config } => {
             let mut change = ledger.fix_issue(sig, now, note)?;
             let at = (out.as_path(), data_dir.as_path());
-            change.case = Some(capture_fixed(&ledger, &change, at, config, &[], now).map_err(ScanError::from)?);
+            change.case = Some(capture_fixed(&ledger, &change, at, config, &[], now));
             change
         }
         Change::Reopen => ledger.reopen_issue(sig, now)?,

@@ -154,7 +154,8 @@ pub fn capture(input: &CaptureInput<'_>) -> Capture {
 
 /// Keeps the regression case of the issue `change` just fixed, its record
 /// read through the sources `config` makes; `extra` config values (the
-/// flags') go with the config file's.
+/// flags') go with the config file's. The fix is committed already: what
+/// goes wrong here is told in the answer, never an error.
 pub fn capture_fixed(
     ledger: &crate::ledger::Ledger,
     change: &crate::ledger::StateChange,
@@ -162,9 +163,14 @@ pub fn capture_fixed(
     config: &crate::config::Config,
     extra: &[(String, String, ConfigValue)],
     at: i64,
-) -> Result<Capture, crate::ledger::LedgerError> {
-    let Some(issue) = ledger.issue(&change.sig)? else {
-        return Ok(Capture::NotCaptured { why: "the issue is gone".into() });
+) -> Capture {
+    let issue = match ledger.issue(&change.sig) {
+        Ok(Some(issue)) => issue,
+        Ok(None) => return Capture::NotCaptured { why: "the issue is gone".into() },
+        Err(e) => {
+            let why = crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)).into_owned();
+            return Capture::NotCaptured { why };
+        }
     };
     let mut values = config.detector_values();
     values.extend(extra.iter().cloned());
@@ -178,7 +184,7 @@ pub fn capture_fixed(
         config: &values,
         at,
     };
-    Ok(capture(&input))
+    capture(&input)
 }
 
 #[cfg(test)]
