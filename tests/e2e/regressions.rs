@@ -47,6 +47,11 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     datagen::insert_activity(&data, &Activity::failed("m1", t, "t1", "Bash", missing)).unwrap();
     datagen::insert_activity(&data, &Activity::failed("m2", t + 1, "t2", "mcp__agents__load_layer", "no layer 7"))
         .unwrap();
+    // A retry loop: its evidence is the third failure, which alone makes no loop.
+    for (i, id) in ["m3", "m4", "m5"].iter().enumerate() {
+        let a = Activity::failed(id, t + 10 + i as i64, "t3", "Bash", "grep: /srv/pattern.txt: Permission denied");
+        datagen::insert_activity(&data, &a).unwrap();
+    }
     let detectors = s.detectors_with(&[]);
     let scan_at = |dir: &Path, at: i64| {
         let o = run(dir, &data, &out, &["--no-fast-path", "--scan-time", &at.to_string()]);
@@ -60,6 +65,7 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
         i["sig"].as_str().unwrap().to_owned()
     };
     let (sig, other) = (sig_of("m1"), sig_of("m2"));
+    let retry = issues_of(&out, "retry_loop")[0]["sig"].as_str().unwrap().to_owned();
 
     // The fix keeps the record, private, with the signature it must produce.
     let o = issues_cmd(&["fix", &sig], &data, &out);
@@ -82,21 +88,34 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(shown["regressionCase"], case_file.display().to_string());
 
-    // The shipped build still produces it.
+    // The loop's case: kept, but its record alone makes no loop.
+    let o = issues_cmd(&["fix", &retry], &data, &out);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("kept as a regression case"), "{o:?}");
+    let verdict_of = |ran: &Value, sig: &str| {
+        let case = ran["cases"].as_array().unwrap().iter().find(|c| c["sig"] == sig).cloned();
+        case.unwrap_or_else(|| panic!("a case of {sig}: {ran}"))["verdict"].as_str().unwrap().to_owned()
+    };
+
+    // The shipped build still produces it; the loop's case guards nothing.
     let (code, ran) = replay_regressions(&detectors, &data, &out);
     assert_eq!((code, ran["failed"].as_u64()), (Some(0), Some(0)), "{ran}");
-    assert_eq!(ran["cases"][0]["verdict"], "produced", "{ran}");
+    assert_eq!((verdict_of(&ran, &sig), verdict_of(&ran, &retry)), ("produced".into(), "never-produced".into()));
+    // The next run loads the same build: the baseline, and no warning.
+    let summary = scan_at(&detectors, t + 90_000);
+    assert!(summary.get("regressionWarnings").is_none(), "{summary}");
 
     // A build of the same detector that groups otherwise: caught by replay, ...
-    let blind = s.path("blind");
-    std::fs::create_dir_all(&blind).unwrap();
+    let others: Vec<String> = xtask::guest::detectors_under(&root().join("detectors"))
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.lang == xtask::guest::Lang::Rust && d.name != "tool_error")
+        .map(|d| d.name)
+        .collect();
+    let blind = s.detectors_in("blind", &others.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
     std::fs::copy(fixture("blind-tool-error"), blind.join("tool_error.wasm")).unwrap();
     let (code, ran) = replay_regressions(&blind, &data, &out);
     assert_eq!((code, ran["failed"].as_u64()), (Some(8), Some(1)), "{ran}");
-    assert_eq!(
-        (ran["cases"][0]["verdict"].as_str(), ran["cases"][0]["passed"].as_bool()),
-        (Some("not-produced"), Some(false))
-    );
+    assert_eq!((verdict_of(&ran, &sig), verdict_of(&ran, &retry)), ("not-produced".into(), "never-produced".into()));
 
     // ... and by the next run that loads it: one diagnostic fire, one warning.
     assert!(diagnostics_naming(&out, &sig).is_empty());
@@ -106,6 +125,7 @@ fn a_fixed_issue_is_kept_as_a_case_and_a_detector_update_blind_to_it_is_warned_o
     assert_eq!((warned[0]["detector"].as_str(), warned[0]["sig"].as_str()), (Some("tool_error"), Some(sig.as_str())));
     let fires = diagnostics_naming(&out, &sig);
     assert_eq!(fires.len(), 1, "{fires:?}");
+    assert!(diagnostics_naming(&out, &retry).is_empty(), "a case no build produced is never lost");
     assert_eq!(fires[0]["detector"], "tool_error");
     assert!(fires[0]["reason"].as_str().unwrap().contains("no longer produces"), "{}", fires[0]);
     let mut human = run_command(&blind, &data, &out);

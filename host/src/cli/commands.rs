@@ -101,21 +101,23 @@ fn replay_regressions(args: &ReplayArgs, runtime: &sentinel_host::runtime::Runti
     let detectors = args.detectors.as_deref().context("--regressions needs --detectors")?;
     let (out, files) = regressions::cases(args.location.data_dir.as_deref(), args.location.out.as_deref())
         .context("cannot find the regression cases")?;
-    let runs = regressions::run(runtime, detectors, &files).context("cannot run the regression cases")?;
-    let failed = runs.iter().filter(|r| !r.passed).count();
+    let before = regressions::produced_before(&out).context("cannot read the output folder's ledger")?;
+    let runs = regressions::run(runtime, detectors, &files, &before).context("cannot run the regression cases")?;
+    let failed = runs.iter().filter(|r| r.verdict.failed()).count();
     if args.json {
         let out = serde_json::json!({"out": out, "cases": runs, "failed": failed});
         println!("{}", render::json(&out).context("cannot render JSON")?);
     } else {
         for r in &runs {
             let one = |s: &str| sentinel_host::base::sanitize::one_line(s).into_owned();
-            println!(
-                "{} {} {} ({})",
-                if r.passed { "PASS" } else { "FAIL" },
-                one(&r.detector),
-                one(&r.sig),
-                r.path.display()
-            );
+            let mark = if r.passed {
+                "PASS"
+            } else if r.verdict.failed() {
+                "FAIL"
+            } else {
+                "SKIP"
+            };
+            println!("{mark} {} {} ({})", one(&r.detector), one(&r.sig), r.path.display());
             if !r.passed {
                 println!("     {}", one(&r.verdict.why()));
             }

@@ -289,7 +289,7 @@ impl Sentinel {
         self.runtime()?;
         let runtime = self.runtime.as_ref().expect("made above");
         let refresh = self.catalog.refresh(runtime, &dir)?;
-        self.check_regressions(&refresh);
+        self.check_regressions(|d| refresh.loaded.contains(&d.path));
         self.roster.set(
             self.catalog
                 .listing()
@@ -311,16 +311,16 @@ impl Sentinel {
         Ok(refresh)
     }
 
-    /// Runs the regression cases of every detector file just loaded (a
-    /// changed file, or every file at the first look): a build that no
-    /// longer produces a fixed issue's signature gets its `diagnostic` fire
-    /// (once per build and signature) and a line in the next summary. A
-    /// failure is logged, never the scan's.
-    fn check_regressions(&mut self, refresh: &Refresh) {
+    /// Runs the regression cases of the loaded detectors `pick` chooses:
+    /// every file just loaded (a changed file, or every file at the first
+    /// look), or the one whose case a fix just captured (its baseline). A
+    /// build that no longer produces a fixed issue's signature gets its
+    /// `diagnostic` fire (once per build and signature) and a line in the
+    /// next summary. A failure is logged, never the scan's.
+    fn check_regressions(&mut self, pick: impl Fn(&crate::runtime::LoadedDetector) -> bool) {
         let Some(runtime) = self.runtime.as_ref() else { return };
         let at = self.opts.scan_time_ms.unwrap_or_else(now_ms);
-        let fresh = self.catalog.listing().0.into_iter().filter(|(d, _)| refresh.loaded.contains(&d.path));
-        for (detector, _) in fresh {
+        for (detector, _) in self.catalog.listing().0.into_iter().filter(|(d, _)| pick(d)) {
             match crate::core::regression::check::check_build(runtime, &mut self.ledger, &self.out, detector, at) {
                 Ok(warnings) => {
                     for w in &warnings {
@@ -495,6 +495,9 @@ impl Sentinel {
                     &self.opts.detector_config,
                     now,
                 ));
+                if let Some(crate::ledger::CaseCapture::Captured { .. }) = &change.case {
+                    self.check_regressions(|d| d.descriptor.name == change.detector);
+                }
                 Applied::Issue { change }
             }
             Command::ReopenIssue(sig) => Applied::Issue { change: self.ledger.reopen_issue(sig, now)? },

@@ -2,7 +2,10 @@
 //! `diagnostic` fire, recorded once per (build, signature).
 //!
 //! It owns which (build, signature) pairs were run already (the bookkeeping
-//! key [`MetaKey::RegressionChecked`]: a pass, or the warning's fire), the
+//! key [`MetaKey::RegressionChecked`]: a pass, no build ever producing it, or
+//! the warning's fire), the first build that produced a case's signature (its
+//! baseline, [`MetaKey::RegressionProduced`]: only a case some build produced
+//! can be lost by another), the
 //! check-and-record of a warning in one transaction with the fire appended to
 //! the log (chained, signed and exported like every fire, so the dispatcher
 //! delivers it); and [`CaseCapture`], what a fix did about its case, as the
@@ -46,10 +49,35 @@ impl Ledger {
         Ok(self.meta(&MetaKey::RegressionChecked(format!("{build}.{sig}")))?.is_some())
     }
 
-    /// Remembers that this build still produces this signature.
+    /// Remembers that this build produces this signature (the first such
+    /// build is the case's baseline).
     pub fn regression_passed(&mut self, build: &str, sig: &str) -> Result<(), LedgerError> {
+        let path = self.db_path.clone();
+        let e = move |source| LedgerError::Store {
+            path: path.clone(),
+            action: "cannot record a regression case's pass",
+            source,
+        };
+        let tx = self.conn.transaction().map_err(&e)?;
+        meta::write(&tx, &MetaKey::RegressionChecked(format!("{build}.{sig}")), Some("pass")).map_err(&e)?;
+        let baseline = MetaKey::RegressionProduced(sig.to_owned());
+        if meta::read_text(&tx, &baseline).map_err(&e)?.is_none() {
+            meta::write(&tx, &baseline, Some(build)).map_err(&e)?;
+        }
+        tx.commit().map_err(&e)
+    }
+
+    /// The build that first produced this case's signature, if one has.
+    pub fn regression_produced(&self, sig: &str) -> Result<Option<String>, LedgerError> {
+        self.meta(&MetaKey::RegressionProduced(sig.to_owned()))
+    }
+
+    /// Remembers that this build does not produce a signature no build has
+    /// produced yet (the record alone does not make the issue: nothing to
+    /// guard, no warning); it is not run again.
+    pub fn regression_never_produced(&mut self, build: &str, sig: &str) -> Result<(), LedgerError> {
         let key = MetaKey::RegressionChecked(format!("{build}.{sig}"));
-        meta::write(&self.conn, &key, Some("pass")).map_err(self.err("cannot record a regression case's pass"))
+        meta::write(&self.conn, &key, Some("never")).map_err(self.err("cannot record a regression case's run"))
     }
 
     /// Appends the `diagnostic` fire for `blind` unless this build was warned
@@ -64,7 +92,7 @@ impl Ledger {
         };
         let key = MetaKey::RegressionChecked(format!("{}.{}", blind.build, blind.sig));
         let tx = self.conn.transaction().map_err(&e)?;
-        if meta::read_text(&tx, &key).map_err(&e)?.is_some_and(|v| v != "pass") {
+        if meta::read_text(&tx, &key).map_err(&e)?.is_some_and(|v| v.starts_with("fire:")) {
             return Ok(None);
         }
         let reason = format!(
@@ -117,6 +145,12 @@ mod tests {
         assert!(l.warn_blind_build(&blind("bb"), 30).unwrap().is_some(), "another build is warned about");
         l.regression_passed("cc", "tool_error:0123456789abcdef").unwrap();
         assert!(l.regression_checked("cc", "tool_error:0123456789abcdef").unwrap(), "a pass is not run again");
+        l.regression_passed("dd", "tool_error:0123456789abcdef").unwrap();
+        assert_eq!(l.regression_produced("tool_error:0123456789abcdef").unwrap().as_deref(), Some("cc"), "the first");
+        assert_eq!(l.regression_produced("tool_error:ffffffffffffffff").unwrap(), None);
+        l.regression_never_produced("ee", "tool_error:ffffffffffffffff").unwrap();
+        assert!(l.regression_checked("ee", "tool_error:ffffffffffffffff").unwrap());
+        assert_eq!(l.regression_produced("tool_error:ffffffffffffffff").unwrap(), None, "never produced: no baseline");
         let lines: Vec<String> = l
             .conn
             .prepare("SELECT line FROM fires ORDER BY seq")

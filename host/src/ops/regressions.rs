@@ -4,9 +4,12 @@
 //! It owns finding the cases (the output folder chosen as a scan would,
 //! nothing created), loading the detectors (each case runs against the one
 //! of its name) and the results, one a case: passed when the build still
-//! produces the fixed issue's signature. A case whose detector is not in the
-//! folder, or that cannot be read, fails (nothing would catch the issue
-//! coming back). It never writes and never touches the data dir.
+//! produces the fixed issue's signature, failed when it does not although a
+//! build did before (the ledger's baseline), never-produced when no build
+//! ever has (the record alone does not make the issue). A case whose
+//! detector is not in the folder, or that cannot be read, fails (nothing
+//! would catch the issue coming back). It never writes and never touches the
+//! data dir.
 
 use std::path::{Path, PathBuf};
 
@@ -38,8 +41,25 @@ fn failed(path: PathBuf, detector: String, sig: String, why: String) -> CaseRun 
     CaseRun { path, detector, sig, passed: false, verdict: Verdict::Failed { why } }
 }
 
-/// Runs each case file against the detector of its name in `detectors`.
-pub fn run(runtime: &Runtime, detectors: &Path, files: &[PathBuf]) -> Result<Vec<CaseRun>, RegressionsError> {
+/// Whether some build produced `sig`'s case before, as the output folder's
+/// ledger remembers (read-only; no ledger: none has).
+pub fn produced_before(out: &Path) -> Result<impl Fn(&str) -> bool, RegressionsError> {
+    let view = crate::ledger::LedgerView::open(out).map_err(ScanError::from)?;
+    Ok(move |sig: &str| {
+        let key = crate::ledger::MetaKey::RegressionProduced(sig.to_owned());
+        view.as_ref().is_some_and(|v| v.meta(&key).ok().flatten().is_some())
+    })
+}
+
+/// Runs each case file against the detector of its name in `detectors`; a
+/// case no build has produced before (`produced_before`) is
+/// [`Verdict::NeverProduced`] when this one does not either.
+pub fn run(
+    runtime: &Runtime,
+    detectors: &Path,
+    files: &[PathBuf],
+    produced_before: &dyn Fn(&str) -> bool,
+) -> Result<Vec<CaseRun>, RegressionsError> {
     let loaded: Vec<LoadedDetector> = runtime.load_dir(detectors)?.into_iter().filter_map(Result::ok).collect();
     let mut runs = Vec::with_capacity(files.len());
     for path in files {
@@ -56,7 +76,7 @@ pub fn run(runtime: &Runtime, detectors: &Path, files: &[PathBuf]) -> Result<Vec
             runs.push(failed(path.clone(), case.detector, case.expect_sig, why));
             continue;
         };
-        let verdict = run_case(runtime, detector, &case);
+        let verdict = run_case(runtime, detector, &case).against_baseline(produced_before(&case.expect_sig));
         let passed = verdict.passed();
         runs.push(CaseRun { path: path.clone(), detector: case.detector, sig: case.expect_sig, passed, verdict });
     }

@@ -34,11 +34,31 @@ pub enum Verdict {
     /// failed call).
     #[serde(rename = "failed")]
     Failed { why: String },
+    /// Not produced, and no build ever has: the record alone does not make
+    /// the issue (a loop needs its earlier failures), so the case guards
+    /// nothing. Neither a pass nor a failure.
+    #[serde(rename = "never-produced")]
+    NeverProduced { got: Vec<String> },
 }
 
 impl Verdict {
     pub fn passed(&self) -> bool {
         *self == Verdict::Produced
+    }
+
+    /// Whether the issue coming back would go unseen: not produced although
+    /// a build produced it before, or not run at all.
+    pub fn failed(&self) -> bool {
+        matches!(self, Verdict::NotProduced { .. } | Verdict::Failed { .. })
+    }
+
+    /// `NotProduced` as `NeverProduced` when no build has produced the
+    /// signature before (`produced_before` false).
+    pub fn against_baseline(self, produced_before: bool) -> Verdict {
+        match self {
+            Verdict::NotProduced { got } if !produced_before => Verdict::NeverProduced { got },
+            v => v,
+        }
     }
 
     /// One line saying why it did not pass.
@@ -48,6 +68,9 @@ impl Verdict {
             Verdict::NotProduced { got } if got.is_empty() => "it produced nothing from the case".into(),
             Verdict::NotProduced { got } => format!("it produced {} instead", got.join(", ")),
             Verdict::Failed { why } => why.clone(),
+            Verdict::NeverProduced { .. } => {
+                "no build has produced the signature from the record alone: the case guards nothing".into()
+            }
         }
     }
 }
@@ -121,8 +144,9 @@ pub struct CaseRun {
 
 /// The cases of `detector` it no longer passes, each warned about once per
 /// (build, signature): a `diagnostic` fire and a warning for the summary.
-/// Each (build, signature) is run once: a pass is remembered too. A case
-/// that cannot be read is logged and passed over.
+/// Only a case some build produced before can be lost (the first build that
+/// produces it is its baseline). Each (build, signature) is run once: a pass
+/// is remembered too. A case that cannot be read is logged and passed over.
 pub fn check_build(
     runtime: &Runtime,
     ledger: &mut Ledger,
@@ -148,9 +172,15 @@ pub fn check_build(
         if ledger.regression_checked(&detector.sha256, &case.expect_sig)? {
             continue;
         }
-        let verdict = run_case(runtime, detector, &case);
+        let produced_before = ledger.regression_produced(&case.expect_sig)?.is_some();
+        let verdict = run_case(runtime, detector, &case).against_baseline(produced_before);
         if verdict.passed() {
             ledger.regression_passed(&detector.sha256, &case.expect_sig)?;
+            continue;
+        }
+        if let Verdict::NeverProduced { .. } = verdict {
+            tracing::info!(detector = %name, sig = %case.expect_sig, "{}", verdict.why());
+            ledger.regression_never_produced(&detector.sha256, &case.expect_sig)?;
             continue;
         }
         let blind = BlindBuild {
