@@ -35,7 +35,8 @@ pub(crate) enum Command {
     /// state, keep the issues (what a release that changes the store does).
     Reset(ResetArgs),
     /// Run a detector against its replay cases and compare its observations
-    /// exactly (SENTINEL_BLESS=1 rewrites failing expectations).
+    /// exactly (SENTINEL_BLESS=1 rewrites failing expectations); with
+    /// --regressions, every fixed issue's case against the detectors folder.
     Replay(ReplayArgs),
     /// What each detector is, what it may do, and how it has fared.
     #[command(subcommand)]

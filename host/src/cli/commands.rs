@@ -312,8 +312,41 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// `issues fix`: the fix, and what became of its regression case. The
+/// config (as `run` finds it) gives the sources the record is read through
+/// and, without `--key-file`, the key file.
+fn issues_fix(
+    sig: &str,
+    note: Option<&str>,
+    (config, sentinels): (Option<&std::path::Path>, Option<&std::path::Path>),
+    location: &super::args::Location,
+    key: &super::args::KeyFileArg,
+) -> anyhow::Result<()> {
+    use sentinel_host::ledger::CaseCapture;
+    use sentinel_host::ops::issues;
+    let sentinels = sentinels.map(ToOwned::to_owned).or_else(sentinel_host::config::sentinels_path);
+    let config =
+        sentinel_host::config::Config::load_with(config, sentinels.as_deref()).context("cannot load the config")?;
+    let key = key.key_file.clone().or_else(|| config.key_file());
+    let what = issues::Change::Fix { note, config: &config };
+    let (data_dir, out) = (location.data_dir.as_deref(), location.out.as_deref());
+    let (c, notice) = issues::change(data_dir, out, key.as_deref(), sig, what).context("cannot fix the issue")?;
+    notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
+    println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
+    match &c.case {
+        Some(CaseCapture::Captured { path }) => {
+            println!("sentinel: its evidence record is kept as a regression case: {}", path.display());
+        }
+        Some(CaseCapture::NotCaptured { why }) => {
+            println!("sentinel: no regression case kept: {}", sentinel_host::base::sanitize::one_line(why));
+        }
+        None => {}
+    }
+    Ok(())
+}
+
 pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
-    use sentinel_host::ledger::{CaseCapture, IssueState};
+    use sentinel_host::ledger::IssueState;
     use sentinel_host::ops::issues;
     match cmd {
         IssuesCommand::List { location, state, json } => {
@@ -337,23 +370,7 @@ pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
             println!("{}", render::json(&shown).context("cannot render the issue as JSON")?);
         }
         IssuesCommand::Fix { sig, note, config, sentinels, location, key } => {
-            let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
-            let sentinels = sentinels.clone().or_else(sentinel_host::config::sentinels_path);
-            let config = sentinel_host::config::Config::load_with(config.as_deref(), sentinels.as_deref())
-                .context("cannot load the config")?;
-            let what = issues::Change::Fix { note: note.as_deref(), config: &config };
-            let (c, notice) = issues::change(data_dir, out, key, sig, what).context("cannot fix the issue")?;
-            notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
-            println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
-            match &c.case {
-                Some(CaseCapture::Captured { path }) => {
-                    println!("sentinel: its evidence record is kept as a regression case: {}", path.display());
-                }
-                Some(CaseCapture::NotCaptured { why }) => {
-                    println!("sentinel: no regression case kept: {}", sentinel_host::base::sanitize::one_line(why));
-                }
-                None => {}
-            }
+            issues_fix(sig, note.as_deref(), (config.as_deref(), sentinels.as_deref()), location, key)?;
         }
         IssuesCommand::Reopen { sig, location, key } => {
             let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
