@@ -191,6 +191,72 @@ pub fn capture_fixed(
 mod tests {
     use super::*;
     use crate::model::record::{BatchBuilder, Column};
+    use crate::sources::{Sink, SourceError, SourceReport};
+
+    /// A source of two `messages` rows (`m1`, `m2`), or a missing file.
+    struct Fake {
+        missing: bool,
+    }
+
+    impl Source for Fake {
+        fn name(&self) -> &str {
+            "messages"
+        }
+        fn kinds(&self) -> &'static [&'static str] {
+            &["tool-failure"]
+        }
+        fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError> {
+            if self.missing {
+                return Ok(SourceReport::missing(ctx));
+            }
+            let mut b = BatchBuilder::new("messages", "tool-failure", &[Column::text("id"), Column::text("output")]);
+            for (id, output) in [("m1", "first"), ("m2", "second")] {
+                b.push_row(&[Cell::Text(id), Cell::Text(output)]).unwrap();
+            }
+            sink(b.take()).map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
+            Ok(SourceReport::default())
+        }
+    }
+
+    fn issue(evidence: &str) -> IssueLine {
+        serde_json::from_value(serde_json::json!({
+            "sig": "tool_error:0123456789abcdef", "kind": "tool_error", "title": "t", "origin": "shell",
+            "severity": "medium", "firstAt": 1, "lastAt": 1, "count": 1, "wastedTurns": 0,
+            "evidenceRef": {"source": "messages", "id": evidence}
+        }))
+        .unwrap()
+    }
+
+    fn capture_of(evidence: &str, missing: bool, out: &Path) -> Capture {
+        let sources: Vec<Box<dyn Source>> = vec![Box::new(Fake { missing })];
+        let issue = issue(evidence);
+        let input = CaptureInput {
+            out,
+            data_dir: out,
+            sources: &sources,
+            detector: "tool_error",
+            issue: &issue,
+            config: &[("tool_error".into(), "harness_tools".into(), ConfigValue::Text("x*".into()))],
+            at: 5,
+        };
+        capture(&input)
+    }
+
+    #[test]
+    fn the_evidence_record_alone_is_kept_and_a_record_or_file_gone_is_no_case_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let Capture::Captured { path } = capture_of("m2", false, dir.path()) else { panic!("m2 is there") };
+        let case = super::super::read_case(&path).unwrap();
+        assert_eq!(case.records.len(), 1);
+        assert_eq!((case.records[0].rows.len(), &case.records[0].rows[0]["output"]), (1, &Value::from("second")));
+        assert_eq!((case.scan_time, &case.config["harness_tools"]), (5, &Value::from("x*")));
+        let why = |c: Capture| match c {
+            Capture::NotCaptured { why } => why,
+            Capture::Captured { path } => panic!("captured {}", path.display()),
+        };
+        assert!(why(capture_of("m9", false, dir.path())).contains("no longer in source messages"));
+        assert!(why(capture_of("m1", true, dir.path())).contains("missing"));
+    }
 
     #[test]
     fn the_evidence_column_names_the_row_and_a_source_without_one_is_matched_by_any_cell() {

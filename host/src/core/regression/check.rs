@@ -197,3 +197,21 @@ pub fn check_build(
     }
     Ok(warnings)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_not_produced_is_a_failure_only_against_a_baseline() {
+        let not = || Verdict::NotProduced { got: vec!["tool_error:ffffffffffffffff".into()] };
+        assert!(not().against_baseline(true).failed(), "a build produced it before: lost");
+        let never = not().against_baseline(false);
+        assert!(matches!(never, Verdict::NeverProduced { .. }) && !never.failed() && !never.passed());
+        assert!(Verdict::Produced.against_baseline(false).passed());
+        let call = Verdict::Failed { why: "trap".into() };
+        assert!(call.clone().against_baseline(false).failed(), "a case that cannot run is a failure");
+        assert!(not().why().contains("tool_error:ffffffffffffffff"));
+        assert_eq!(Verdict::NotProduced { got: Vec::new() }.why(), "it produced nothing from the case");
+    }
+}
