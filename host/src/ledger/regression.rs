@@ -5,12 +5,13 @@
 //! key [`MetaKey::RegressionChecked`]: a pass, no build ever producing it, or
 //! the warning's fire), the first build that produced a case's signature (its
 //! baseline, [`MetaKey::RegressionProduced`]: only a case some build produced
-//! can be lost by another), the
-//! check-and-record of a warning in one transaction with the fire appended to
-//! the log (chained, signed and exported like every fire, so the dispatcher
-//! delivers it); and [`CaseCapture`], what a fix did about its case, as the
-//! fix's answer carries it. It never runs a detector and never reads a case: the core's
-//! regression check does ([`crate::core`] sits above the ledger).
+//! can be lost by another), the check-and-record of a warning in one
+//! transaction with the fire appended to the log (chained, signed and
+//! exported like every fire, so the dispatcher delivers it) and kept in the
+//! issue's history, and [`CaseCapture`], what a fix did about its case, as
+//! the fix's answer carries it. It never runs a detector and never reads a
+//! case: the core's regression check does ([`crate::core`] sits above the
+//! ledger).
 
 use super::meta::{self, MetaKey};
 use super::{Ledger, LedgerError};
@@ -115,6 +116,8 @@ impl Ledger {
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
         let seq = appender.count();
+        // In the issue's history too: its page tells the update blind to it.
+        super::lifecycle::remember(&tx, blind.sig, seq, FireType::Diagnostic, at).map_err(&e)?;
         meta::write(&tx, &key, Some(&format!("fire:{seq}"))).map_err(&e)?;
         tx.commit().map_err(&e)?;
         self.export_fires(at)?;
@@ -160,6 +163,15 @@ mod tests {
             .map(Result::unwrap)
             .collect();
         assert_eq!(lines.len(), 2);
+        let history: i64 = l
+            .conn
+            .query_row(
+                "SELECT COUNT(*) FROM issue_events WHERE sig = ?1 AND type = 'diagnostic'",
+                [blind("aa").sig],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(history, 2, "each warning is in the issue's history");
         let fire: crate::firelog::FireEntry = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!((fire.fire_type, fire.detector.as_str()), (FireType::Diagnostic, "tool_error"));
         assert_eq!(fire.sig.as_deref(), Some("tool_error:0123456789abcdef"));
