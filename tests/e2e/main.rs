@@ -23,6 +23,7 @@ mod metrics;
 mod out_folder;
 mod parameters;
 mod real_errors;
+mod regressions;
 mod replay;
 mod report;
 mod rotation;

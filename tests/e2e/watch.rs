@@ -693,6 +693,10 @@ fn an_issue_fixed_through_the_admin_api_and_seen_again_is_regressed_and_its_fire
     let (status, _, r) = call(&s, "POST", &fix, Some(ADMIN), json(serde_json::json!({"note": "release 1.2"})));
     assert_eq!((status, &r["state"]), (200, &Value::from("fixed")), "{r}");
     assert_problem(&call(&s, "POST", &fix, Some(ADMIN), None), 409, "conflict");
+    // The admin route's fix keeps the regression case as the CLI's does.
+    let case = s.out.join("regressions").join("tool_error").join(format!("{}.json", sig.replace(':', "-")));
+    let kept = std::fs::read_to_string(&case).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+    assert!(kept.contains(&format!("\"expect_sig\": \"{sig}\"")), "{kept}");
     let listed = issue_of_tool(&s, "aalpha").unwrap();
     assert_eq!(
         (&listed["state"], &listed["fixNote"]),

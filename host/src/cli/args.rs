@@ -35,7 +35,8 @@ pub(crate) enum Command {
     /// state, keep the issues (what a release that changes the store does).
     Reset(ResetArgs),
     /// Run a detector against its replay cases and compare its observations
-    /// exactly (SENTINEL_BLESS=1 rewrites failing expectations).
+    /// exactly (SENTINEL_BLESS=1 rewrites failing expectations); with
+    /// --regressions, every fixed issue's case against the detectors folder.
     Replay(ReplayArgs),
     /// What each detector is, what it may do, and how it has fared.
     #[command(subcommand)]
@@ -278,11 +279,27 @@ pub(crate) struct InspectArgs {
 #[derive(Args, Debug)]
 pub(crate) struct ReplayArgs {
     /// The detector component.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) detector: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "regressions", conflicts_with = "regressions")]
+    pub(crate) detector: Option<PathBuf>,
     /// A folder of `*.json` cases, or case files.
-    #[arg(long = "cases", value_name = "PATH", required = true)]
+    #[arg(
+        long = "cases",
+        value_name = "PATH",
+        required_unless_present = "regressions",
+        conflicts_with = "regressions"
+    )]
     pub(crate) cases: Vec<PathBuf>,
+    /// Run every fixed issue's regression case of the output folder
+    /// against the detectors in --detectors: each passes when its detector
+    /// still produces the issue's signature (exit 8 when one does not).
+    #[arg(long, requires = "detectors")]
+    pub(crate) regressions: bool,
+    /// With --regressions: the folder of detector components, as `run --detectors`.
+    #[arg(long, value_name = "DIR", requires = "regressions")]
+    pub(crate) detectors: Option<PathBuf>,
+    /// With --regressions: where the cases are kept (the output folder).
+    #[command(flatten)]
+    pub(crate) location: Location,
     /// Keep the compiled component in this folder (as `run --cache-dir`); by
     /// default it is compiled for this run only.
     #[arg(long, value_name = "DIR")]
@@ -462,12 +479,20 @@ pub(crate) enum IssuesCommand {
         #[command(flatten)]
         location: Location,
     },
-    /// Mark an issue fixed (a `fix` fire); a new occurrence after it makes it `regressed`.
+    /// Mark an issue fixed (a `fix` fire); a new occurrence after it makes it
+    /// `regressed`. Its latest evidence record is kept as a regression case
+    /// (`regressions/` in the output folder), when it can still be found.
     Fix {
         sig: String,
         /// Why it is fixed (a release, a commit), kept with the fix.
         #[arg(long)]
         note: Option<String>,
+        /// The config file whose sources the evidence record is read through, as `run --config`.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The stock sentinels' file, as `run --sentinels`.
+        #[arg(long, value_name = "FILE")]
+        sentinels: Option<PathBuf>,
         #[command(flatten)]
         location: Location,
         #[command(flatten)]

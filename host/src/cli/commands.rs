@@ -55,7 +55,11 @@ pub(crate) fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
     if let Some(dir) = &args.cache_dir {
         runtime = runtime.with_cache(dir.clone());
     }
-    let detector = runtime.load(&args.detector).context("cannot load the detector")?;
+    if args.regressions {
+        return replay_regressions(args, &runtime);
+    }
+    let path = args.detector.as_deref().context("--detector is required without --regressions")?;
+    let detector = runtime.load(path).context("cannot load the detector")?;
     let bless = std::env::var_os("SENTINEL_BLESS").is_some_and(|v| v == "1");
     let mut files = Vec::new();
     for p in &args.cases {
@@ -86,6 +90,39 @@ pub(crate) fn replay(args: &ReplayArgs) -> anyhow::Result<u8> {
             results.len(),
             if bless && failed > 0 { " (expectations rewritten)" } else { "" }
         );
+    }
+    Ok(if failed == 0 { exit::OK } else { exit::REPLAY_FAILED })
+}
+
+/// `replay --regressions`: the output folder's regression cases against the
+/// detectors folder; exit 8 when one is no longer produced.
+fn replay_regressions(args: &ReplayArgs, runtime: &sentinel_host::runtime::Runtime) -> anyhow::Result<u8> {
+    use sentinel_host::ops::regressions;
+    let detectors = args.detectors.as_deref().context("--regressions needs --detectors")?;
+    let (out, files) = regressions::cases(args.location.data_dir.as_deref(), args.location.out.as_deref())
+        .context("cannot find the regression cases")?;
+    let before = regressions::produced_before(&out).context("cannot read the output folder's ledger")?;
+    let runs = regressions::run(runtime, detectors, &files, &before).context("cannot run the regression cases")?;
+    let failed = runs.iter().filter(|r| r.verdict.failed()).count();
+    if args.json {
+        let out = serde_json::json!({"out": out, "cases": runs, "failed": failed});
+        println!("{}", render::json(&out).context("cannot render JSON")?);
+    } else {
+        for r in &runs {
+            let one = |s: &str| sentinel_host::base::sanitize::one_line(s).into_owned();
+            let mark = if r.passed {
+                "PASS"
+            } else if r.verdict.failed() {
+                "FAIL"
+            } else {
+                "SKIP"
+            };
+            println!("{mark} {} {} ({})", one(&r.detector), one(&r.sig), r.path.display());
+            if !r.passed {
+                println!("     {}", one(&r.verdict.why()));
+            }
+        }
+        println!("regressions in {}: {} cases, {failed} failed", out.display(), runs.len());
     }
     Ok(if failed == 0 { exit::OK } else { exit::REPLAY_FAILED })
 }
@@ -275,6 +312,39 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// `issues fix`: the fix, and what became of its regression case. The
+/// config (as `run` finds it) gives the sources the record is read through
+/// and, without `--key-file`, the key file.
+fn issues_fix(
+    sig: &str,
+    note: Option<&str>,
+    (config, sentinels): (Option<&std::path::Path>, Option<&std::path::Path>),
+    location: &super::args::Location,
+    key: &super::args::KeyFileArg,
+) -> anyhow::Result<()> {
+    use sentinel_host::ledger::CaseCapture;
+    use sentinel_host::ops::issues;
+    let sentinels = sentinels.map(ToOwned::to_owned).or_else(sentinel_host::config::sentinels_path);
+    let config =
+        sentinel_host::config::Config::load_with(config, sentinels.as_deref()).context("cannot load the config")?;
+    let key = key.key_file.clone().or_else(|| config.key_file());
+    let what = issues::Change::Fix { note, config: &config };
+    let (data_dir, out) = (location.data_dir.as_deref(), location.out.as_deref());
+    let (c, notice) = issues::change(data_dir, out, key.as_deref(), sig, what).context("cannot fix the issue")?;
+    notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
+    println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
+    match &c.case {
+        Some(CaseCapture::Captured { path }) => {
+            println!("sentinel: its evidence record is kept as a regression case: {}", path.display());
+        }
+        Some(CaseCapture::NotCaptured { why }) => {
+            println!("sentinel: no regression case kept: {}", sentinel_host::base::sanitize::one_line(why));
+        }
+        None => {}
+    }
+    Ok(())
+}
+
 pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
     use sentinel_host::ledger::IssueState;
     use sentinel_host::ops::issues;
@@ -293,20 +363,19 @@ pub(crate) fn issues(cmd: &IssuesCommand) -> anyhow::Result<u8> {
             }
         }
         IssuesCommand::Show { sig, location } => {
-            let i = issues::show(location.data_dir.as_deref(), location.out.as_deref(), sig)
+            let (i, case) = issues::show(location.data_dir.as_deref(), location.out.as_deref(), sig)
                 .context("cannot show the issue")?;
-            println!("{}", render::json(&i).context("cannot render the issue as JSON")?);
+            let mut shown = serde_json::to_value(&i).context("cannot render the issue as JSON")?;
+            shown["regressionCase"] = case.map_or(serde_json::Value::Null, |p| p.display().to_string().into());
+            println!("{}", render::json(&shown).context("cannot render the issue as JSON")?);
         }
-        IssuesCommand::Fix { sig, note, location, key } => {
-            let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
-            let (c, notice) =
-                issues::change(data_dir, out, key, sig, Some(note.as_deref())).context("cannot fix the issue")?;
-            notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
-            println!("sentinel: issue {} fixed (fire {})", c.sig, c.fire_seq);
+        IssuesCommand::Fix { sig, note, config, sentinels, location, key } => {
+            issues_fix(sig, note.as_deref(), (config.as_deref(), sentinels.as_deref()), location, key)?;
         }
         IssuesCommand::Reopen { sig, location, key } => {
             let (data_dir, out, key) = (location.data_dir.as_deref(), location.out.as_deref(), key.key_file.as_deref());
-            let (c, notice) = issues::change(data_dir, out, key, sig, None).context("cannot reopen the issue")?;
+            let (c, notice) =
+                issues::change(data_dir, out, key, sig, issues::Change::Reopen).context("cannot reopen the issue")?;
             notice.iter().for_each(|n| eprintln!("sentinel: {n}"));
             println!("sentinel: issue {} open again (fire {})", c.sig, c.fire_seq);
         }

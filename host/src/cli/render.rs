@@ -44,6 +44,16 @@ fn human_raw(r: &ScanReport, now: i64) -> String {
         let _ = writeln!(s, "  state started again: {reason}; issues kept, only newer occurrences counted");
     }
     write_sources(&mut s, &r.sources);
+    for w in &r.regression_warnings {
+        let _ = writeln!(
+            s,
+            "  warning: detector {} no longer produces the fixed issue {} from its regression case: {} (diagnostic fire {})",
+            one_line(&w.detector),
+            one_line(&w.sig),
+            one_line(&w.why),
+            w.fire_seq
+        );
+    }
     write_detector_counts(&mut s, &r.detectors);
     for d in &r.detectors {
         write_detector(&mut s, d, now);

@@ -198,6 +198,9 @@ pub struct Sentinel {
     kick_pending: bool,
     /// See [`Sentinel::take_key_notice`].
     key_notice: Option<String>,
+    /// Detector builds loaded since the last scan that no longer produce a
+    /// fixed issue's signature: told in the next scan's summary.
+    regression_warnings: Vec<crate::scan::RegressionWarning>,
 }
 
 impl std::fmt::Debug for Sentinel {
@@ -243,6 +246,7 @@ impl Sentinel {
             roster: Roster::default(),
             kick_pending: false,
             key_notice,
+            regression_warnings: Vec::new(),
         })
     }
 
@@ -285,6 +289,7 @@ impl Sentinel {
         self.runtime()?;
         let runtime = self.runtime.as_ref().expect("made above");
         let refresh = self.catalog.refresh(runtime, &dir)?;
+        self.check_regressions(|d| refresh.loaded.contains(&d.path));
         self.roster.set(
             self.catalog
                 .listing()
@@ -304,6 +309,33 @@ impl Sentinel {
                 .collect(),
         );
         Ok(refresh)
+    }
+
+    /// Runs the regression cases of the loaded detectors `pick` chooses:
+    /// every file just loaded (a changed file, or every file at the first
+    /// look), or the one whose case a fix just captured (its baseline). A
+    /// build that no longer produces a fixed issue's signature gets its
+    /// `diagnostic` fire (once per build and signature) and a line in the
+    /// next summary. A failure is logged, never the scan's.
+    fn check_regressions(&mut self, pick: impl Fn(&crate::runtime::LoadedDetector) -> bool) {
+        let Some(runtime) = self.runtime.as_ref() else { return };
+        let at = self.opts.scan_time_ms.unwrap_or_else(now_ms);
+        for (detector, _) in self.catalog.listing().0.into_iter().filter(|(d, _)| pick(d)) {
+            match crate::core::regression::check::check_build(runtime, &mut self.ledger, &self.out, detector, at) {
+                Ok(warnings) => {
+                    for w in &warnings {
+                        tracing::warn!(detector = %w.detector, sig = %w.sig, fire = w.fire_seq, why = %w.why,
+                            "a detector update no longer produces a fixed issue's signature");
+                    }
+                    self.regression_warnings.extend(warnings);
+                }
+                Err(e) => tracing::warn!(
+                    detector = %detector.descriptor.name,
+                    error = %crate::base::sanitize::one_line(&crate::base::errors::error_chain(&e)),
+                    "the regression cases could not be checked"
+                ),
+            }
+        }
     }
 
     /// The loaded detectors as published after every look at the folder.
@@ -327,7 +359,10 @@ impl Sentinel {
         }
         // The watchdog's budget runs for this scan only, never between scans.
         self.opts.deadline = self.opts.scan_budget.map(|b| started + b);
-        let result = self.scan_from(started);
+        let result = self.scan_from(started).map(|mut r| {
+            r.regression_warnings = std::mem::take(&mut self.regression_warnings);
+            r
+        });
         self.opts.deadline = None;
         if result.is_ok() {
             self.digest_if_due();
@@ -451,7 +486,19 @@ impl Sentinel {
                 Applied::Woken { detector: detector.clone(), tenant: tenant.clone(), fire_seq }
             }
             Command::FixIssue { sig, note } => {
-                Applied::Issue { change: self.ledger.fix_issue(sig, now, note.as_deref())? }
+                let mut change = self.ledger.fix_issue(sig, now, note.as_deref())?;
+                change.case = Some(crate::core::regression::capture::capture_fixed(
+                    &self.ledger,
+                    &change,
+                    (&self.out, &self.data_dir),
+                    &self.opts.config,
+                    &self.opts.detector_config,
+                    now,
+                ));
+                if let Some(crate::ledger::CaseCapture::Captured { .. }) = &change.case {
+                    self.check_regressions(|d| d.descriptor.name == change.detector);
+                }
+                Applied::Issue { change }
             }
             Command::ReopenIssue(sig) => Applied::Issue { change: self.ledger.reopen_issue(sig, now)? },
         })

@@ -78,6 +78,13 @@ pub struct StateChange {
     pub state: IssueState,
     /// The fire log entry that records it.
     pub fire_seq: u64,
+    /// The detector that last reported the issue (empty when no fire names one).
+    #[serde(skip)]
+    pub detector: String,
+    /// What a fix did about the issue's regression case (the core's capture
+    /// fills it in; `None` for a reopen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub case: Option<crate::ledger::CaseCapture>,
 }
 
 /// An issue's stored state, its fix time and note.
@@ -220,7 +227,7 @@ impl Ledger {
         };
         write_state(&tx, sig, to, fixed_at, note).map_err(&e)?;
         let detector = last_detector(&tx, sig).map_err(&e)?;
-        let entry = issue_fire(fire_type, detector, sig, Some(kind), at, note.map(str::to_owned));
+        let entry = issue_fire(fire_type, detector.clone(), sig, Some(kind), at, note.map(str::to_owned));
         let mut appender = Appender::open(&tx).map_err(&e)?;
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
@@ -229,7 +236,7 @@ impl Ledger {
         tx.commit().map_err(&e)?;
         self.export()?;
         self.export_fires(at)?;
-        Ok(StateChange { sig: sig.to_owned(), state: to, fire_seq })
+        Ok(StateChange { sig: sig.to_owned(), state: to, fire_seq, detector, case: None })
     }
 }
 

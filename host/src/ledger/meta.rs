@@ -33,6 +33,13 @@ pub enum MetaKey {
     Due(String),
     /// Where the last daily digest's period ended, ms.
     DigestUntil,
+    /// A detector build's regression case already run (`<build sha256>.<sig>`;
+    /// the value: `pass`, `never` when no build had produced it yet, or
+    /// `fire:<seq>` of the warning that it no longer does).
+    RegressionChecked(String),
+    /// The first detector build that produced a regression case's signature
+    /// (by the signature): from then on, a build that does not is warned about.
+    RegressionProduced(String),
 }
 
 impl MetaKey {
@@ -49,6 +56,8 @@ impl MetaKey {
             MetaKey::DigestUntil => "digest_until",
             MetaKey::Cadence(detector) => return Cow::Owned(format!("cadence.{detector}")),
             MetaKey::Due(detector) => return Cow::Owned(format!("due.{detector}")),
+            MetaKey::RegressionChecked(key) => return Cow::Owned(format!("regression_checked.{key}")),
+            MetaKey::RegressionProduced(sig) => return Cow::Owned(format!("regression_produced.{sig}")),
         })
     }
 }

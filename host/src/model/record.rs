@@ -96,6 +96,37 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// The cell at column `col`, row `row` (`Cell::Null` out of range), read
+    /// back from the packed layout as the builder wrote it.
+    pub fn cell(&self, col: usize, row: usize) -> Cell<'_> {
+        let rows = self.rows as usize;
+        let (Some(column), true) = (self.columns.get(col), row < rows) else { return Cell::Null };
+        let bit = col * rows + row;
+        if self.nulls.get(bit / 8).is_some_and(|b| b & (1 << (bit % 8)) != 0) {
+            return Cell::Null;
+        }
+        let before = |ty: fn(ColumnType) -> bool| self.columns[..col].iter().filter(|c| ty(c.ty)).count();
+        match column.ty {
+            ColumnType::Text => {
+                let at = before(|t| t == ColumnType::Text) * rows + row;
+                let start = if at == 0 { 0 } else { self.text_ends.get(at - 1).copied().unwrap_or(0) as usize };
+                let end = self.text_ends.get(at).copied().unwrap_or(0) as usize;
+                self.text.get(start..end).and_then(|b| std::str::from_utf8(b).ok()).map_or(Cell::Null, Cell::Text)
+            }
+            ColumnType::Int | ColumnType::Boolean => {
+                let at = before(|t| matches!(t, ColumnType::Int | ColumnType::Boolean)) * rows + row;
+                let v = self.ints.get(at).copied().unwrap_or(0);
+                if column.ty == ColumnType::Boolean { Cell::Boolean(v != 0) } else { Cell::Int(v) }
+            }
+            ColumnType::Float => {
+                let at = before(|t| t == ColumnType::Float) * rows + row;
+                Cell::Float(self.floats.get(at).copied().unwrap_or(0.0))
+            }
+        }
+    }
+}
+
 /// Which typed array a column lives in, and its position there.
 #[derive(Debug, Clone, Copy)]
 enum Slot {
@@ -311,6 +342,22 @@ mod tests {
         assert_eq!(batch.floats, vec![1.5, 0.0]);
         // bits: col2 row1 -> bit 5; col4 row1 -> bit 9.
         assert_eq!(batch.nulls, vec![1 << 5, 1 << 1]);
+    }
+
+    #[test]
+    fn every_cell_reads_back_as_it_was_pushed() {
+        let mut b = BatchBuilder::new("s", "k", COLS);
+        let first = [Cell::Text("a1"), Cell::Int(5), Cell::Text("x"), Cell::Boolean(true), Cell::Float(1.5)];
+        let second = [Cell::Text("b22"), Cell::Int(7), Cell::Null, Cell::Boolean(false), Cell::Null];
+        b.push_row(&first).unwrap();
+        b.push_row(&second).unwrap();
+        let batch = b.take();
+        for (row, cells) in [first, second].iter().enumerate() {
+            for (col, cell) in cells.iter().enumerate() {
+                assert_eq!(&batch.cell(col, row), cell, "column {col}, row {row}");
+            }
+        }
+        assert_eq!(batch.cell(0, 2), Cell::Null, "past the last row");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! It owns the schedules that run the binary ([`service`]: per-OS text,
 //! install, check), replay cases ([`replay`], with what a blessed expectation
-//! may hold in [`blessing`]), the WIT the binary speaks written out
+//! may hold in [`blessing`]; the fixed issues' cases in [`regressions`]), the WIT the binary speaks written out
 //! ([`wit_export`]), `detectors inspect` ([`inspect`]), the issues' life ([`issues`]), the
 //! friction digest ([`report`]), `reset` ([`reset`]) and `key rotate` ([`key`]). It never
 //! scans the data dir and never prints.
@@ -11,6 +11,7 @@ pub mod blessing;
 pub mod inspect;
 pub mod issues;
 pub mod key;
+pub mod regressions;
 pub mod replay;
 pub mod report;
 pub mod reset;

@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ledger::issue_sig;
+pub use crate::model::case_rows::CaseBatch;
+use crate::model::case_rows::pack;
 use crate::model::observation::{ConfigValue, ObservationRef, Observations};
-use crate::model::record::{BatchBuilder, Cell, Column, ColumnType};
 use crate::runtime::{CallFailure, LoadedDetector, PreparedBatch, Runtime, ScanContext};
 
 #[derive(Debug, thiserror::Error)]
@@ -55,18 +56,6 @@ pub struct Case {
     pub expect: Vec<Value>,
 }
 
-/// One batch of records, rows as JSON objects.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CaseBatch {
-    pub source: String,
-    pub kind: String,
-    /// Column types where inference from the values is not enough.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub columns: serde_json::Map<String, Value>,
-    pub rows: Vec<serde_json::Map<String, Value>>,
-}
-
 /// How one case went.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -79,81 +68,6 @@ pub struct CaseResult {
     /// Why it failed: the first differences, or the failure of a call.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differences: Vec<String>,
-}
-
-fn column_type(
-    name: &str,
-    declared: &serde_json::Map<String, Value>,
-    rows: &[serde_json::Map<String, Value>],
-) -> ColumnType {
-    match declared.get(name).and_then(Value::as_str) {
-        Some("int") => return ColumnType::Int,
-        Some("float") => return ColumnType::Float,
-        Some("boolean") => return ColumnType::Boolean,
-        Some("text") => return ColumnType::Text,
-        _ => {}
-    }
-    let values = rows.iter().filter_map(|r| r.get(name)).filter(|v| !v.is_null());
-    let mut ty = None;
-    for v in values {
-        let this = match v {
-            Value::Bool(_) => ColumnType::Boolean,
-            Value::Number(n) if n.is_i64() => ColumnType::Int,
-            Value::Number(_) => ColumnType::Float,
-            _ => ColumnType::Text,
-        };
-        ty = Some(match (ty, this) {
-            (None, t) => t,
-            (Some(ColumnType::Int), ColumnType::Float) | (Some(ColumnType::Float), ColumnType::Int) => {
-                ColumnType::Float
-            }
-            (Some(a), b) if a == b => a,
-            _ => ColumnType::Text,
-        });
-    }
-    ty.unwrap_or(ColumnType::Text)
-}
-
-/// Packs a case batch the way a source would.
-fn pack(b: &CaseBatch) -> crate::model::record::Batch {
-    let mut names: Vec<String> = Vec::new();
-    for row in &b.rows {
-        for k in row.keys() {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
-        }
-    }
-    let columns: Vec<Column> =
-        names.iter().map(|n| Column::named(n.clone(), column_type(n, &b.columns, &b.rows))).collect();
-    let mut builder = BatchBuilder::new(&b.source, &b.kind, &columns);
-    for row in &b.rows {
-        let texts: Vec<Option<String>> = columns
-            .iter()
-            .map(|c| match row.get(c.name.as_ref()) {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Null) | None => None,
-                Some(other) => Some(other.to_string()),
-            })
-            .collect();
-        let cells: Vec<Cell<'_>> = columns
-            .iter()
-            .zip(&texts)
-            .map(|(c, text)| {
-                let v = row.get(c.name.as_ref()).unwrap_or(&Value::Null);
-                match (c.ty, v) {
-                    (_, Value::Null) => Cell::Null,
-                    (ColumnType::Text, _) => text.as_deref().map_or(Cell::Null, Cell::Text),
-                    (ColumnType::Int, v) => v.as_i64().map_or(Cell::Null, Cell::Int),
-                    (ColumnType::Float, v) => v.as_f64().map_or(Cell::Null, Cell::Float),
-                    (ColumnType::Boolean, v) => v.as_bool().map_or(Cell::Null, Cell::Boolean),
-                }
-            })
-            .collect();
-        // Every cell is of its column's type by construction.
-        let _ = builder.push_row(&cells);
-    }
-    builder.take()
 }
 
 /// An observation in the case's shape: what the ledger would keep.

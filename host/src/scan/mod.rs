@@ -39,8 +39,8 @@ use crate::runtime::{Limits, LoadedDetector, Runtime, RuntimeError};
 use crate::sources::Source;
 pub use plan::{coerce, is_due, next_due, plan_runs};
 pub use report::{
-    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, Phases, ScanReport, SourceStatus, SourceSummary,
-    peak_rss_kib,
+    DetectorStatus, DetectorSummary, FailureSummary, LoadKind, Phases, RegressionWarning, ScanReport, SourceStatus,
+    SourceSummary, peak_rss_kib,
 };
 use settle::Settled;
 
@@ -250,6 +250,7 @@ pub(crate) fn unchanged(
         phases: None,
         peak_rss_kib: peak_rss_kib(),
         last_kick: None,
+        regression_warnings: Vec::new(),
     })
 }
 
@@ -342,6 +343,7 @@ impl Scan<'_> {
             phases: Some(phases),
             peak_rss_kib: peak_rss_kib(),
             last_kick: None,
+            regression_warnings: Vec::new(),
         })
     }
 }

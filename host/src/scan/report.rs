@@ -265,6 +265,24 @@ pub struct ScanReport {
     /// directory last kicked a scan (ms); set by the caller that watches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_kick: Option<i64>,
+    /// Detector files loaded for this scan that no longer produce a fixed
+    /// issue's signature from its regression case, each with its
+    /// `diagnostic` fire (told once per build and signature).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regression_warnings: Vec<RegressionWarning>,
+}
+
+/// A detector build that would no longer catch a fixed issue coming back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegressionWarning {
+    pub detector: String,
+    /// The fixed issue's signature it no longer produces.
+    pub sig: String,
+    /// The `diagnostic` fire that records it.
+    pub fire_seq: u64,
+    /// What it did instead, one line.
+    pub why: String,
 }
 
 /// A full scan's time by phase, in µs of wall clock. The four follow one

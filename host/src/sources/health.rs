@@ -138,6 +138,9 @@ impl HealthSource {
 }
 
 impl Source for HealthSource {
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["detector"]
+    }
     fn name(&self) -> &str {
         crate::config::stock::HEALTH_ROLE
     }

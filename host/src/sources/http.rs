@@ -96,6 +96,9 @@ impl HttpSource {
 }
 
 impl Source for HttpSource {
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["url"]
+    }
     fn name(&self) -> &str {
         &self.name
     }

@@ -112,6 +112,12 @@ pub trait Source: Send + Sync {
         let _ = data_dir;
         None
     }
+    /// The columns whose value an observation's evidence reference names
+    /// a record of this source by, most telling first (`id` unless the
+    /// source says otherwise): how a fixed issue's record is found again.
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["id"]
+    }
     /// Streams every batch to `sink`.
     fn read(&self, ctx: &ReadContext<'_>, sink: &mut Sink<'_>) -> Result<SourceReport, SourceError>;
 }

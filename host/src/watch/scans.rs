@@ -224,6 +224,7 @@ mod tests {
             phases: (!fast).then(|| Phases { read_us: 1_000, ..Default::default() }),
             peak_rss_kib: None,
             last_kick: None,
+            regression_warnings: Vec::new(),
         }
     }
 

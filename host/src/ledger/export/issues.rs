@@ -19,6 +19,11 @@ impl Ledger {
         read_issues(&self.conn).map_err(self.err("cannot read issues"))
     }
 
+    /// The issue with signature `sig`, if there is one (by its key).
+    pub fn issue(&self, sig: &str) -> Result<Option<IssueLine>, LedgerError> {
+        read_issue(&self.conn, sig).map_err(self.err("cannot read an issue"))
+    }
+
     /// Writes `issues.jsonl` again if the last commit did not get to it.
     pub fn finish_pending_export(&mut self) -> Result<(), LedgerError> {
         if self.meta(&MetaKey::ExportPending)?.is_some() {

@@ -151,6 +151,9 @@ impl DigestSource {
 }
 
 impl Source for DigestSource {
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["path"]
+    }
     fn name(&self) -> &str {
         &self.name
     }

@@ -113,6 +113,9 @@ fn mtime_of(t: SystemTime) -> i64 {
 }
 
 impl Source for DirectorySource {
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["name"]
+    }
     fn name(&self) -> &str {
         &self.name
     }

@@ -151,6 +151,9 @@ impl QueueSource {
 }
 
 impl Source for QueueSource {
+    fn evidence_columns(&self) -> &'static [&'static str] {
+        &["assignment_id"]
+    }
     fn name(&self) -> &str {
         "runtime"
     }
