@@ -24,6 +24,9 @@ use crate::firelog::{FireEntry, FireType};
 pub struct LedgerView {
     db_path: PathBuf,
     conn: Connection,
+    /// Whether the fire log's filter indexes are there (a store no writer
+    /// has opened since they came is read the old way).
+    indexed: bool,
 }
 
 impl LedgerView {
@@ -43,7 +46,12 @@ impl LedgerView {
             action: "cannot open for reading",
             source,
         })?;
-        let view = LedgerView { db_path, conn };
+        let indexed = super::fire_filters::has_indexes(&conn).map_err(|source| LedgerError::Store {
+            path: db_path.clone(),
+            action: "cannot read the store's schema",
+            source,
+        })?;
+        let view = LedgerView { db_path, conn, indexed };
         view.stand_in_for_issue_states()?;
         Ok(Some(view))
     }
@@ -192,11 +200,12 @@ impl LedgerView {
 
     /// Fire-log entries, newest first: those before `before` (a sequence
     /// number; `None`: from the newest), at most `limit`, matching the
-    /// filter, among at most [`PAGE_SCAN`] entries read (by sequence number,
-    /// the table's own key: no index of the JSON, which would keep the
-    /// scan's commit from copying fires as records). With the page's entries
-    /// comes where the read stopped when entries before it were left unread:
-    /// the cursor of the next page even when this one is not full.
+    /// filter. One filter is read from its index (the page costs what it
+    /// returns); with more, the others are compared on at most
+    /// [`PAGE_SCAN`] entries of the first one's index
+    /// ([`super::fire_filters::PageRead`]). With the page's entries comes
+    /// where the read stopped when entries before it were left unread: the
+    /// cursor of the next page even when this one is not full.
     pub fn fires_page(
         &self,
         before: Option<u64>,
@@ -204,18 +213,21 @@ impl LedgerView {
         filter: &FireFilter,
     ) -> Result<(Vec<FireEntry>, Option<u64>), LedgerError> {
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-        let (sql, values) = page_query(before, limit, filter);
+        let read = super::fire_filters::PageRead::new(filter, self.indexed);
+        let (sql, values) = read.page(before, limit);
         let mut stmt = self.conn.prepare_cached(&sql).map_err(self.err("cannot read the fire log"))?;
         let rows = stmt
             .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get::<_, String>(0))
             .map_err(self.err("cannot read the fire log"))?;
         let items = self.entries(rows)?;
+        if read.exact() {
+            return Ok((items, None));
+        }
+        let (sql, values) = read.counted(before);
         let (read, lowest): (i64, Option<i64>) = self
             .conn
-            .prepare_cached(
-                "SELECT COUNT(*), MIN(seq) FROM (SELECT seq FROM fires WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2)",
-            )
-            .and_then(|mut s| s.query_row(params![before, PAGE_SCAN], |r| Ok((r.get(0)?, r.get(1)?))))
+            .prepare_cached(&sql)
+            .and_then(|mut s| s.query_row(rusqlite::params_from_iter(values.iter()), |r| Ok((r.get(0)?, r.get(1)?))))
             .map_err(self.err("cannot read the fire log"))?;
         let left_unread = read == i64::from(PAGE_SCAN) && lowest.is_some_and(|l| l > 1);
         Ok((items, lowest.filter(|_| left_unread).and_then(|l| u64::try_from(l).ok())))
@@ -399,25 +411,3 @@ pub struct FireFilter {
 /// Entries one page of fires reads at most, newest first (fewer in tests,
 /// so that they reach it).
 pub const PAGE_SCAN: u32 = if cfg!(test) { 8 } else { 20_000 };
-
-/// The query of one page of fires and its values: the newest
-/// [`PAGE_SCAN`] entries before `?1`, then only the filters given.
-fn page_query(before: i64, limit: u32, filter: &FireFilter) -> (String, Vec<Box<dyn rusqlite::ToSql>>) {
-    let mut sql = String::from(
-        "SELECT line FROM (SELECT seq, line FROM fires WHERE seq < ?1 ORDER BY seq DESC LIMIT ?3) WHERE 1",
-    );
-    let mut values: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(before), Box::new(limit), Box::new(PAGE_SCAN)];
-    let given = [
-        ("$.detector", filter.detector.clone()),
-        ("$.kind", filter.kind.clone()),
-        ("$.type", filter.fire_type.map(|t| t.as_str().to_owned())),
-    ];
-    for (field, value) in given {
-        if let Some(v) = value {
-            values.push(Box::new(v));
-            sql.push_str(&format!(" AND json_extract(line, '{field}') = ?{}", values.len()));
-        }
-    }
-    sql.push_str(" ORDER BY seq DESC LIMIT ?2");
-    (sql, values)
-}
