@@ -73,15 +73,7 @@ impl WatchLoad {
     /// Sets the `watchLoad` key of the JSON results at `json` (the rest of
     /// the file, the runner's, is kept; a missing file starts empty).
     pub fn write_json(&self, json: &Path) -> Result<()> {
-        let mut doc: serde_json::Value = match std::fs::read(json) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is not a benchmark result", json.display()))?,
-            Err(_) => serde_json::json!({}),
-        };
-        let obj = doc.as_object_mut().with_context(|| format!("{} is not a JSON object", json.display()))?;
-        obj.insert(JSON_KEY.to_owned(), serde_json::to_value(self)?);
-        std::fs::write(json, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("cannot write {}", json.display()))
+        crate::report::set_json_key(json, JSON_KEY, serde_json::to_value(self)?)
     }
 }
 
