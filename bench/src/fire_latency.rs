@@ -81,7 +81,9 @@ mod tests {
         r.write_markdown(&md).unwrap();
         r.write_json(&json).unwrap();
         let doc = std::fs::read_to_string(&md).unwrap();
-        assert!(doc.contains("| renamed in | 3 | 1.0 | 2.0 | 3.0 |") && !doc.contains("old") && doc.ends_with("outro\n"));
+        assert!(
+            doc.contains("| renamed in | 3 | 1.0 | 2.0 | 3.0 |") && !doc.contains("old") && doc.ends_with("outro\n")
+        );
         let back: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert_eq!(back["sizes"], serde_json::json!([]));
         assert_eq!(serde_json::from_value::<FireLatency>(back[JSON_KEY].clone()).unwrap(), r);

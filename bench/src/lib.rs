@@ -22,6 +22,7 @@
 pub mod cpu;
 pub mod data;
 pub mod fire_latency;
+pub mod fire_log;
 pub mod floors;
 pub mod native;
 pub mod provenance;

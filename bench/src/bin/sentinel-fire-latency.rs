@@ -9,7 +9,8 @@
 //! the benchmark's page (`cargo xtask bench` does).
 //!
 //! It owns the measurement and its figures only; it writes only under its
-//! own work folder. By hand:
+//! own folder in the temporary folder (removed after a run that ends well)
+//! and the detector cache under `--work`. By hand:
 //! `sentinel-fire-latency --host target/release/sentinel-host --detectors detectors`.
 
 use std::io::BufRead as _;
@@ -33,7 +34,7 @@ struct Args {
     /// Folder of built detector components (file_inbox_watch.wasm is used).
     #[arg(long)]
     detectors: PathBuf,
-    /// Where the work folder goes.
+    /// Where the detector cache goes (`cache/` under it).
     #[arg(long, default_value = "target/bench")]
     work: PathBuf,
     /// Files delivered by a rename into the inbox.
@@ -74,14 +75,10 @@ struct Folders {
     out: PathBuf,
 }
 
-fn folders(work: &Path) -> Result<Folders> {
-    let root = std::fs::canonicalize(work)?.join(format!("fire-latency-{}", std::process::id()));
-    let f = Folders {
-        inbox: root.join("data/inbox"),
-        staging: root.join("staging"),
-        out: root.join("out"),
-        root,
-    };
+/// In the temporary folder: an output folder inside a git repository is refused.
+fn folders() -> Result<Folders> {
+    let root = std::env::temp_dir().join(format!("sentinel-fire-latency-{}", std::process::id()));
+    let f = Folders { inbox: root.join("data/inbox"), staging: root.join("staging"), out: root.join("out"), root };
     for dir in [&f.inbox, &f.staging, &f.root.join("detectors")] {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -146,7 +143,12 @@ fn fires(out: &Path) -> usize {
 
 /// Lands `n` files with `land` (which returns when the file landed), one at
 /// a time, and times each one to its fire; `seen` is the fires so far.
-fn measure(out: &Path, n: usize, seen: &mut usize, mut land: impl FnMut(usize) -> Result<Instant>) -> Result<Vec<Duration>> {
+fn measure(
+    out: &Path,
+    n: usize,
+    seen: &mut usize,
+    mut land: impl FnMut(usize) -> Result<Instant>,
+) -> Result<Vec<Duration>> {
     let mut times = Vec::with_capacity(n);
     for i in 0..n {
         let landed = land(i)?;
@@ -164,6 +166,10 @@ fn measure(out: &Path, n: usize, seen: &mut usize, mut land: impl FnMut(usize) -
 }
 
 fn row(delivery: &str, times: &[Duration]) -> Delivery {
+    let mut sorted: Vec<f64> = times.iter().map(|t| ms(*t)).collect();
+    sorted.sort_by(f64::total_cmp);
+    let shown: Vec<String> = sorted.iter().map(|t| format!("{t:.0}")).collect();
+    eprintln!("==> {delivery}, ms, sorted: {}", shown.join(" "));
     Delivery {
         delivery: delivery.to_owned(),
         files: times.len(),
@@ -175,7 +181,7 @@ fn row(delivery: &str, times: &[Duration]) -> Delivery {
 
 fn run(args: Args) -> Result<()> {
     std::fs::create_dir_all(&args.work)?;
-    let f = folders(&args.work)?;
+    let f = folders()?;
     let (mut child, summaries) = start(&args, &f)?;
     summaries.recv_timeout(Duration::from_secs(120)).context("no first scan within 120 s")?;
     eprintln!("==> {} files renamed into the inbox, then {} written in place", args.renamed, args.in_place);
