@@ -185,8 +185,11 @@ mod tests {
         (items.iter().map(|f| f.seq).collect(), cursor)
     }
 
+    /// One row's sequence number and its detector, kind and type columns.
+    type Columns = (i64, Option<String>, Option<String>, Option<String>);
+
     /// What each row's filter columns hold, by sequence number.
-    fn columns(l: &Ledger) -> Vec<(i64, Option<String>, Option<String>, Option<String>)> {
+    fn columns(l: &Ledger) -> Vec<Columns> {
         let mut stmt = l.conn.prepare("SELECT seq, detector, kind, type FROM fires ORDER BY seq").unwrap();
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .unwrap()
