@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS issues(
     wasted_turns INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL,
     grouping_version INTEGER NOT NULL DEFAULT 1, probation INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS issues_by_kind ON issues(kind);
 CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);

@@ -321,7 +321,8 @@ impl LedgerView {
     }
 
     /// Issues, newest first by row id: those before `before`, at most
-    /// `limit`, of one of `kinds` when given, of `kind` when given.
+    /// `limit`, of one of `kinds` when given, of `kind` when given: read by
+    /// row id, or per kind from the index of the kind ([`issue_ids`]).
     pub fn issues_page(
         &self,
         before: Option<i64>,
@@ -329,21 +330,21 @@ impl LedgerView {
         kinds: Option<&[String]>,
         kind: Option<&str>,
     ) -> Result<Vec<(i64, IssueLine)>, LedgerError> {
-        let kinds_json = kinds.map(|k| serde_json::Value::from(k.to_vec()).to_string());
+        let Some((ids, values)) = issue_ids(before.unwrap_or(i64::MAX), limit, kinds, kind) else {
+            return Ok(Vec::new());
+        };
         let mut stmt = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT i.rowid, i.sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
                         last_at, count, wasted_turns, evidence_source, evidence_id, grouping_version, probation,
                         s.state, s.fixed_at, s.note
-                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig WHERE i.rowid < ?1
-                   AND (?2 IS NULL OR kind IN (SELECT value FROM json_each(?2)))
-                   AND (?3 IS NULL OR kind = ?3)
-                 ORDER BY i.rowid DESC LIMIT ?4",
-            )
+                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig WHERE i.rowid IN ({ids})
+                 ORDER BY i.rowid DESC"
+            ))
             .map_err(self.err("cannot read issues"))?;
         let rows = stmt
-            .query_map(params![before.unwrap_or(i64::MAX), kinds_json, kind, limit], |r| {
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| {
                 Ok((
                     r.get(0)?,
                     IssueLine {
@@ -372,6 +373,50 @@ impl LedgerView {
             .map_err(self.err("cannot read issues"))?;
         rows.collect::<rusqlite::Result<_>>().map_err(self.err("cannot read issues"))
     }
+}
+
+/// The row ids of a page of issues (newest first, before `before`, at most
+/// `limit`) and their values: by row id with no kind given; else each kind
+/// of `kinds` that is `kind` (when given) read newest first from the index
+/// of the kind, at most `limit` each, and the newest `limit` of those
+/// (`None`: no kind can match). A page costs what it returns, times the
+/// kinds asked for, whatever the number of issues.
+fn issue_ids(
+    before: i64,
+    limit: u32,
+    kinds: Option<&[String]>,
+    kind: Option<&str>,
+) -> Option<(String, Vec<Box<dyn rusqlite::ToSql>>)> {
+    let wanted: Option<Vec<&str>> = match (kinds, kind) {
+        (Some(ks), Some(k)) => Some(ks.iter().map(String::as_str).filter(|x| *x == k).take(1).collect()),
+        (Some(ks), None) => {
+            let mut ks: Vec<&str> = ks.iter().map(String::as_str).collect();
+            ks.sort_unstable();
+            ks.dedup();
+            Some(ks)
+        }
+        (None, Some(k)) => Some(vec![k]),
+        (None, None) => None,
+    };
+    let mut values: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+    let Some(wanted) = wanted else {
+        values.extend([Box::new(before) as Box<dyn rusqlite::ToSql>, Box::new(limit)]);
+        return Some(("SELECT rowid FROM issues WHERE rowid < ? ORDER BY rowid DESC LIMIT ?".to_owned(), values));
+    };
+    if wanted.is_empty() {
+        return None;
+    }
+    let mut arms = Vec::new();
+    for k in wanted {
+        arms.push(
+            // `issues_by_kind` when the store has it (a writer made it; a
+            // store no writer has opened since is read by row id).
+            "SELECT * FROM (SELECT rowid AS id FROM issues WHERE kind = ? AND rowid < ? ORDER BY rowid DESC LIMIT ?)",
+        );
+        values.extend([Box::new(k.to_owned()) as Box<dyn rusqlite::ToSql>, Box::new(before), Box::new(limit)]);
+    }
+    values.push(Box::new(limit));
+    Some((format!("SELECT id FROM ({}) ORDER BY id DESC LIMIT ?", arms.join(" UNION ALL ")), values))
 }
 
 /// One fire-log entry as the heat counts it.
@@ -411,3 +456,46 @@ pub struct FireFilter {
 /// Entries one page of fires reads at most, newest first (fewer in tests,
 /// so that they reach it).
 pub const PAGE_SCAN: u32 = if cfg!(test) { 8 } else { 20_000 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::tests::obs;
+    use crate::ledger::{Ledger, ScanCommit};
+    use crate::model::observation::Observation;
+
+    #[test]
+    fn a_page_of_issues_of_some_kinds_is_read_per_kind_from_its_index_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        // Twelve issues, their kinds in turn a, b, c: row ids 1..=12.
+        for i in 0..12 {
+            let kind = ["a", "b", "c"][i % 3];
+            let o = Observation { kind: kind.into(), ..obs(&format!("o{i}"), &format!("s{i}"), "t", i as i64) };
+            l.commit(ScanCommit { observations: std::slice::from_ref(&o), ..Default::default() }).unwrap();
+        }
+        let view = LedgerView::open(dir.path()).unwrap().unwrap();
+        let ids = |before: Option<i64>, kinds: Option<&[String]>, kind: Option<&str>| -> Vec<i64> {
+            view.issues_page(before, 3, kinds, kind).unwrap().into_iter().map(|(id, _)| id).collect()
+        };
+        let ac = ["a".to_owned(), "c".to_owned(), "a".to_owned()];
+        assert_eq!(ids(None, Some(&ac), None), [12, 10, 9]);
+        assert_eq!(ids(Some(9), Some(&ac), None), [7, 6, 4]);
+        assert_eq!(ids(None, None, Some("b")), [11, 8, 5]);
+        assert_eq!(ids(None, Some(&ac), Some("c")), [12, 9, 6], "the sentinel's kinds and `kind`: both");
+        assert!(ids(None, Some(&ac), Some("b")).is_empty(), "no kind is both");
+        assert_eq!(ids(Some(3), None, None), [2, 1]);
+        let (sql, values) = issue_ids(i64::MAX, 3, Some(&ac), None).unwrap();
+        let mut stmt = view.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            plan.iter().filter(|p| p.contains("INDEX issues_by_kind (kind=? AND rowid<?)")).count(),
+            2,
+            "{plan:?}"
+        );
+    }
+}
