@@ -112,17 +112,18 @@ const LOOK_AGAIN: Duration = Duration::from_millis(5);
 
 /// Waits until every file of `young` has `settle_ms` past its mtime or was
 /// seen moved in and not written since ([`landed_complete`]): at most
-/// `settle_ms`, and not at all when every one of them landed complete.
+/// `settle_ms` in all (an mtime in the future waits no longer), and not at
+/// all when every one of them landed complete.
 fn wait_to_settle(dir: &Path, young: &[&(String, i64, Option<i64>)], settle_ms: i64) {
+    let give_up = mtime_of(SystemTime::now()).saturating_add(settle_ms);
     loop {
         let waiting = young.iter().filter(|f| !landed_complete(dir, f));
-        let Some(deadline) = waiting.filter_map(|f| f.2).max().map(|m| m.saturating_add(settle_ms)) else { return };
-        let left = deadline - mtime_of(SystemTime::now());
+        let Some(settled) = waiting.filter_map(|f| f.2).max().map(|m| m.saturating_add(settle_ms)) else { return };
+        let left = settled.min(give_up) - mtime_of(SystemTime::now());
         if left <= 0 {
             return;
         }
-        let left = Duration::from_millis(u64::try_from(left.min(settle_ms)).unwrap_or(0));
-        std::thread::sleep(left.min(LOOK_AGAIN));
+        std::thread::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(LOOK_AGAIN));
     }
 }
 
@@ -465,6 +466,20 @@ mod tests {
         let (_, batches) = read_all(&src, &ctx(tmp.path(), report.cursor.as_deref(), 10));
         writer.join().unwrap();
         assert!(rows(&batches).is_empty(), "written since the move: it waited and moved: {:?}", rows(&batches));
+    }
+
+    #[test]
+    fn a_file_with_an_mtime_in_the_future_waits_at_most_the_settle_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("ahead.json"), b"{}").unwrap();
+        let hour_ahead = SystemTime::now() + Duration::from_secs(3600);
+        fs::File::options().write(true).open(tmp.path().join("ahead.json")).unwrap().set_modified(hour_ahead).unwrap();
+        let src = DirectorySource { settle: Duration::from_millis(200), ..DirectorySource::new("d", "") };
+        let started = std::time::Instant::now();
+        let (_, batches) = read_all(&src, &ctx(tmp.path(), None, 10));
+        // Unbounded, the wait would last the hour: a bound, not a race.
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+        assert_eq!(rows(&batches).len(), 1, "held still across the wait: listed");
     }
 
     #[cfg(unix)]
