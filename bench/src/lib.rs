@@ -9,7 +9,10 @@
 //! path against a full scan, cold against warm start-up, the latency of every
 //! decision call, the peak memory of the real binary ([`rss`]), the raw
 //! read against what the `sqlite3` shell and a line count allow ([`floors`])
-//! and the long-running mode's resident memory ([`resident`]). Results
+//! and the long-running mode's resident memory ([`resident`]); beside it,
+//! two binaries of their own measure the watch API's reads
+//! ([`watch_load`]) and a fast sentinel's latency from a file landing to
+//! its fire in the log ([`fire_latency`]). Results
 //! go to a JSON file (for later comparison) and to the tables of
 //! `docs/benchmarks.md` ([`report`]).
 //!
@@ -18,6 +21,8 @@
 
 pub mod cpu;
 pub mod data;
+pub mod fire_latency;
+pub mod fire_log;
 pub mod floors;
 pub mod native;
 pub mod provenance;

@@ -605,6 +605,23 @@ pub fn splice_between(doc: &str, begin: &str, end: &str, tables: &str) -> String
     }
 }
 
+/// Sets `key` of the JSON results at `json` to `value` (the rest of the
+/// file, the runner's, is kept; a missing file starts empty): how the
+/// binaries beside the runner keep their results there.
+pub fn set_json_key(json: &std::path::Path, key: &str, value: serde_json::Value) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let mut doc: serde_json::Value = match std::fs::read(json) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).with_context(|| format!("{} is not a benchmark result", json.display()))?
+        }
+        Err(_) => serde_json::json!({}),
+    };
+    let obj = doc.as_object_mut().with_context(|| format!("{} is not a JSON object", json.display()))?;
+    obj.insert(key.to_owned(), value);
+    std::fs::write(json, serde_json::to_string_pretty(&doc)? + "\n")
+        .with_context(|| format!("cannot write {}", json.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

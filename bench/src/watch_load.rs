@@ -1,7 +1,8 @@
-//! The watch API's read latency under a scan (`sentinel-watch-load`), as a
-//! result: its JSON form (the `watchLoad` key of `docs/benchmarks.json`) and
-//! its table, written into `docs/benchmarks.md` between markers of its own.
-//! Owns the shape and the writing; the load itself is the binary's.
+//! The watch API's read latency under a scan and under big fire logs
+//! (`sentinel-watch-load`), as a result: its JSON form (the `watchLoad` key
+//! of `docs/benchmarks.json`) and its tables, written into
+//! `docs/benchmarks.md` between markers of its own. Owns the shape and the
+//! writing; the load itself is the binary's.
 
 use std::path::Path;
 
@@ -40,6 +41,23 @@ pub struct WatchLoad {
     pub errors: u64,
     /// One per endpoint, then `all reads`.
     pub endpoints: Vec<Endpoint>,
+    /// The reads with no scan running, over logs of several sizes.
+    #[serde(default)]
+    pub logs: Vec<LogLoad>,
+}
+
+/// The reads over an output folder whose log holds `fires`, nothing scanning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogLoad {
+    pub fires: u64,
+    /// The first `/v1/chain` after `serve` started: the one full verification.
+    pub first_chain_ms: f64,
+    /// How long the clients read, in seconds.
+    pub seconds: f64,
+    pub errors: u64,
+    /// One per endpoint, then `all reads`.
+    pub endpoints: Vec<Endpoint>,
 }
 
 impl WatchLoad {
@@ -60,6 +78,43 @@ impl WatchLoad {
                 &format!("| {} | {} | {:.2} | {:.2} | {:.2} |\n", e.endpoint, e.requests, e.p50_ms, e.p99_ms, e.max_ms);
         }
         s += &format!("\n{} requests failed or were not 200.\n", self.errors);
+        if !self.logs.is_empty() {
+            s += &self.logs_markdown();
+        }
+        s
+    }
+
+    /// The reads over each log size, side by side, with the ratio of the
+    /// largest log's p99 to the smallest's.
+    fn logs_markdown(&self) -> String {
+        let (first, last) = (&self.logs[0], &self.logs[self.logs.len() - 1]);
+        let sizes: Vec<String> = self.logs.iter().map(|l| l.fires.to_string()).collect();
+        let mut s = format!(
+            "\nWith no scan running, over output folders whose fire log holds {} fires ({} clients, \
+             {:.0} s of reads each; the first `/v1/chain` after the start, the one full verification, \
+             took {} ms):\n\n",
+            sizes.join(" and "),
+            self.clients,
+            first.seconds,
+            self.logs.iter().map(|l| format!("{:.0}", l.first_chain_ms)).collect::<Vec<_>>().join(" and "),
+        );
+        s += "| endpoint |";
+        for f in &sizes {
+            s += &format!(" p50 ms at {f} | p99 ms at {f} |");
+        }
+        s += &format!(" p99 at {} / at {} |\n|---|", last.fires, first.fires);
+        s += &"---:|".repeat(2 * self.logs.len() + 1);
+        s += "\n";
+        for (i, e) in first.endpoints.iter().enumerate() {
+            s += &format!("| {} |", e.endpoint);
+            for l in &self.logs {
+                let at = &l.endpoints[i];
+                s += &format!(" {:.2} | {:.2} |", at.p50_ms, at.p99_ms);
+            }
+            s += &format!(" {:.2} |\n", last.endpoints[i].p99_ms / e.p99_ms.max(1e-9));
+        }
+        let errors: u64 = self.logs.iter().map(|l| l.errors).sum();
+        s += &format!("\n{errors} requests failed or were not 200.\n");
         s
     }
 
@@ -73,15 +128,7 @@ impl WatchLoad {
     /// Sets the `watchLoad` key of the JSON results at `json` (the rest of
     /// the file, the runner's, is kept; a missing file starts empty).
     pub fn write_json(&self, json: &Path) -> Result<()> {
-        let mut doc: serde_json::Value = match std::fs::read(json) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is not a benchmark result", json.display()))?,
-            Err(_) => serde_json::json!({}),
-        };
-        let obj = doc.as_object_mut().with_context(|| format!("{} is not a JSON object", json.display()))?;
-        obj.insert(JSON_KEY.to_owned(), serde_json::to_value(self)?);
-        std::fs::write(json, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("cannot write {}", json.display()))
+        crate::report::set_json_key(json, JSON_KEY, serde_json::to_value(self)?)
     }
 }
 
@@ -100,6 +147,7 @@ mod tests {
             scanned: true,
             errors: 0,
             endpoints: vec![e("`GET /v1/gates`"), e("all reads")],
+            logs: Vec::new(),
         }
     }
 
@@ -113,6 +161,32 @@ mod tests {
         let doc = std::fs::read_to_string(&md).unwrap();
         assert!(doc.contains(&bench) && doc.contains("prose\n") && doc.ends_with(&format!("{END}\noutro\n")));
         assert!(doc.contains("| `GET /v1/gates` | 3 | 1.00 | 2.00 | 3.00 |") && !doc.contains("old"));
+    }
+
+    #[test]
+    fn the_reads_over_each_log_size_are_side_by_side_with_their_ratio() {
+        let e = |p99: f64| Endpoint {
+            endpoint: "`GET /v1/chain`".into(),
+            requests: 9,
+            p50_ms: 1.0,
+            p99_ms: p99,
+            max_ms: 9.0,
+        };
+        let log = |fires: u64, p99: f64| LogLoad {
+            fires,
+            first_chain_ms: fires as f64 / 1000.0,
+            seconds: 20.0,
+            errors: 0,
+            endpoints: vec![e(p99)],
+        };
+        let r = WatchLoad { logs: vec![log(100_000, 2.0), log(1_000_000, 3.0)], ..sample() };
+        let md = r.markdown();
+        assert!(md.contains("took 100 and 1000 ms"), "{md}");
+        assert!(md.contains("| `GET /v1/chain` | 1.00 | 2.00 | 1.00 | 3.00 | 1.50 |"), "{md}");
+        // A result from before the logs reads back.
+        let old = serde_json::json!({"date": "d", "git": "g", "records": 1, "clients": 2, "scanS": 1.0,
+            "scanned": true, "errors": 0, "endpoints": []});
+        assert!(serde_json::from_value::<WatchLoad>(old).unwrap().logs.is_empty());
     }
 
     #[test]

@@ -620,6 +620,38 @@ fn the_precedent_log_appended_rewritten_truncated_deleted_recreated_fires_once_p
 }
 
 #[test]
+fn a_file_renamed_into_the_inbox_fires_at_once_without_waiting_for_its_settle_time() {
+    let s = Scratch::new();
+    let data = s.path("gateway");
+    for dir in ["inbox", "staging"] {
+        std::fs::create_dir_all(data.join(dir)).unwrap();
+    }
+    let yaml = s.path("sentinels.yaml");
+    // A settle time far past what the test waits: only a file seen moved in escapes it.
+    std::fs::write(
+        &yaml,
+        "sources:\n  directory:\n    - { name: gw-inbox, path: inbox, settle: 120s }\n\
+         sentinels:\n  file-inbox-watch:\n    roles: { inbox: gw-inbox }\n",
+    )
+    .unwrap();
+    let out = s.path("out");
+    let (mut child, rx) = long_running(&s.detectors_with(&[]), &data, &out, &yaml);
+    rx.recv_timeout(Duration::from_secs(120)).expect("the first scan");
+    // Written beside the inbox, then renamed into it: the common delivery.
+    std::fs::write(data.join("staging/order-9.json"), "{\"order\":9}").unwrap();
+    std::fs::rename(data.join("staging/order-9.json"), data.join("inbox/order-9.json")).unwrap();
+    let landed = std::time::Instant::now();
+    wait_for(60, "the renamed file's fire", &mut child, || fired_ids(&out, "file_inbox_watch").len() == 1);
+    let waited = landed.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    // Waiting for the settle would take 120 s: a bound, not a race.
+    assert!(waited < Duration::from_secs(60), "{waited:?}");
+    assert_eq!(fired_ids(&out, "file_inbox_watch"), ["order-9.json"]);
+    let _ = rx;
+}
+
+#[test]
 fn inbox_noise_and_files_still_being_written_do_not_fire_and_each_complete_file_fires_once() {
     let s = Scratch::new();
     let (data, yaml) = inbox_gateway(&s);

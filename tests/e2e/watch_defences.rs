@@ -408,10 +408,51 @@ fn half_open_connections_are_timed_out_reads_still_answer_and_sigterm_ends_serve
     drop(holding);
 }
 
+/// A connection the server holds a place for: one request answered 200 on
+/// it, kept alive (`None` when it was refused instead: a place was still
+/// taken by a connection the server had not yet seen end).
+fn held_connection(s: &Served) -> Option<TcpStream> {
+    let c = connect(s, format!("GET /v1/gates HTTP/1.1\r\nhost: {}\r\n\r\n", s.authority()).as_bytes());
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut reader = BufReader::new(&c);
+    let mut status = String::new();
+    reader.read_line(&mut status).ok()?;
+    if !status.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    reader.read_exact(&mut vec![0; length]).ok()?;
+    drop(reader);
+    Some(c)
+}
+
 #[test]
 fn over_the_connection_cap_a_connection_is_refused_and_the_log_says_so() {
-    let s = serve_with(Scratch::new(), &[], &["--max-connections", "8"]);
-    let idle: Vec<TcpStream> = (0..8).map(|_| connect(&s, b"GET /")).collect();
+    // Kept-alive connections wait for their next request as long as the
+    // test may need, under any load.
+    let s = serve_with(Scratch::new(), &[], &["--max-connections", "8", "--header-timeout", "120"]);
+    // The known point: eight connections each answered, so the server holds
+    // exactly these eight places (every place is one of them), whatever
+    // connection of the start-up's polling it had not yet seen end; one
+    // refused meanwhile is tried again.
+    let mut idle: Vec<TcpStream> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while idle.len() < 8 {
+        assert!(Instant::now() < deadline, "eight connections not held within 60 s");
+        idle.extend(held_connection(&s));
+    }
     let mut extra = connect(&s, format!("GET /v1/gates HTTP/1.1\r\nhost: {}\r\n\r\n", s.authority()).as_bytes());
     extra.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut answer = String::new();

@@ -513,13 +513,26 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
         .arg(root.join("target/bench"))
         .arg("--records")
         .arg(largest.to_string());
-    if !no_write {
-        load.arg("--json")
-            .arg(root.join("docs/benchmarks.json"))
-            .arg("--markdown")
-            .arg(root.join("docs/benchmarks.md"));
+    // A fast sentinel's latency from a file landing in its inbox to its
+    // fire in the log, in the long-running mode.
+    let mut latency = Command::new(release.join("sentinel-fire-latency"));
+    latency
+        .current_dir(root)
+        .arg("--host")
+        .arg(release.join("sentinel-host"))
+        .arg("--detectors")
+        .arg(root.join("detectors"));
+    latency.arg("--work").arg(root.join("target/bench"));
+    for c in [&mut load, &mut latency] {
+        if !no_write {
+            c.arg("--json")
+                .arg(root.join("docs/benchmarks.json"))
+                .arg("--markdown")
+                .arg(root.join("docs/benchmarks.md"));
+        }
     }
-    step("sentinel-watch-load", &mut load)
+    step("sentinel-watch-load", &mut load)?;
+    step("sentinel-fire-latency", &mut latency)
 }
 
 #[cfg(test)]

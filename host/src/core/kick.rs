@@ -8,9 +8,12 @@
 //! events into "scan now" commands sent through the sentinel's [`Handle`]:
 //! the first event kicks at once (no settle delay), and the events that
 //! arrive while that scan runs (the send waits until the sentinel applies
-//! it, between scans) are folded into one more scan. A file still being
-//! written is the directory source's concern (it waits for the next scan,
-//! which the writer's next event kicks). It never reads a
+//! it, between scans) are folded into one more scan. Every event is also
+//! noted in [`crate::sources::files::arrivals`] (a file renamed into place,
+//! one written in place, one gone), the hint by which the directory source
+//! takes a file moved in complete at once; a file still being written is
+//! the directory source's concern (it waits for its settle time, or the
+//! next scan, which the writer's next event kicks). It never reads a
 //! file, never scans and never decides: the scan reads the directory as any
 //! scan does, so a kick changes only when the scan happens, never what it
 //! sees (a missed event costs at most one interval).
@@ -23,6 +26,7 @@ use std::time::Duration;
 use notify::Watcher;
 
 use crate::core::sentinel::{Command, Handle};
+use crate::sources::files::arrivals::{self, Seen};
 
 /// A running watcher; dropping it stops the watching (the thread ends when
 /// the watcher's channel closes).
@@ -66,9 +70,10 @@ impl Kicker {
         }
         let last = Arc::new(AtomicI64::new(0));
         let stamp = last.clone();
+        let dirs = watched.clone();
         std::thread::Builder::new()
             .name("sentinel-kick".into())
-            .spawn(move || kick_loop(&rx, &handle, &stamp))
+            .spawn(move || kick_loop(&rx, &handle, &stamp, &dirs))
             .map_err(notify::Error::io)?;
         Ok(Kicker { _watcher: w, watched, last })
     }
@@ -83,18 +88,47 @@ impl Kicker {
 /// that scan (it starts after they happened), so they are dropped; the ones
 /// arriving while the send waits for a running scan make one more. Until
 /// the watcher is dropped or the sentinel is gone.
-fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle, last: &AtomicI64) {
+fn kick_loop(rx: &mpsc::Receiver<notify::Result<notify::Event>>, handle: &Handle, last: &AtomicI64, dirs: &[PathBuf]) {
     while let Ok(first) = rx.recv() {
+        note(&first, dirs);
         if !stirs(&first) {
             continue;
         }
-        while rx.try_recv().is_ok() {}
+        while let Ok(queued) = rx.try_recv() {
+            note(&queued, dirs);
+        }
         tracing::info!("a watched directory changed: kicking a scan for the fast sentinels");
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         last.store(i64::try_from(now).unwrap_or(i64::MAX), Ordering::SeqCst);
         if handle.send(Command::Kick).is_err() {
             return;
         }
+    }
+}
+
+/// Notes what `event` says of the files it names: renamed into place,
+/// written in place, or gone. An error or a rescan (the watcher missed
+/// events) forgets what was noted of every watched directory.
+fn note(event: &notify::Result<notify::Event>, dirs: &[PathBuf]) {
+    use notify::event::{EventKind, ModifyKind, RenameMode};
+    let e = match event {
+        Ok(e) if !e.need_rescan() => e,
+        _ => {
+            dirs.iter().for_each(|d| arrivals::forget(d));
+            return;
+        }
+    };
+    let seen = match e.kind {
+        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Seen::MovedIn,
+        EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_) => Seen::Gone,
+        EventKind::Create(_) | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any | ModifyKind::Other) => {
+            Seen::Written
+        }
+        // A rename's pairing event (its `To` was noted), metadata, access.
+        _ => return,
+    };
+    for path in &e.paths {
+        arrivals::note(path, seen);
     }
 }
 
@@ -120,6 +154,27 @@ mod tests {
         let request = rx.recv_timeout(Duration::from_secs(10)).expect("a kick within the poll interval");
         assert!(matches!(request.command, Command::Kick));
         let _ = request.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_renamed_into_place_is_noted_moved_in_before_its_kick_and_a_write_there_undoes_it() {
+        let root = tempfile::tempdir().unwrap();
+        let (inbox, staging) = (root.path().join("inbox"), root.path().join("staging"));
+        std::fs::create_dir_all(&inbox).unwrap();
+        std::fs::create_dir_all(&staging).unwrap();
+        let (handle, rx) = Handle::channel();
+        let _kicker = Kicker::start(vec![inbox.clone()], handle).unwrap();
+        std::fs::write(staging.join("order.json"), "{}").unwrap();
+        std::fs::rename(staging.join("order.json"), inbox.join("order.json")).unwrap();
+        let kick = rx.recv_timeout(Duration::from_secs(10)).expect("the rename kicks");
+        // Noted before the kick was sent: the scan it asks for finds it noted.
+        assert!(arrivals::moved_in(&inbox, "order.json").is_some());
+        let _ = kick.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
+        std::fs::write(inbox.join("order.json"), "{\"rewritten\": true}").unwrap();
+        let kick = rx.recv_timeout(Duration::from_secs(10)).expect("the write kicks");
+        assert_eq!(arrivals::moved_in(&inbox, "order.json"), None, "written in place since");
+        let _ = kick.reply.send(Ok(crate::core::sentinel::Applied::ScanQueued));
     }
 
     #[test]

@@ -27,6 +27,7 @@
 pub mod count;
 pub mod daily;
 pub mod export;
+mod fire_filters;
 mod leftovers;
 pub mod lifecycle;
 pub mod lock;

@@ -33,13 +33,15 @@ CREATE TABLE IF NOT EXISTS issues(
     wasted_turns INTEGER NOT NULL,
     evidence_source TEXT NOT NULL, evidence_id TEXT NOT NULL, evidence_at INTEGER NOT NULL,
     grouping_version INTEGER NOT NULL DEFAULT 1, probation INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS issues_by_kind ON issues(kind);
 CREATE TABLE IF NOT EXISTS issue_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL,
     PRIMARY KEY(sig, turn_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS detector_state(detector TEXT PRIMARY KEY, state BLOB);
 CREATE TABLE IF NOT EXISTS count_floor(kind TEXT PRIMARY KEY, at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS positions(detector TEXT NOT NULL, source TEXT NOT NULL, value TEXT,
     PRIMARY KEY(detector, source)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL,
+    detector TEXT, kind TEXT, type TEXT);
 CREATE TABLE IF NOT EXISTS detector_admin(detector TEXT PRIMARY KEY, disabled INTEGER NOT NULL DEFAULT 0,
     wake INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS detector_health(
@@ -124,7 +126,7 @@ impl Ledger {
             check_header(&db_path)?;
         }
         let exported = continued::checked_before_creating(dir, existed)?;
-        let conn = Connection::open(&db_path).map_err(err("cannot open"))?;
+        let mut conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
         if existed {
             let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
@@ -152,6 +154,10 @@ impl Ledger {
         super::export::checkpoint::disable_automatic(&conn).map_err(err("cannot set the checkpoint"))?;
         conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
         add_probation_column(&conn).map_err(err("cannot add the probation column"))?;
+        let filled = super::fire_filters::migrate(&mut conn).map_err(err("cannot index the fire log's filters"))?;
+        if filled > 0 {
+            tracing::info!(filled, "the fire log's filter columns were added and filled from its entries");
+        }
         for suffix in ["-wal", "-shm"] {
             crate::base::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
         }

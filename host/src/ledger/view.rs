@@ -24,6 +24,9 @@ use crate::firelog::{FireEntry, FireType};
 pub struct LedgerView {
     db_path: PathBuf,
     conn: Connection,
+    /// Whether the fire log's filter indexes are there (a store no writer
+    /// has opened since they came is read the old way).
+    indexed: bool,
 }
 
 impl LedgerView {
@@ -43,7 +46,12 @@ impl LedgerView {
             action: "cannot open for reading",
             source,
         })?;
-        let view = LedgerView { db_path, conn };
+        let indexed = super::fire_filters::has_indexes(&conn).map_err(|source| LedgerError::Store {
+            path: db_path.clone(),
+            action: "cannot read the store's schema",
+            source,
+        })?;
+        let view = LedgerView { db_path, conn, indexed };
         view.stand_in_for_issue_states()?;
         Ok(Some(view))
     }
@@ -217,11 +225,12 @@ impl LedgerView {
 
     /// Fire-log entries, newest first: those before `before` (a sequence
     /// number; `None`: from the newest), at most `limit`, matching the
-    /// filter, among at most [`PAGE_SCAN`] entries read (by sequence number,
-    /// the table's own key: no index of the JSON, which would keep the
-    /// scan's commit from copying fires as records). With the page's entries
-    /// comes where the read stopped when entries before it were left unread:
-    /// the cursor of the next page even when this one is not full.
+    /// filter. One filter is read from its index (the page costs what it
+    /// returns); with more, the others are compared on at most
+    /// [`PAGE_SCAN`] entries of the first one's index
+    /// ([`super::fire_filters::PageRead`]). With the page's entries comes
+    /// where the read stopped when entries before it were left unread: the
+    /// cursor of the next page even when this one is not full.
     pub fn fires_page(
         &self,
         before: Option<u64>,
@@ -229,18 +238,21 @@ impl LedgerView {
         filter: &FireFilter,
     ) -> Result<(Vec<FireEntry>, Option<u64>), LedgerError> {
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-        let (sql, values) = page_query(before, limit, filter);
+        let read = super::fire_filters::PageRead::new(filter, self.indexed);
+        let (sql, values) = read.page(before, limit);
         let mut stmt = self.conn.prepare_cached(&sql).map_err(self.err("cannot read the fire log"))?;
         let rows = stmt
             .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get::<_, String>(0))
             .map_err(self.err("cannot read the fire log"))?;
         let items = self.entries(rows)?;
+        if read.exact() {
+            return Ok((items, None));
+        }
+        let (sql, values) = read.counted(before);
         let (read, lowest): (i64, Option<i64>) = self
             .conn
-            .prepare_cached(
-                "SELECT COUNT(*), MIN(seq) FROM (SELECT seq FROM fires WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2)",
-            )
-            .and_then(|mut s| s.query_row(params![before, PAGE_SCAN], |r| Ok((r.get(0)?, r.get(1)?))))
+            .prepare_cached(&sql)
+            .and_then(|mut s| s.query_row(rusqlite::params_from_iter(values.iter()), |r| Ok((r.get(0)?, r.get(1)?))))
             .map_err(self.err("cannot read the fire log"))?;
         let left_unread = read == i64::from(PAGE_SCAN) && lowest.is_some_and(|l| l > 1);
         Ok((items, lowest.filter(|_| left_unread).and_then(|l| u64::try_from(l).ok())))
@@ -334,7 +346,8 @@ impl LedgerView {
     }
 
     /// Issues, newest first by row id: those before `before`, at most
-    /// `limit`, of one of `kinds` when given, of `kind` when given.
+    /// `limit`, of one of `kinds` when given, of `kind` when given: read by
+    /// row id, or per kind from the index of the kind ([`issue_ids`]).
     pub fn issues_page(
         &self,
         before: Option<i64>,
@@ -342,21 +355,21 @@ impl LedgerView {
         kinds: Option<&[String]>,
         kind: Option<&str>,
     ) -> Result<Vec<(i64, IssueLine)>, LedgerError> {
-        let kinds_json = kinds.map(|k| serde_json::Value::from(k.to_vec()).to_string());
+        let Some((ids, values)) = issue_ids(before.unwrap_or(i64::MAX), limit, kinds, kind) else {
+            return Ok(Vec::new());
+        };
         let mut stmt = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT i.rowid, i.sig, kind, title, origin, severity, tool, bot_id, thread_id, turn_id, first_at,
                         last_at, count, wasted_turns, evidence_source, evidence_id, grouping_version, probation,
                         s.state, s.fixed_at, s.note
-                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig WHERE i.rowid < ?1
-                   AND (?2 IS NULL OR kind IN (SELECT value FROM json_each(?2)))
-                   AND (?3 IS NULL OR kind = ?3)
-                 ORDER BY i.rowid DESC LIMIT ?4",
-            )
+                 FROM issues i LEFT JOIN issue_state s ON s.sig = i.sig WHERE i.rowid IN ({ids})
+                 ORDER BY i.rowid DESC"
+            ))
             .map_err(self.err("cannot read issues"))?;
         let rows = stmt
-            .query_map(params![before.unwrap_or(i64::MAX), kinds_json, kind, limit], |r| {
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| {
                 Ok((
                     r.get(0)?,
                     IssueLine {
@@ -399,6 +412,50 @@ pub struct IssueDayCount {
     pub count: u64,
 }
 
+/// The row ids of a page of issues (newest first, before `before`, at most
+/// `limit`) and their values: by row id with no kind given; else each kind
+/// of `kinds` that is `kind` (when given) read newest first from the index
+/// of the kind, at most `limit` each, and the newest `limit` of those
+/// (`None`: no kind can match). A page costs what it returns, times the
+/// kinds asked for, whatever the number of issues.
+fn issue_ids(
+    before: i64,
+    limit: u32,
+    kinds: Option<&[String]>,
+    kind: Option<&str>,
+) -> Option<(String, Vec<Box<dyn rusqlite::ToSql>>)> {
+    let wanted: Option<Vec<&str>> = match (kinds, kind) {
+        (Some(ks), Some(k)) => Some(ks.iter().map(String::as_str).filter(|x| *x == k).take(1).collect()),
+        (Some(ks), None) => {
+            let mut ks: Vec<&str> = ks.iter().map(String::as_str).collect();
+            ks.sort_unstable();
+            ks.dedup();
+            Some(ks)
+        }
+        (None, Some(k)) => Some(vec![k]),
+        (None, None) => None,
+    };
+    let mut values: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+    let Some(wanted) = wanted else {
+        values.extend([Box::new(before) as Box<dyn rusqlite::ToSql>, Box::new(limit)]);
+        return Some(("SELECT rowid FROM issues WHERE rowid < ? ORDER BY rowid DESC LIMIT ?".to_owned(), values));
+    };
+    if wanted.is_empty() {
+        return None;
+    }
+    let mut arms = Vec::new();
+    for k in wanted {
+        arms.push(
+            // `issues_by_kind` when the store has it (a writer made it; a
+            // store no writer has opened since is read by row id).
+            "SELECT * FROM (SELECT rowid AS id FROM issues WHERE kind = ? AND rowid < ? ORDER BY rowid DESC LIMIT ?)",
+        );
+        values.extend([Box::new(k.to_owned()) as Box<dyn rusqlite::ToSql>, Box::new(before), Box::new(limit)]);
+    }
+    values.push(Box::new(limit));
+    Some((format!("SELECT id FROM ({}) ORDER BY id DESC LIMIT ?", arms.join(" UNION ALL ")), values))
+}
+
 /// One fire-log entry as the heat counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FireSample {
@@ -437,24 +494,45 @@ pub struct FireFilter {
 /// so that they reach it).
 pub const PAGE_SCAN: u32 = if cfg!(test) { 8 } else { 20_000 };
 
-/// The query of one page of fires and its values: the newest
-/// [`PAGE_SCAN`] entries before `?1`, then only the filters given.
-fn page_query(before: i64, limit: u32, filter: &FireFilter) -> (String, Vec<Box<dyn rusqlite::ToSql>>) {
-    let mut sql = String::from(
-        "SELECT line FROM (SELECT seq, line FROM fires WHERE seq < ?1 ORDER BY seq DESC LIMIT ?3) WHERE 1",
-    );
-    let mut values: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(before), Box::new(limit), Box::new(PAGE_SCAN)];
-    let given = [
-        ("$.detector", filter.detector.clone()),
-        ("$.kind", filter.kind.clone()),
-        ("$.type", filter.fire_type.map(|t| t.as_str().to_owned())),
-    ];
-    for (field, value) in given {
-        if let Some(v) = value {
-            values.push(Box::new(v));
-            sql.push_str(&format!(" AND json_extract(line, '{field}') = ?{}", values.len()));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::tests::obs;
+    use crate::ledger::{Ledger, ScanCommit};
+    use crate::model::observation::Observation;
+
+    #[test]
+    fn a_page_of_issues_of_some_kinds_is_read_per_kind_from_its_index_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(dir.path()).unwrap();
+        // Twelve issues, their kinds in turn a, b, c: row ids 1..=12.
+        for i in 0..12 {
+            let kind = ["a", "b", "c"][i % 3];
+            let o = Observation { kind: kind.into(), ..obs(&format!("o{i}"), &format!("s{i}"), "t", i as i64) };
+            l.commit(ScanCommit { observations: std::slice::from_ref(&o), ..Default::default() }).unwrap();
         }
+        let view = LedgerView::open(dir.path()).unwrap().unwrap();
+        let ids = |before: Option<i64>, kinds: Option<&[String]>, kind: Option<&str>| -> Vec<i64> {
+            view.issues_page(before, 3, kinds, kind).unwrap().into_iter().map(|(id, _)| id).collect()
+        };
+        let ac = ["a".to_owned(), "c".to_owned(), "a".to_owned()];
+        assert_eq!(ids(None, Some(&ac), None), [12, 10, 9]);
+        assert_eq!(ids(Some(9), Some(&ac), None), [7, 6, 4]);
+        assert_eq!(ids(None, None, Some("b")), [11, 8, 5]);
+        assert_eq!(ids(None, Some(&ac), Some("c")), [12, 9, 6], "the sentinel's kinds and `kind`: both");
+        assert!(ids(None, Some(&ac), Some("b")).is_empty(), "no kind is both");
+        assert_eq!(ids(Some(3), None, None), [2, 1]);
+        let (sql, values) = issue_ids(i64::MAX, 3, Some(&ac), None).unwrap();
+        let mut stmt = view.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            plan.iter().filter(|p| p.contains("INDEX issues_by_kind (kind=? AND rowid<?)")).count(),
+            2,
+            "{plan:?}"
+        );
     }
-    sql.push_str(" ORDER BY seq DESC LIMIT ?2");
-    (sql, values)
 }

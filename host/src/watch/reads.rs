@@ -539,6 +539,26 @@ mod tests {
     }
 
     #[test]
+    fn a_page_filtered_by_one_field_is_read_from_its_index_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(tmp.path()).unwrap();
+        let p = Policy::default();
+        for at in 1..=10 {
+            ledger.change_health("d", 2 * at, |h| quarantine_by_hand(h, 2 * at, &p)).unwrap();
+            ledger.change_health("d", 2 * at + 1, |h| release(h, &p)).unwrap();
+        }
+        let q = PageQuery { fire_type: Some("quarantine".into()), limit: Some(50), ..Default::default() };
+        let page = fires_page(&state(tmp.path()), &q).unwrap();
+        // More than PAGE_SCAN (8 in tests) entries back: the index, not a stretch of the log.
+        let seqs: Vec<u64> = page.items.iter().map(|f| f.seq).collect();
+        assert_eq!(seqs, (1..=19).rev().step_by(2).collect::<Vec<u64>>());
+        assert_eq!(page.next_before_id, None, "a short page read from the index is the last");
+        let q = PageQuery { limit: Some(4), ..q };
+        let first = fires_page(&state(tmp.path()), &q).unwrap();
+        assert_eq!((first.items.len(), first.next_before_id), (4, Some(13)), "a full page gives its cursor");
+    }
+
+    #[test]
     fn a_filtered_page_reads_a_bounded_stretch_of_the_log_and_says_where_to_go_on() {
         let tmp = tempfile::tempdir().unwrap();
         let mut ledger = Ledger::open(tmp.path()).unwrap();
@@ -549,24 +569,21 @@ mod tests {
             ledger.change_health("d", 2 * at + 1, |h| release(h, &p)).unwrap();
         }
         let s = state(tmp.path());
-        let filtered = |before: Option<u64>| PageQuery {
-            fire_type: Some("quarantine".into()),
-            before_id: before,
-            limit: Some(50),
-            ..Default::default()
-        };
-        // The newest PAGE_SCAN (8 in tests) entries hold four quarantines;
-        // the page says where the read stopped, not "the end".
-        let first = fires_page(&s, &filtered(None)).unwrap();
-        let seqs: Vec<u64> = first.items.iter().map(|f| f.seq).collect();
+        // Two filters: the detector's index is read, the type compared on
+        // at most PAGE_SCAN (8 in tests) of its entries.
+        let filter = FireFilter { detector: Some("d".into()), fire_type: Some(FireType::Quarantine), kind: None };
+        let view = LedgerView::open(tmp.path()).unwrap().unwrap();
+        let (first, cursor) = view.fires_page(None, 50, &filter).unwrap();
+        let seqs: Vec<u64> = first.iter().map(|f| f.seq).collect();
         assert_eq!(seqs, [19, 17, 15, 13]);
-        assert_eq!(first.next_before_id, Some(13));
+        // The page says where the read stopped, not "the end".
+        assert_eq!(cursor, Some(13));
         let mut all = seqs;
-        let mut cursor = first.next_before_id;
+        let mut cursor = cursor;
         while let Some(c) = cursor {
-            let page = fires_page(&s, &filtered(Some(c as u64))).unwrap();
-            all.extend(page.items.iter().map(|f| f.seq));
-            cursor = page.next_before_id;
+            let (page, next) = view.fires_page(Some(c), 50, &filter).unwrap();
+            all.extend(page.iter().map(|f| f.seq));
+            cursor = next;
         }
         assert_eq!(all, (1..=19).rev().step_by(2).collect::<Vec<u64>>(), "every quarantine once, newest first");
         // A sentinel that is not loaded is answered without reading the log.

@@ -30,7 +30,8 @@ const TALLY: &str = "
 PRAGMA temp_store = FILE;
 PRAGMA temp.journal_mode = MEMORY;
 CREATE TEMP TABLE IF NOT EXISTS tally_new_turns(sig TEXT NOT NULL, turn_id TEXT NOT NULL);
-CREATE TEMP TABLE IF NOT EXISTS tally_fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL);
+CREATE TEMP TABLE IF NOT EXISTS tally_fires(seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line TEXT NOT NULL,
+    detector TEXT, kind TEXT, type TEXT);
 DELETE FROM temp.tally_new_turns;
 DELETE FROM temp.tally_fires;
 ";
@@ -242,6 +243,8 @@ impl Ledger {
         let path = self.db_path.clone();
         let e = move |source| LedgerError::Store { path: path.clone(), action: "cannot start counting", source };
         self.conn.execute_batch(TALLY).map_err(&e)?;
+        // The store's filter indexes, so the move into it copies records.
+        self.conn.execute_batch(&crate::ledger::fire_filters::indexes("temp", "tally_fires")).map_err(&e)?;
         let floors = read_floors(&self.conn).map_err(&e)?;
         let stored_rules = {
             let mut stmt =

@@ -183,7 +183,12 @@ impl Ledger {
         let mut chain =
             Chain { dir: &dir, seq: 0, prev: [0; 32], stored, stored_hash: prev, copied: 0, floors: HashMap::new() };
         {
-            let mut insert = tx.prepare_cached("INSERT INTO fires(seq, hash, line) VALUES(?1, ?2, ?3)").map_err(&e)?;
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO fires(seq, hash, line, detector, kind, type) VALUES(?1, ?2, ?3,
+                    json_extract(?3, '$.detector'), json_extract(?3, '$.kind'), json_extract(?3, '$.type'))",
+                )
+                .map_err(&e)?;
             for index in 1..=head.count.div_ceil(SEGMENT_ENTRIES) {
                 chain.segment(index, &mut |seq, hash, line| {
                     insert.execute(params![seq as i64, hash, line]).map(drop).map_err(&e)

@@ -36,13 +36,24 @@ pub(in crate::ledger) struct Appender {
     table: &'static str,
     seq: u64,
     prev: [u8; 32],
-    /// Sealed and not yet inserted: `(seq, hash, line)`.
-    pending: Vec<(i64, String, String)>,
+    /// Sealed and not yet inserted.
+    pending: Vec<Row>,
     /// Time spent appending, for the summary.
     pub spent: Duration,
     /// Where each sealed line is also handed, so that the segments it
     /// closes are written while the scan goes on (the tally's appender).
     ahead: Option<AheadWriter>,
+}
+
+/// A sealed entry waiting to be inserted: its row of `fires`, with the
+/// filter columns ([`crate::ledger::fire_filters`]).
+struct Row {
+    seq: i64,
+    hash: String,
+    line: String,
+    detector: String,
+    kind: Option<String>,
+    fire_type: &'static str,
 }
 
 impl Appender {
@@ -84,7 +95,14 @@ impl Appender {
         if let Some(ahead) = &mut self.ahead {
             ahead.push(self.seq, &line);
         }
-        self.pending.push((self.seq as i64, crate::base::hex(&hash), line));
+        self.pending.push(Row {
+            seq: self.seq as i64,
+            hash: crate::base::hex(&hash),
+            line,
+            detector: entry.detector.to_owned(),
+            kind: entry.kind.map(str::to_owned),
+            fire_type: entry.fire_type.as_str(),
+        });
         if self.pending.len() == INSERT_ROWS {
             self.insert(conn)?;
         }
@@ -104,11 +122,15 @@ impl Appender {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let rows = vec!["(?, ?, ?)"; self.pending.len()].join(", ");
-        let mut stmt = conn.prepare_cached(&format!("INSERT INTO {}(seq, hash, line) VALUES {rows}", self.table))?;
-        let params = self.pending.iter().flat_map(|(seq, hash, line)| {
-            [seq as &dyn rusqlite::ToSql, hash as &dyn rusqlite::ToSql, line as &dyn rusqlite::ToSql]
-        });
+        let rows = vec!["(?, ?, ?, ?, ?, ?)"; self.pending.len()].join(", ");
+        let mut stmt = conn.prepare_cached(&format!(
+            "INSERT INTO {}(seq, hash, line, detector, kind, type) VALUES {rows}",
+            self.table
+        ))?;
+        let params = self
+            .pending
+            .iter()
+            .flat_map(|r| [&r.seq as &dyn rusqlite::ToSql, &r.hash, &r.line, &r.detector, &r.kind, &r.fire_type]);
         stmt.execute(rusqlite::params_from_iter(params))?;
         self.pending.clear();
         Ok(())

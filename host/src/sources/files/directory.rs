@@ -17,7 +17,11 @@
 //! or changed file modified less than `settle` ago is looked at a second
 //! time once `settle` has passed since its mtime (one wait per scan, at most
 //! `settle`), and if its size or mtime moved between the two looks it waits
-//! for the next scan (its previous listing stays in the cursor).
+//! for the next scan (its previous listing stays in the cursor). A file the
+//! watcher saw renamed into place and not written since
+//! ([`super::arrivals`]: the common delivery of a finished file, in the
+//! long-running mode where fast sentinels are kicked) landed complete: it is
+//! looked at a second time at once, with no wait.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -71,7 +75,8 @@ impl DirectorySource {
 
     /// The files of `files` still being written: new or changed since
     /// `previous`, modified less than `settle` ago, and different at a
-    /// second look once `settle` has passed since the youngest one's mtime.
+    /// second look, taken once each of them has either `settle` past its
+    /// mtime or been seen moved in ([`wait_to_settle`]).
     fn still_written(&self, dir: &Path, files: &[(String, i64, Option<i64>)], previous: &Listing) -> Vec<String> {
         let now = mtime_of(SystemTime::now());
         let settle_ms = i64::try_from(self.settle.as_millis()).unwrap_or(i64::MAX);
@@ -81,9 +86,10 @@ impl DirectorySource {
                 previous.get(name) != Some(&(*size, *mtime)) && mtime.is_some_and(|m| now - m < settle_ms)
             })
             .collect();
-        let Some(youngest) = young.iter().filter_map(|f| f.2).max() else { return Vec::new() };
-        let wait = (youngest + settle_ms - now).clamp(0, settle_ms);
-        std::thread::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0)));
+        if young.is_empty() {
+            return Vec::new();
+        }
+        wait_to_settle(dir, &young, settle_ms);
         young
             .into_iter()
             .filter(|(name, size, mtime)| {
@@ -97,6 +103,34 @@ impl DirectorySource {
     fn stopped(&self, reason: String) -> SourceError {
         SourceError::Stopped { source_name: self.name.clone(), reason }
     }
+}
+
+/// How often a wait for young files looks again whether the watcher has
+/// seen them moved in (the event may still be on its way when the scan
+/// lists the directory).
+const LOOK_AGAIN: Duration = Duration::from_millis(5);
+
+/// Waits until every file of `young` has `settle_ms` past its mtime or was
+/// seen moved in and not written since ([`landed_complete`]): at most
+/// `settle_ms` in all (an mtime in the future waits no longer), and not at
+/// all when every one of them landed complete.
+fn wait_to_settle(dir: &Path, young: &[&(String, i64, Option<i64>)], settle_ms: i64) {
+    let give_up = mtime_of(SystemTime::now()).saturating_add(settle_ms);
+    loop {
+        let waiting = young.iter().filter(|f| !landed_complete(dir, f));
+        let Some(settled) = waiting.filter_map(|f| f.2).max().map(|m| m.saturating_add(settle_ms)) else { return };
+        let left = settled.min(give_up) - mtime_of(SystemTime::now());
+        if left <= 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(LOOK_AGAIN));
+    }
+}
+
+/// Whether the watcher saw `file` renamed into `dir` and nothing written to
+/// it since (its mtime, set by the last write, not after the move was seen).
+fn landed_complete(dir: &Path, (name, _, mtime): &&(String, i64, Option<i64>)) -> bool {
+    super::arrivals::moved_in(dir, name).is_some_and(|seen_at| mtime.is_some_and(|m| m <= seen_at))
 }
 
 /// Modification time in ms since the epoch (negative before it), if the
@@ -407,6 +441,48 @@ mod tests {
         // Next scan, nothing more written: listed, as new, at its full size.
         let (_, batches) = read_all(&src, &ctx(tmp.path(), Some(&cursor), 10));
         assert!(rows(&batches).contains(&("upload.bin".into(), 8192, true)), "{:?}", rows(&batches));
+    }
+
+    #[test]
+    fn a_file_seen_moved_in_is_listed_at_once_and_one_written_since_the_move_waits() {
+        use crate::sources::files::arrivals::{self, Seen};
+        let tmp = tempfile::tempdir().unwrap();
+        let src = DirectorySource { settle: Duration::from_secs(10), ..DirectorySource::new("d", "") };
+        // Written under a dot-name, renamed into place, the rename seen by the watcher.
+        fs::write(tmp.path().join(".order.json.part"), b"{}").unwrap();
+        fs::rename(tmp.path().join(".order.json.part"), tmp.path().join("order.json")).unwrap();
+        arrivals::note(&tmp.path().join("order.json"), Seen::MovedIn);
+        let started = std::time::Instant::now();
+        let (report, batches) = read_all(&src, &ctx(tmp.path(), None, 10));
+        // The wait would be the whole settle (10 s): a bound, not a race.
+        assert!(started.elapsed() < Duration::from_secs(5), "no wait: {:?}", started.elapsed());
+        assert_eq!(rows(&batches), [("order.json".into(), 2, true)]);
+        // Moved in, then written in place: it may be growing, and it is.
+        let src = DirectorySource { settle: Duration::from_millis(600), ..src };
+        let path = tmp.path().join("order.json");
+        fs::write(&path, b"{\"more\": 1}").unwrap();
+        arrivals::note(&path, Seen::Written);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"   ").unwrap();
+        });
+        let (_, batches) = read_all(&src, &ctx(tmp.path(), report.cursor.as_deref(), 10));
+        writer.join().unwrap();
+        assert!(rows(&batches).is_empty(), "written since the move: it waited and moved: {:?}", rows(&batches));
+    }
+
+    #[test]
+    fn a_file_with_an_mtime_in_the_future_waits_at_most_the_settle_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("ahead.json"), b"{}").unwrap();
+        let hour_ahead = SystemTime::now() + Duration::from_secs(3600);
+        fs::File::options().write(true).open(tmp.path().join("ahead.json")).unwrap().set_modified(hour_ahead).unwrap();
+        let src = DirectorySource { settle: Duration::from_millis(200), ..DirectorySource::new("d", "") };
+        let started = std::time::Instant::now();
+        let (_, batches) = read_all(&src, &ctx(tmp.path(), None, 10));
+        // Unbounded, the wait would last the hour: a bound, not a race.
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+        assert_eq!(rows(&batches).len(), 1, "held still across the wait: listed");
     }
 
     #[cfg(unix)]

@@ -2,10 +2,13 @@
 //!
 //! It owns which entries may be read at all ([`safe_fs`]: regular files, no
 //! links, no blocking open, capped reads), the file-name pattern they share
-//! ([`glob`]) and the sources over them: the bots file ([`bots`]), the event log's NDJSON files ([`events`]), a folder's
-//! listing ([`directory`]) and its files' digests ([`digest`]). It never
+//! ([`glob`]) and the sources over them: the bots file ([`bots`]), the event
+//! log's NDJSON files ([`events`]), a folder's listing ([`directory`]), with
+//! what a watcher saw land there ([`arrivals`]), and its files' digests
+//! ([`digest`]). It never
 //! writes, creates or locks anything in the data dir.
 
+pub mod arrivals;
 pub mod bots;
 pub mod digest;
 pub mod directory;
