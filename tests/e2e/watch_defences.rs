@@ -342,6 +342,10 @@ fn a_receiver_that_hangs_on_one_fire_holds_up_no_other_and_the_backlog_shows_it(
     );
     assert_eq!(delivered(&got).values().sum::<usize>(), 5, "{arrivals:?}");
     assert!(dead_letters(&s).is_empty());
+    // The one attempt made again is counted, and the last delivery timed.
+    let after = call(&s, "GET", "/v1/dispatch", None, None).2;
+    assert_eq!(after["retried"], 1, "{after}");
+    assert!(after["lastDeliveredAt"].as_i64().is_some_and(|ms| ms > 1_700_000_000_000), "{after}");
 }
 
 /// How many connections a test may hold open at once: 1000, or fewer when

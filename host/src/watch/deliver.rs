@@ -13,7 +13,7 @@
 //! cursor and never writes a dead letter: the dispatcher does.
 
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -93,7 +93,12 @@ fn pause(wait: Duration, stop: &AtomicBool) -> bool {
 }
 
 /// The first attempt, then `env.retries` more with a doubling wait.
-pub fn deliver_with_retries(target: &Target, d: &Delivery<'_>, env: &DeliveryEnv, stop: &AtomicBool) -> Outcome {
+pub fn deliver_with_retries(
+    target: &Target,
+    d: &Delivery<'_>,
+    env: &DeliveryEnv,
+    (stop, retried): (&AtomicBool, &AtomicU64),
+) -> Outcome {
     let mut wait = Duration::from_millis(env.backoff_ms.max(1));
     let mut last = String::new();
     for attempt in 0..=env.retries {
@@ -102,6 +107,7 @@ pub fn deliver_with_retries(target: &Target, d: &Delivery<'_>, env: &DeliveryEnv
                 return Outcome::Stopped;
             }
             wait = (wait * 2).min(MAX_BACKOFF);
+            retried.fetch_add(1, Ordering::SeqCst);
         }
         match attempt_once(target, d, env, stop) {
             Ok(()) => return Outcome::Delivered,
@@ -238,13 +244,16 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_command_that_fails_every_time_fails_after_its_retries_and_one_that_succeeds_is_delivered() {
+    fn a_command_that_fails_every_time_fails_after_its_retries_counted_and_one_that_succeeds_is_delivered() {
         let f = fire(7, false);
         let d = Delivery::of(&f, false);
-        let no = AtomicBool::new(false);
-        let out = deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &quick(), &no);
+        let (no, retried) = (AtomicBool::new(false), AtomicU64::new(0));
+        let out = deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &quick(), (&no, &retried));
         assert!(matches!(out, Outcome::Failed(ref e) if e.contains("exited")), "{out:?}");
-        assert_eq!(deliver_with_retries(&Target::Command(vec!["true".into()]), &d, &quick(), &no), Outcome::Delivered);
+        assert_eq!(retried.load(Ordering::SeqCst), 2, "each retry after the first attempt is counted");
+        let out = deliver_with_retries(&Target::Command(vec!["true".into()]), &d, &quick(), (&no, &retried));
+        assert_eq!(out, Outcome::Delivered);
+        assert_eq!(retried.load(Ordering::SeqCst), 2, "a first attempt that delivers is no retry");
     }
 
     #[test]
@@ -258,7 +267,10 @@ pub(crate) mod tests {
                 std::thread::sleep(Duration::from_millis(50));
                 stop.store(true, Ordering::SeqCst);
             });
-            assert_eq!(deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &env, &stop), Outcome::Stopped);
+            assert_eq!(
+                deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &env, (&stop, &AtomicU64::new(0))),
+                Outcome::Stopped
+            );
         });
     }
 
@@ -268,8 +280,12 @@ pub(crate) mod tests {
         let url = format!("http://user:secret@{}/hook?token=secret", listener.local_addr().unwrap());
         // Accepted (the kernel's backlog), read by no one, never answered.
         let f = fire(7, false);
-        let out =
-            deliver_with_retries(&Target::Webhook(url), &Delivery::of(&f, false), &quick(), &AtomicBool::new(false));
+        let out = deliver_with_retries(
+            &Target::Webhook(url),
+            &Delivery::of(&f, false),
+            &quick(),
+            (&AtomicBool::new(false), &AtomicU64::new(0)),
+        );
         let Outcome::Failed(e) = out else { panic!("{out:?}") };
         assert!(!e.contains("secret"), "the error names no credential: {e}");
         drop(listener);

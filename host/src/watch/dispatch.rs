@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +47,10 @@ pub struct Stats {
     in_flight: AtomicUsize,
     delivered: AtomicU64,
     dead_lettered: AtomicU64,
+    /// Attempts made again after one failed.
+    retried: AtomicU64,
+    /// When a fire was last delivered, ms (0: none since this start).
+    last_delivered_ms: AtomicI64,
 }
 
 /// The figures, as read at one moment.
@@ -60,6 +64,10 @@ pub struct StatsView {
     /// Delivered and dead-lettered since this start.
     pub delivered: u64,
     pub dead_lettered: u64,
+    /// Attempts made again after one failed, since this start.
+    pub retried: u64,
+    /// When a fire was last delivered, ms since the epoch.
+    pub last_delivered_at: Option<i64>,
 }
 
 impl Stats {
@@ -69,6 +77,8 @@ impl Stats {
             in_flight: self.in_flight.load(Ordering::SeqCst),
             delivered: self.delivered.load(Ordering::SeqCst),
             dead_lettered: self.dead_lettered.load(Ordering::SeqCst),
+            retried: self.retried.load(Ordering::SeqCst),
+            last_delivered_at: Some(self.last_delivered_ms.load(Ordering::SeqCst)).filter(|ms| *ms > 0),
         }
     }
 }
@@ -141,9 +151,9 @@ struct Job {
     armed: bool,
 }
 
-fn run(out: &Path, env: &WatchEnv, gates: &Gates, stop: &Arc<AtomicBool>, stats: &Stats) {
+fn run(out: &Path, env: &WatchEnv, gates: &Gates, stop: &Arc<AtomicBool>, stats: &Arc<Stats>) {
     let Some(target) = env.target.clone() else { return };
-    let (jobs, results) = pool(&target, env, stop);
+    let (jobs, results) = pool(&target, env, stop, stats);
     let mut cursor = read_cursor(out);
     stats.cursor.store(cursor, Ordering::SeqCst);
     let mut window: BTreeMap<u64, Slot> = BTreeMap::new();
@@ -179,18 +189,25 @@ fn read_after(out: &Path, seq: u64, n: usize) -> Vec<FireEntry> {
 }
 
 /// Starts the delivery threads: each takes a job, delivers it, says how it ended.
-fn pool(target: &Target, env: &WatchEnv, stop: &Arc<AtomicBool>) -> (Sender<Job>, Receiver<(u64, Outcome)>) {
+fn pool(
+    target: &Target,
+    env: &WatchEnv,
+    stop: &Arc<AtomicBool>,
+    stats: &Arc<Stats>,
+) -> (Sender<Job>, Receiver<(u64, Outcome)>) {
     let (job_tx, job_rx) = std::sync::mpsc::channel::<Job>();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let job_rx = Arc::new(Mutex::new(job_rx));
     for i in 0..env.delivery.in_flight {
         let (jobs, done, target, delivery, stop) =
             (Arc::clone(&job_rx), done_tx.clone(), target.clone(), env.delivery.clone(), Arc::clone(stop));
+        let stats = Arc::clone(stats);
         let spawned = std::thread::Builder::new().name(format!("deliver-{i}")).spawn(move || {
             loop {
                 let job = jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv();
                 let Ok(job) = job else { return };
-                let outcome = deliver_with_retries(&target, &Delivery::of(&job.fire, job.armed), &delivery, &stop);
+                let d = Delivery::of(&job.fire, job.armed);
+                let outcome = deliver_with_retries(&target, &d, &delivery, (&stop, &stats.retried));
                 if done.send((job.fire.seq, outcome)).is_err() {
                     return;
                 }
@@ -232,6 +249,8 @@ fn settle(out: &Path, window: &mut BTreeMap<u64, Slot>, seq: u64, outcome: Outco
         Outcome::Delivered => {
             slot.settled = true;
             stats.delivered.fetch_add(1, Ordering::SeqCst);
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            stats.last_delivered_ms.store(now.map_or(0, |d| d.as_millis() as i64), Ordering::SeqCst);
         }
         Outcome::Failed(last) => {
             dead_letter(out, &Delivery::of(&slot.fire, slot.sent.unwrap_or(false)), &last);

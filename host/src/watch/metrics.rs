@@ -190,6 +190,15 @@ fn delivery_series(reg: &mut Registry, d: &reads::DispatchView, f: &crate::fleet
     reg.register("sentinel_dispatch_dead_lettered", "Fires dead-lettered since this start", counter(d.dead_lettered));
     reg.register("sentinel_dispatch_backlog", "Fires not yet delivered or dead-lettered", gauge(d.backlog as i64));
     reg.register("sentinel_dispatch_in_flight", "Deliveries being attempted now", gauge(d.in_flight as i64));
+    reg.register("sentinel_dispatch_retried", "Delivery attempts made again after one failed", counter(d.retried));
+    if let Some(ms) = d.last_delivered_at {
+        reg.register_with_unit(
+            "sentinel_dispatch_last_delivery_timestamp",
+            "When a fire was last delivered downstream",
+            Unit::Seconds,
+            seconds(ms),
+        );
+    }
     reg.register(
         "sentinel_fleet_shipping",
         "1 while the fleet shipper runs ([fleet] is configured)",

@@ -435,6 +435,11 @@ pub struct DispatchView {
     /// Since this start.
     pub delivered: u64,
     pub dead_lettered: u64,
+    /// Attempts made again after one failed, since this start.
+    pub retried: u64,
+    /// When a fire was last delivered, ms since the epoch (none since this start: absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_delivered_at: Option<i64>,
 }
 
 /// The dispatcher's backlog.
@@ -460,6 +465,8 @@ pub fn dispatch_view(state: &AppState) -> Result<DispatchView, Problem> {
         in_flight: s.in_flight,
         delivered: s.delivered,
         dead_lettered: s.dead_lettered,
+        retried: s.retried,
+        last_delivered_at: s.last_delivered_at,
     })
 }
 
