@@ -31,6 +31,10 @@ pub enum FleetError {
     Incompatible { stream: &'static str, setting: String },
     #[error("JetStream refused {what}: {message}")]
     Server { what: &'static str, message: String },
+    #[error("no ack for the publish of entry {seq}")]
+    NoAck { seq: u64 },
+    #[error("JetStream refused entry {seq}: the stream is full ({message}); the backlog waits for room")]
+    Full { seq: u64, message: String },
     #[error("the server's last message on {subject} (seq {seq}) is not this log's entry {seq}")]
     Diverged { subject: String, seq: u64 },
     #[error("cannot read the fire log")]
