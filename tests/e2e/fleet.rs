@@ -69,13 +69,13 @@ impl Drop for NatsServer {
 
 /// A config file whose `[fleet]` points at `server`.
 fn fleet_config(s: &Scratch, name: &str, server: &NatsServer) -> PathBuf {
-    config_at(s, name, &server.url(), "")
+    config_at(s, name, &server.url(), "once_budget_secs = 60\n")
 }
 
 /// A config file whose `[fleet]` points at `url`, with `extra` lines in it.
 pub(crate) fn config_at(s: &Scratch, name: &str, url: &str, extra: &str) -> PathBuf {
     let path = s.path(&format!("{name}.toml"));
-    std::fs::write(&path, format!("[fleet]\nnats = \"{url}\"\nonce_budget_secs = 60\n{extra}")).unwrap();
+    std::fs::write(&path, format!("[fleet]\nnats = \"{url}\"\n{extra}")).unwrap();
     path
 }
 

@@ -2,9 +2,12 @@
 //!
 //! It owns [`batch`]: up to `in_flight` entries are published at once,
 //! each to `sentinel.fires.<install>` with `Nats-Msg-Id` = the entry's hash
-//! and the entry as the payload; their acks are awaited in order and the
-//! cursor is stored after each (a crash between an ack and its cursor is
-//! what the reconcile and the duplicate window absorb). A publish whose ack
+//! and the entry as the payload; their acks are awaited in order, and the
+//! cursor is stored once the batch (a read page, at most 256 entries) is
+//! acked or stops: an fsynced write per ack would cap the shipper at the
+//! disk's sync rate, and a cursor left behind by a crash is what the
+//! reconcile moves up (the server's last message on the subject is the
+//! word, the cursor only where to start when the subject is empty). A publish whose ack
 //! does not come (lost on the way, the connection cut after the server took
 //! it) is sent again with the same id, from that entry on, a few times: the
 //! server reports the copy it already holds as a `duplicate` and stores
@@ -38,14 +41,33 @@ pub async fn batch(
     in_flight: usize,
     stats: &Stats,
 ) -> Result<u64, FleetError> {
-    let mut acked = cursor::read(out);
+    let stored = cursor::read(out);
+    let mut acked = stored;
+    let result = publish_all(js, subject, entries, in_flight, stats, &mut acked).await;
+    if acked != stored
+        && let Err(e) = cursor::store(out, acked)
+    {
+        tracing::warn!(error = %e, "cannot store the fleet cursor; the next session reconciles");
+    }
+    result.map(|()| acked)
+}
+
+/// The loop of [`batch`]: `acked` follows the acks as they come.
+async fn publish_all(
+    js: &jetstream::Context,
+    subject: &str,
+    entries: &[FireEntry],
+    in_flight: usize,
+    stats: &Stats,
+    acked: &mut u64,
+) -> Result<(), FleetError> {
     let mut rest = entries;
     let mut resends = 0;
     while !rest.is_empty() {
         let chunk = &rest[..in_flight.clamp(1, rest.len())];
-        let (done, lost) = chunk_out(js, out, subject, chunk, stats).await;
+        let (done, lost) = chunk_out(js, subject, chunk, stats).await;
         if let Some(last) = chunk[..done].last() {
-            acked = last.seq;
+            *acked = last.seq;
             resends = 0;
         }
         rest = &rest[done..];
@@ -59,14 +81,13 @@ pub async fn batch(
             Some(e) => return Err(e),
         }
     }
-    Ok(acked)
+    Ok(())
 }
 
-/// Publishes `chunk` and awaits its acks in order: how many were acked
-/// (and their cursor stored), and what stopped the rest.
+/// Publishes `chunk` and awaits its acks in order: how many were acked,
+/// and what stopped the rest.
 async fn chunk_out(
     js: &jetstream::Context,
-    out: &Path,
     subject: &str,
     chunk: &[FireEntry],
     stats: &Stats,
@@ -92,9 +113,6 @@ async fn chunk_out(
         }
         stats.full.store(false, Ordering::SeqCst);
         crate::ledger::count::test_hook::pause("fleet-acked");
-        if let Err(e) = cursor::store(out, seq) {
-            tracing::warn!(error = %e, "cannot store the fleet cursor; the next session reconciles");
-        }
         stats.cursor.store(seq, Ordering::SeqCst);
         stats.last_ack_ms.store(super::now_ms(), Ordering::SeqCst);
     }
