@@ -11,6 +11,7 @@ mod args;
 mod commands;
 mod duration;
 mod exit;
+mod fleet_line;
 mod generate;
 mod progress;
 mod render;
