@@ -103,12 +103,18 @@ pub(crate) fn subject(out: &Path) -> String {
 
 /// The independent consumer's verdict on `out`'s subject.
 pub(crate) fn consumer_checks(server: &NatsServer, out: &Path) {
+    consumer_checks_prefix(server, out, None)
+}
+
+/// The same, the stream holding exactly the log's first `prefix` entries.
+pub(crate) fn consumer_checks_prefix(server: &NatsServer, out: &Path, prefix: Option<u64>) {
     let python = root().join("target/toolchains/nats-py/bin/python");
     let o = Command::new(&python)
         .arg(root().join("tests/e2e/fleet_consumer.py"))
         .arg(server.url())
         .arg(subject(out))
         .arg(out)
+        .args(prefix.map(|n| n.to_string()))
         .output()
         .unwrap_or_else(|e| panic!("{}: {e} (cargo xtask test makes the venv)", python.display()));
     let text = String::from_utf8_lossy(&o.stdout);

@@ -4,7 +4,8 @@
 //! per fire, chained, the last one the local head.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use crate::fleet::*;
 use crate::fleet_proxy::{AckThief, Theft};
@@ -85,4 +86,108 @@ fn fleet_a_server_killed_mid_burst_and_restarted_on_its_store_holds_the_log_exac
     assert!(fires >= BURST && (killed_at as usize) < fires, "killed mid-stream at {killed_at} of {fires}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("backlog 0"), "{}", String::from_utf8_lossy(&o.stderr));
     consumer_checks(&server, &out);
+}
+
+/// The duplicate window of case 4, seconds: short, so the outage outlasts it.
+const WINDOW: u64 = 2;
+
+#[test]
+fn fleet_an_outage_longer_than_the_duplicate_window_with_a_restart_in_it_ships_no_duplicate_and_no_gap() {
+    let s = Scratch::new();
+    let store = s.path("nats");
+    let server = NatsServer::start(&store);
+    let url = server.url();
+    let config = config_at(&s, "fleet", &url, &format!("once_budget_secs = 60\nduplicate_window_secs = {WINDOW}\n"));
+    let detectors = s.detectors_with(&[]);
+    let (data, out, meet) = (data_with(&s, 3), s.path("out"), s.path("meet"));
+    std::fs::create_dir_all(&meet).unwrap();
+    // (1) Killed between the server's ack of entry 1 and the cursor.
+    let mut c = run_command(&detectors, &data, &out);
+    c.args(["--once", "--json", "--config"]).arg(&config).stdout(Stdio::null()).stderr(Stdio::null());
+    c.env(sentinel_host::ledger::count::test_hook::VAR, format!("fleet-acked:{}", meet.display()));
+    let mut child = c.spawn().unwrap();
+    wait_for(300, "the shipper holds at its first ack", &mut child, || meet.join("fleet-acked.paused").exists());
+    let acked = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(sentinel_host::fleet::cursor::read(&out), 0, "killed after the ack, before the cursor");
+    // (2) The outage, and a sentinel restarted inside it: new fires, kept.
+    let port = server.port;
+    server.kill9();
+    add_failures(&data, 10, 3);
+    let down = config_at(&s, "down", &url, &format!("once_budget_secs = 1\nduplicate_window_secs = {WINDOW}\n"));
+    let o = run_once(&detectors, &data, &out, &down);
+    let fires = fire_entries(&out).len();
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("cursor 0, backlog {fires},")), "{o:?}");
+    // (3) The outage outlasts the window (the fault is time itself; the
+    // server is down, so there is nothing to poll).
+    std::thread::sleep((acked + Duration::from_secs(WINDOW + 1)).saturating_duration_since(Instant::now()));
+    // (4) The server back on its store and port: entry 1 is past its window,
+    // so only the reconcile keeps it from being stored twice.
+    let server = NatsServer::start_on(&store, port);
+    let o = run_once(&detectors, &data, &out, &config);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains(&format!("cursor {fires}, backlog 0")), "{said}");
+    consumer_checks(&server, &out);
+    assert_eq!(duplicates(&o.stderr), 0, "nothing was sent twice: {said}");
+}
+
+/// Room in the stream of case 6 for two entries (about 500 bytes each, and
+/// JetStream's ~150 bytes of subject, id and framing), not three.
+const ROOM: i64 = 1600;
+
+/// `SENTINEL_FIRES`' `max_bytes` set to `to`, as an operator's
+/// `nats stream edit` would.
+fn set_max_bytes(url: &str, to: i64) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        let mut stream = js.get_stream("SENTINEL_FIRES").await.unwrap();
+        let mut config = stream.info().await.unwrap().config.clone();
+        config.max_bytes = to;
+        js.update_stream(config).await.unwrap();
+    });
+}
+
+#[test]
+fn fleet_a_full_stream_holds_the_backlog_back_and_raising_its_limit_drains_it() {
+    let s = Scratch::new();
+    let server = NatsServer::start(&s.path("nats"));
+    let config = config_at(&s, "fleet", &server.url(), &format!("max_bytes = {ROOM}\n"));
+    let summary = s.path("stdout.log");
+    let served = crate::watch::serve_with(s, &[], &["--config", config.to_str().unwrap()]);
+    let fleet = || crate::watch::call(&served, "GET", "/v1/fleet", None, None).2;
+    crate::watch::until(&served, "the stream full, the backlog held back", || {
+        let b = fleet();
+        b["full"] == true && b["backlog"].as_u64() > Some(0)
+    });
+    let held = fleet();
+    let cursor = held["cursor"].as_u64().unwrap();
+    let entries = fire_entries(&served.out).len() as u64;
+    assert!(cursor >= 1 && cursor + held["backlog"].as_u64().unwrap() == entries, "{held:#}");
+    // Nothing dropped, nothing out of order: the stream holds the log's
+    // first `cursor` entries exactly.
+    consumer_checks_prefix(&server, &served.out, Some(cursor));
+    crate::watch::until(&served, "the summary's fleet line says it", || {
+        std::fs::read_to_string(&summary)
+            .unwrap_or_default()
+            .contains(&format!("backlog {} (the stream is full: waiting for room)", entries - cursor))
+    });
+    // The operator raises the limit: the shipper, backing off, drains.
+    set_max_bytes(&server.url(), 1 << 20);
+    crate::watch::until(&served, "the backlog drained", || {
+        let b = fleet();
+        b["backlog"] == 0 && b["full"] == false && b["cursor"].as_u64() == Some(entries)
+    });
+    consumer_checks(&server, &served.out);
+    let (_, s) = served.stop();
+    // A config that asks more room than the stream gives is refused, naming
+    // the stream and the setting; the scan is whole all the same.
+    let more = config_at(&s, "more", &server.url(), "once_budget_secs = 10\nmax_bytes = 2097152\n");
+    let o = run_once(&s.detectors_with(&[]), &s.path("data"), &s.path("out"), &more);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("fleet: not shipped: the stream SENTINEL_FIRES exists with settings the shipper cannot use: max_bytes 1048576, below the config's max_bytes = 2097152"),
+        "{said}"
+    );
 }
