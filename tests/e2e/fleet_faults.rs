@@ -191,3 +191,38 @@ fn fleet_a_full_stream_holds_the_backlog_back_and_raising_its_limit_drains_it() 
         "{said}"
     );
 }
+
+/// `nats-server`'s store put back to `from` (a server back without the tail
+/// it had acked: a machine crash between its syncs, a restored backup).
+fn put_back(store: &Path, from: &Path) {
+    let _ = std::fs::remove_dir_all(store);
+    let o = std::process::Command::new("cp").arg("-a").arg(from).arg(store).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+}
+
+#[test]
+fn fleet_a_server_back_without_the_tail_it_acked_gets_the_tail_again() {
+    let s = Scratch::new();
+    let store = s.path("nats");
+    let server = NatsServer::start(&store);
+    let port = server.port;
+    let config = config_at(&s, "fleet", &server.url(), "once_budget_secs = 60\n");
+    let detectors = s.detectors_with(&[]);
+    let (data, out) = (data_with(&s, 3), s.path("out"));
+    run_once(&detectors, &data, &out, &config);
+    let then = fire_entries(&out).len() as u64;
+    server.kill9();
+    put_back(&s.path("nats-then"), &store);
+    let server = NatsServer::start_on(&store, port);
+    add_failures(&data, 10, 3);
+    run_once(&detectors, &data, &out, &config);
+    let acked = sentinel_host::fleet::cursor::read(&out);
+    assert!(acked > then, "the second run shipped past {then}");
+    server.kill9();
+    // The server comes back holding only the first run's fires.
+    put_back(&store, &s.path("nats-then"));
+    let server = NatsServer::start_on(&store, port);
+    let o = run_once(&detectors, &data, &out, &config);
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("cursor {acked}, backlog 0")), "{o:?}");
+    consumer_checks(&server, &out);
+}
