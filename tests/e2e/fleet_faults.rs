@@ -76,7 +76,9 @@ fn fleet_a_server_killed_mid_burst_and_restarted_on_its_store_holds_the_log_exac
     c.args(["--once", "--json", "--config"]).arg(&config);
     let mut child = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     // The known point: the server has acked a tenth of the burst.
-    wait_for(900, "a tenth of the burst acked", &mut child, || sentinel_host::fleet::cursor::read(&out) >= (BURST / 10) as u64);
+    wait_for(900, "a tenth of the burst acked", &mut child, || {
+        sentinel_host::fleet::cursor::read(&out) >= (BURST / 10) as u64
+    });
     let killed_at = sentinel_host::fleet::cursor::read(&out);
     server.kill9();
     let server = NatsServer::start_on(&store, port);

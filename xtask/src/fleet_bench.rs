@@ -98,7 +98,12 @@ fn ship(setup: &Setup<'_>, out: &Path, limits: &str, in_flight: usize, fires: us
     }
     drop(server);
     let stored = dir_bytes(&store.join("jetstream/$G/streams/SENTINEL_FIRES"));
-    Ok(Ship { in_flight, ship_s, fires_per_s: fires as f64 / ship_s, stored_bytes_per_fire: stored as f64 / fires as f64 })
+    Ok(Ship {
+        in_flight,
+        ship_s,
+        fires_per_s: fires as f64 / ship_s,
+        stored_bytes_per_fire: stored as f64 / fires as f64,
+    })
 }
 
 /// `count` failed tool calls in one transaction (one fire each).

@@ -105,7 +105,9 @@ async fn chunk_out(
     for (done, (seq, ack)) in pending.into_iter().enumerate() {
         let ack = match ack.await {
             Ok(ack) if ack.stream == FIRES_STREAM => ack,
-            Ok(ack) => return (done, Some(FleetError::server("a publish", format!("stored in {} instead", ack.stream)))),
+            Ok(ack) => {
+                return (done, Some(FleetError::server("a publish", format!("stored in {} instead", ack.stream))));
+            }
             Err(err) => return (done, Some(refused(seq, &err))),
         };
         if ack.duplicate {

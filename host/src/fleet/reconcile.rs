@@ -39,9 +39,17 @@ pub async fn position(out: &Path, fires: &stream::Stream, subject: &str) -> Resu
     }
     if entry.seq != local {
         if entry.seq > local {
-            tracing::info!(cursor = local, server = entry.seq, "the server holds fires past the cursor: moving up to it");
+            tracing::info!(
+                cursor = local,
+                server = entry.seq,
+                "the server holds fires past the cursor: moving up to it"
+            );
         } else {
-            tracing::warn!(cursor = local, server = entry.seq, "the server lost fires it had acked: sending them again");
+            tracing::warn!(
+                cursor = local,
+                server = entry.seq,
+                "the server lost fires it had acked: sending them again"
+            );
         }
         if let Err(e) = cursor::store(out, entry.seq) {
             tracing::warn!(error = %e, "cannot store the fleet cursor");
