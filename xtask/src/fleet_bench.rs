@@ -57,6 +57,11 @@ pub fn run(setup: &Setup<'_>, in_flights: &[usize]) -> Result<FleetLoad> {
         std::fs::remove_dir_all(work).with_context(|| format!("cannot clear {}", work.display()))?;
     }
     let (data, out) = (work.join("data"), work.join("out"));
+    // tool_error alone: one fire per failed call, nothing else loaded.
+    let detectors = work.join("detectors");
+    std::fs::create_dir_all(&detectors)?;
+    std::fs::copy(setup.detectors.join("tool_error.wasm"), detectors.join("tool_error.wasm"))
+        .context("tool_error.wasm is built (cargo xtask build-detectors)")?;
     failures(&data, setup.fires)?;
     let limits = format!("[limits]\nfires_per_scan = {}\n", 2 * setup.fires);
     let plain = write(work, "plain.toml", &limits)?;
@@ -137,9 +142,16 @@ fn run_once(setup: &Setup<'_>, data: &Path, out: &Path, config: &Path) -> Result
 
 /// `run --once`: what it said on stderr.
 fn run_once_said(setup: &Setup<'_>, data: &Path, out: &Path, config: &Path) -> Result<String> {
+    // Outside the repository (an output folder in it is refused), the key
+    // and the component cache beside it, never in the user's folders.
+    let work = setup.work;
     let o = Command::new(setup.host)
         .args(["run", "--once", "--json", "--detectors"])
-        .arg(setup.detectors)
+        .arg(work.join("detectors"))
+        .arg("--key-file")
+        .arg(work.join("key/bench.ed25519"))
+        .arg("--cache-dir")
+        .arg(work.join("cache"))
         .arg("--data-dir")
         .arg(data)
         .arg("--out")

@@ -538,16 +538,18 @@ const FLEET_IN_FLIGHT: [usize; 2] = [1, 64];
 fn bench_fleet(root: &Path, no_write: bool) -> Result<()> {
     ensure_debian_tool("nats-server", "nats-server", "the fleet bench ships to a local one")?;
     build_detectors(root)?;
+    // The same packages as the runner's build, so their features (and the
+    // release artifacts) are shared.
     step(
-        "cargo build --release -p sentinel-host --bin sentinel-host",
-        cargo(root).args(["build", "--release", "-p", "sentinel-host", "--bin", "sentinel-host"]),
+        "cargo build --release (host)",
+        cargo(root).args(["build", "--release", "-p", "sentinel-host", "-p", "sentinel-bench", "--bin", "sentinel-host"]),
     )?;
     eprintln!("==> fleet: {FLEET_FIRES} fires to a local nats-server");
     let host = root.join("target/release/sentinel-host");
     let setup = fleet_bench::Setup {
         host: &host,
         detectors: &root.join("detectors"),
-        work: &root.join("target/bench/fleet"),
+        work: &std::env::temp_dir().join("sentinel-fleet-bench"),
         fires: FLEET_FIRES,
     };
     let result = fleet_bench::run(&setup, &FLEET_IN_FLIGHT)?;
