@@ -307,3 +307,36 @@ impl FleetLoad {
             .with_context(|| format!("cannot write {}", json.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fleet_result_lands_between_its_markers_and_joins_the_json_without_dropping_it() {
+        let dir = std::env::temp_dir().join(format!("fleet-bench-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (md, json) = (dir.join("b.md"), dir.join("b.json"));
+        std::fs::write(&md, format!("intro\n{BEGIN}\nold\n{END}\noutro\n")).unwrap();
+        std::fs::write(&json, r#"{"sizes": []}"#).unwrap();
+        let ship = Ship { in_flight: 1, ship_s: 2.0, fires_per_s: 5000.0, stored_bytes_per_fire: 652.0 };
+        let r = FleetLoad {
+            date: "2026-12-03".into(),
+            git: "abc".into(),
+            nats_server: "v2.9.10".into(),
+            fires: 10_000,
+            payload_bytes_per_fire: 496.0,
+            ships: vec![ship],
+        };
+        r.write(&md, &json).unwrap();
+        let doc = std::fs::read_to_string(&md).unwrap();
+        assert!(doc.starts_with(&format!("intro\n{BEGIN}\n")) && doc.ends_with(&format!("{END}\noutro\n")), "{doc}");
+        assert!(doc.contains("| 1 | 2.0 | 5000 | 652 |") && !doc.contains("old"), "{doc}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(
+            (v["sizes"].clone(), v[JSON_KEY]["ships"][0]["firesPerS"].as_f64()),
+            (serde_json::json!([]), Some(5000.0))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

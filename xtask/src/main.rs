@@ -542,7 +542,16 @@ fn bench_fleet(root: &Path, no_write: bool) -> Result<()> {
     // release artifacts) are shared.
     step(
         "cargo build --release (host)",
-        cargo(root).args(["build", "--release", "-p", "sentinel-host", "-p", "sentinel-bench", "--bin", "sentinel-host"]),
+        cargo(root).args([
+            "build",
+            "--release",
+            "-p",
+            "sentinel-host",
+            "-p",
+            "sentinel-bench",
+            "--bin",
+            "sentinel-host",
+        ]),
     )?;
     eprintln!("==> fleet: {FLEET_FIRES} fires to a local nats-server");
     let host = root.join("target/release/sentinel-host");
