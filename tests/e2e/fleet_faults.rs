@@ -1,7 +1,12 @@
 //! The fleet shipper's faults against a real `nats-server` on loopback
-//! (issue 36's cases 2, 3, 4 and 6; docs/fleet.md): after each, the
-//! independent consumer (`fleet_consumer.py`) finds exactly one message
-//! per fire, chained, the last one the local head.
+//! (issue 36's cases 2, 3, 4 and 6, and a server back without the tail it
+//! acked; docs/fleet.md): after each, the independent consumer
+//! (`fleet_consumer.py`) finds exactly one message per fire, chained, the
+//! last one the local head (or, while the stream is full, an exact prefix).
+//! It owns the faults and their known points (the cursor file, the
+//! debug-build rendezvous, `/v1/fleet`); never a timer where a state can be
+//! polled (the one sleep is the duplicate window itself, while the server
+//! is down).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
