@@ -16,14 +16,18 @@ use crate::support::*;
 const HANG: Duration = Duration::from_secs(120);
 
 /// `nats-server -js -sd DIR -a 127.0.0.1 -p PORT`, killed when dropped.
-struct NatsServer {
+pub(crate) struct NatsServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl NatsServer {
-    fn start(store: &Path) -> NatsServer {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    pub(crate) fn start(store: &Path) -> NatsServer {
+        NatsServer::start_on(store, free_port())
+    }
+
+    /// On `port` (a restart on the same store and port).
+    pub(crate) fn start_on(store: &Path, port: u16) -> NatsServer {
         let child = Command::new("nats-server")
             .args(["-js", "-sd"])
             .arg(store)
@@ -40,9 +44,20 @@ impl NatsServer {
         NatsServer { child, port }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
+
+    /// `kill -9`: nothing flushed, nothing said to the clients.
+    pub(crate) fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+/// A loopback port nothing listens on (now).
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Drop for NatsServer {
@@ -54,13 +69,18 @@ impl Drop for NatsServer {
 
 /// A config file whose `[fleet]` points at `server`.
 fn fleet_config(s: &Scratch, name: &str, server: &NatsServer) -> PathBuf {
+    config_at(s, name, &server.url(), "once_budget_secs = 60\n")
+}
+
+/// A config file whose `[fleet]` points at `url`, with `extra` lines in it.
+pub(crate) fn config_at(s: &Scratch, name: &str, url: &str, extra: &str) -> PathBuf {
     let path = s.path(&format!("{name}.toml"));
-    std::fs::write(&path, format!("[fleet]\nnats = \"{}\"\nonce_budget_secs = 60\n", server.url())).unwrap();
+    std::fs::write(&path, format!("[fleet]\nnats = \"{url}\"\n{extra}")).unwrap();
     path
 }
 
 /// `count` failed tool calls numbered from `from`: one fire each.
-fn add_failures(data: &Path, from: usize, count: usize) {
+pub(crate) fn add_failures(data: &Path, from: usize, count: usize) {
     for i in from..from + count {
         let out = format!("no layer {i} in /p{i}");
         datagen::insert_activity(data, &Activity::failed(&format!("m{i}"), 1_000 + i as i64, "t1", "Bash", &out))
@@ -68,7 +88,7 @@ fn add_failures(data: &Path, from: usize, count: usize) {
     }
 }
 
-fn run_once(detectors: &Path, data: &Path, out: &Path, config: &Path) -> std::process::Output {
+pub(crate) fn run_once(detectors: &Path, data: &Path, out: &Path, config: &Path) -> std::process::Output {
     let mut c = run_command(detectors, data, out);
     c.args(["--once", "--json", "--config"]).arg(config);
     let o = run_within(c, Duration::from_secs(300));
@@ -76,19 +96,25 @@ fn run_once(detectors: &Path, data: &Path, out: &Path, config: &Path) -> std::pr
     o
 }
 
-fn subject(out: &Path) -> String {
+pub(crate) fn subject(out: &Path) -> String {
     let first = fire_entries(out)[0]["hash"].as_str().unwrap().to_owned();
     format!("sentinel.fires.{}", &first[..16])
 }
 
 /// The independent consumer's verdict on `out`'s subject.
-fn consumer_checks(server: &NatsServer, out: &Path) {
+pub(crate) fn consumer_checks(server: &NatsServer, out: &Path) {
+    consumer_checks_prefix(server, out, None)
+}
+
+/// The same, the stream holding exactly the log's first `prefix` entries.
+pub(crate) fn consumer_checks_prefix(server: &NatsServer, out: &Path, prefix: Option<u64>) {
     let python = root().join("target/toolchains/nats-py/bin/python");
     let o = Command::new(&python)
         .arg(root().join("tests/e2e/fleet_consumer.py"))
         .arg(server.url())
         .arg(subject(out))
         .arg(out)
+        .args(prefix.map(|n| n.to_string()))
         .output()
         .unwrap_or_else(|e| panic!("{}: {e} (cargo xtask test makes the venv)", python.display()));
     let text = String::from_utf8_lossy(&o.stdout);

@@ -1,13 +1,15 @@
 """An independent consumer of SENTINEL_FIRES (nats-py, not the shipper's client).
 
-Usage: fleet_consumer.py NATS_URL SUBJECT OUT_DIR
+Usage: fleet_consumer.py NATS_URL SUBJECT OUT_DIR [PREFIX]
 
 Reads every message of the stream on SUBJECT and checks it against the fire
 log exported in OUT_DIR (fires-*.ndjson): exactly one message per fire, the
 Nats-Msg-Id of each equal to its entry's hash and unique, each payload's
 `prev` the previous payload's `hash` (64 zeros first), the payloads equal to
-the local entries, and the last one the local head. Prints `ok N` or the
-first difference, exit 1.
+the local entries, and the last one the local head. With PREFIX, the
+stream must hold exactly the log's first PREFIX entries (a shipper held
+back: nothing dropped, nothing out of order). Prints `ok N` or the first
+difference, exit 1.
 """
 import asyncio
 import glob
@@ -46,6 +48,8 @@ def main():
     url, subject, out = sys.argv[1:4]
     got = asyncio.run(stream_entries(url, subject))
     local = local_entries(out)
+    if len(sys.argv) > 4:
+        local = local[: int(sys.argv[4])]
     ids = [i for i, _ in got]
     if len(set(ids)) != len(ids):
         sys.exit(f"duplicate message ids on {subject}")

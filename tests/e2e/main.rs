@@ -9,6 +9,8 @@ mod daemon;
 mod fast_path;
 mod fire_cap;
 mod fleet;
+mod fleet_faults;
+mod fleet_proxy;
 mod health;
 mod hostile;
 mod hostile_data;

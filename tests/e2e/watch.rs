@@ -115,8 +115,12 @@ pub(crate) fn serve_with(s: Scratch, vars: &[(&str, &str)], args: &[&str]) -> Se
     let stderr = s.path("stderr.log");
     let mut cmd = serve_command(&s, args);
     cmd.envs(vars.iter().copied());
-    let mut child =
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&stderr).unwrap()).spawn().unwrap();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(s.path("stdout.log")).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
     let mut base = String::new();
     wait_for(60, "the startup line with the bound address", &mut child, || {
         let log = std::fs::read_to_string(&stderr).unwrap_or_default();

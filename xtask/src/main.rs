@@ -21,6 +21,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use xtask::{datagen, dist, guest, lints};
 
+mod fleet_bench;
 mod package_test;
 mod pyvenv;
 mod schemathesis;
@@ -96,6 +97,9 @@ enum Cmd {
         /// Print the results only; leave docs/ as it is.
         #[arg(long)]
         no_write: bool,
+        /// Only the fleet part: 100 000 fires shipped to a local nats-server.
+        #[arg(long)]
+        fleet_only: bool,
     },
 }
 
@@ -157,7 +161,11 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}\n{}", made.deb.display(), made.tarball.display());
         }
         Cmd::PackageTest { profile } => package_test::run(&root, &profile)?,
-        Cmd::Bench { sizes, reps, no_write } => bench(&root, sizes, reps, no_write)?,
+        Cmd::Bench { no_write, fleet_only: true, .. } => bench_fleet(&root, no_write)?,
+        Cmd::Bench { sizes, reps, no_write, fleet_only: false } => {
+            bench(&root, sizes, reps, no_write)?;
+            bench_fleet(&root, no_write)?
+        }
     }
     Ok(())
 }
@@ -533,6 +541,45 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
     }
     step("sentinel-watch-load", &mut load)?;
     step("sentinel-fire-latency", &mut latency)
+}
+
+/// Fires the fleet bench ships, and the `in_flight` values it tries.
+const FLEET_FIRES: usize = 100_000;
+const FLEET_IN_FLIGHT: [usize; 2] = [1, 64];
+
+/// `cargo xtask bench`'s fleet part (docs/benchmarks.md, docs/fleet.md).
+fn bench_fleet(root: &Path, no_write: bool) -> Result<()> {
+    ensure_debian_tool("nats-server", "nats-server", "the fleet bench ships to a local one")?;
+    build_detectors(root)?;
+    // The same packages as the runner's build, so their features (and the
+    // release artifacts) are shared.
+    step(
+        "cargo build --release (host)",
+        cargo(root).args([
+            "build",
+            "--release",
+            "-p",
+            "sentinel-host",
+            "-p",
+            "sentinel-bench",
+            "--bin",
+            "sentinel-host",
+        ]),
+    )?;
+    eprintln!("==> fleet: {FLEET_FIRES} fires to a local nats-server");
+    let host = root.join("target/release/sentinel-host");
+    let setup = fleet_bench::Setup {
+        host: &host,
+        detectors: &root.join("detectors"),
+        work: &std::env::temp_dir().join("sentinel-fleet-bench"),
+        fires: FLEET_FIRES,
+    };
+    let result = fleet_bench::run(&setup, &FLEET_IN_FLIGHT)?;
+    print!("{}", result.markdown());
+    if !no_write {
+        result.write(&root.join("docs/benchmarks.md"), &root.join("docs/benchmarks.json"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod commands;
 mod community;
 mod duration;
 mod exit;
+mod fleet_line;
 mod generate;
 mod progress;
 mod render;

@@ -181,12 +181,32 @@ pub(crate) fn start_watch(
 }
 
 pub(crate) fn print_report(report: &sentinel_host::ScanReport, json: bool) -> anyhow::Result<()> {
+    print_summary(report, json, None)
+}
+
+/// The summary of a scan, with the fleet's figures when `[fleet]` ships
+/// (the long-running mode): a last line in the text, a `fleet` member in
+/// the JSON.
+fn print_summary(
+    report: &sentinel_host::ScanReport,
+    json: bool,
+    fleet: Option<sentinel_host::fleet::StatsView>,
+) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
-    if json {
+    if let (true, Some(f)) = (json, fleet) {
+        let mut v = serde_json::to_value(report).context("cannot render the summary as JSON")?;
+        if let Some(map) = v.as_object_mut() {
+            map.insert("fleet".into(), serde_json::to_value(f).context("cannot render the fleet's figures")?);
+        }
+        writeln!(stdout, "{}", render::json(&v).context("cannot render the summary as JSON")?)?;
+    } else if json {
         writeln!(stdout, "{}", render::json(report).context("cannot render the summary as JSON")?)?;
     } else {
         write!(stdout, "{}", render::human(report))?;
+        if let Some(f) = fleet {
+            writeln!(stdout, "{}", crate::fleet_line::line(&f, crate::duration::now_ms()))?;
+        }
     }
     stdout.flush()?;
     Ok(())
@@ -218,6 +238,7 @@ pub(crate) fn run_long(
     tell_key_notice(&mut sentinel);
     // Beside the scan, never in its commit: a fire never waits on the network.
     let fleet_stats = Arc::new(sentinel_host::fleet::Stats::default());
+    let summary_fleet = fleet.is_some().then(|| Arc::clone(&fleet_stats));
     let _shipper = fleet
         .map(|cfg| sentinel_host::fleet::Shipper::start(sentinel.out_dir().to_owned(), cfg, Arc::clone(&fleet_stats)));
     let sharer = community
@@ -259,7 +280,7 @@ pub(crate) fn run_long(
                     loaded = report.detectors.iter().filter(|d| d.load == Some(LoadKind::Loaded)).count(),
                     "scan done"
                 );
-                if let Err(e) = print_report(&report, args.json) {
+                if let Err(e) = print_summary(&report, args.json, summary_fleet.as_ref().map(|f| f.view())) {
                     tracing::warn!(error = %e, "cannot print the summary");
                 }
                 true

@@ -675,15 +675,18 @@ pub struct FleetConfig {
     /// A file holding the NATS auth token (never the token in the config).
     #[serde(default)]
     pub token_file: Option<PathBuf>,
-    /// `SENTINEL_FIRES`' duplicate window, seconds.
-    #[serde(default = "FleetConfig::default_duplicate_window")]
-    pub duplicate_window_secs: u64,
-    /// `SENTINEL_FIRES`' `max_age`, seconds (0: kept for ever).
+    /// `SENTINEL_FIRES`' duplicate window, seconds (120 when left out).
+    /// Each of the three limits, when set, is also what an existing stream
+    /// must give at least (docs/fleet.md); left out, the stream's is taken.
     #[serde(default)]
-    pub max_age_secs: u64,
-    /// `SENTINEL_FIRES`' `max_bytes` (-1: no limit); full, it refuses (`discard: new`).
-    #[serde(default = "FleetConfig::no_limit")]
-    pub max_bytes: i64,
+    pub duplicate_window_secs: Option<u64>,
+    /// `SENTINEL_FIRES`' `max_age`, seconds (0: kept for ever, the default).
+    #[serde(default)]
+    pub max_age_secs: Option<u64>,
+    /// `SENTINEL_FIRES`' `max_bytes` (-1: no limit, the default); full, it
+    /// refuses (`discard: new`).
+    #[serde(default)]
+    pub max_bytes: Option<i64>,
     /// Publishes awaiting their ack at most.
     #[serde(default = "FleetConfig::default_in_flight")]
     pub in_flight: usize,
@@ -698,19 +701,15 @@ impl FleetConfig {
         FleetConfig {
             nats: nats.into(),
             token_file,
-            duplicate_window_secs: Self::default_duplicate_window(),
-            max_age_secs: 0,
-            max_bytes: Self::no_limit(),
+            duplicate_window_secs: None,
+            max_age_secs: None,
+            max_bytes: None,
             in_flight: Self::default_in_flight(),
             once_budget_secs: Self::default_once_budget(),
         }
     }
-    fn default_duplicate_window() -> u64 {
-        120
-    }
-    fn no_limit() -> i64 {
-        -1
-    }
+    /// The duplicate window a new `SENTINEL_FIRES` gets, seconds.
+    pub const DEFAULT_DUPLICATE_WINDOW: u64 = 120;
     fn default_in_flight() -> usize {
         1
     }

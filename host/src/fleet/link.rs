@@ -6,8 +6,10 @@
 //! `max_bytes`, `discard: new`) and `SENTINEL_HEADS` (`sentinel.heads.>`, a
 //! few heads per subject) are created when missing; an existing one is used
 //! when compatible (same subjects, file storage, limits retention, a
-//! duplicate window) and refused otherwise with [`FleetError::Incompatible`]
-//! naming the stream and the setting. It never reads the fire log.
+//! duplicate window, and at least each limit the config sets: see
+//! [`compatible`]) and refused otherwise with [`FleetError::Incompatible`]
+//! naming the stream and the setting. It never changes an existing stream
+//! (its limits are the operator's) and never reads the fire log.
 
 use std::time::Duration;
 
@@ -27,10 +29,16 @@ pub enum FleetError {
     Token { path: std::path::PathBuf, source: std::io::Error },
     #[error("cannot connect to {url}")]
     Connect { url: String, source: async_nats::ConnectError },
-    #[error("the stream {stream} exists with settings the shipper cannot use: {setting}")]
+    #[error(
+        "the stream {stream} exists with settings the shipper cannot use: {setting} (edit the stream, or the [fleet] config)"
+    )]
     Incompatible { stream: &'static str, setting: String },
     #[error("JetStream refused {what}: {message}")]
     Server { what: &'static str, message: String },
+    #[error("no ack for the publish of entry {seq}")]
+    NoAck { seq: u64 },
+    #[error("JetStream refused entry {seq}: the stream is full ({message}); the backlog waits for room")]
+    Full { seq: u64, message: String },
     #[error("the server's last message on {subject} (seq {seq}) is not this log's entry {seq}")]
     Diverged { subject: String, seq: u64 },
     #[error("cannot read the fire log")]
@@ -73,9 +81,11 @@ fn fires_config(cfg: &FleetConfig) -> stream::Config {
         storage: stream::StorageType::File,
         retention: stream::RetentionPolicy::Limits,
         discard: stream::DiscardPolicy::New,
-        duplicate_window: Duration::from_secs(cfg.duplicate_window_secs.max(1)),
-        max_age: Duration::from_secs(cfg.max_age_secs),
-        max_bytes: cfg.max_bytes,
+        duplicate_window: Duration::from_secs(
+            cfg.duplicate_window_secs.unwrap_or(FleetConfig::DEFAULT_DUPLICATE_WINDOW).max(1),
+        ),
+        max_age: Duration::from_secs(cfg.max_age_secs.unwrap_or(0)),
+        max_bytes: cfg.max_bytes.unwrap_or(-1),
         ..Default::default()
     }
 }
@@ -95,6 +105,7 @@ fn heads_config() -> stream::Config {
 /// the fires stream (for the reconcile's direct get).
 pub async fn ensure_streams(js: &jetstream::Context, cfg: &FleetConfig) -> Result<stream::Stream, FleetError> {
     let fires = ensure(js, FIRES_STREAM, fires_config(cfg)).await?;
+    limits_hold(FIRES_STREAM, cfg, &fires.cached_info().config)?;
     ensure(js, HEADS_STREAM, heads_config()).await?;
     Ok(fires)
 }
@@ -109,8 +120,38 @@ async fn ensure(
     Ok(got)
 }
 
+/// Each limit `[fleet]` sets is a floor an existing stream must reach: a
+/// duplicate window as long (a resend inside it is stored once), a
+/// `max_age` as long or none (fires kept as long as the config says), a
+/// `max_bytes` as large or none (room as the config says). A limit left out
+/// of the config takes the stream's.
+pub fn limits_hold(stream: &'static str, cfg: &FleetConfig, got: &stream::Config) -> Result<(), FleetError> {
+    let bad = |setting: String| Err(FleetError::Incompatible { stream, setting });
+    if let Some(w) = cfg.duplicate_window_secs
+        && got.duplicate_window < Duration::from_secs(w.max(1))
+    {
+        let has = got.duplicate_window.as_secs();
+        return bad(format!("duplicate window {has}s, shorter than the config's duplicate_window_secs = {w}"));
+    }
+    if let Some(age) = cfg.max_age_secs
+        && !got.max_age.is_zero()
+        && (age == 0 || got.max_age < Duration::from_secs(age))
+    {
+        let has = got.max_age.as_secs();
+        return bad(format!("max_age {has}s, shorter than the config's max_age_secs = {age} (0: for ever)"));
+    }
+    if let Some(bytes) = cfg.max_bytes
+        && got.max_bytes >= 0
+        && (bytes < 0 || got.max_bytes < bytes)
+    {
+        let has = got.max_bytes;
+        return bad(format!("max_bytes {has}, below the config's max_bytes = {bytes} (-1: no limit)"));
+    }
+    Ok(())
+}
+
 /// An existing stream is used when it takes our subjects, keeps them on
-/// file under limits, and deduplicates; its limits are the operator's.
+/// file under limits, and deduplicates.
 pub fn compatible(stream: &'static str, want: &stream::Config, got: &stream::Config) -> Result<(), FleetError> {
     let bad = |setting: String| Err(FleetError::Incompatible { stream, setting });
     if !want.subjects.iter().all(|s| got.subjects.contains(s)) {
@@ -142,5 +183,30 @@ mod tests {
         assert!(err.contains("SENTINEL_FIRES") && err.contains("Memory"), "{err}");
         let other = stream::Config { subjects: vec!["other.>".into()], ..want.clone() };
         assert!(compatible(FIRES_STREAM, &want, &other).unwrap_err().to_string().contains("other.>"));
+    }
+
+    fn fleet(extra: &str) -> FleetConfig {
+        toml::from_str(&format!("nats = \"nats://127.0.0.1:1\"\n{extra}")).unwrap()
+    }
+
+    #[test]
+    fn a_stream_short_of_a_limit_the_config_sets_is_refused_naming_it_and_one_left_out_takes_the_streams() {
+        let stream = fires_config(&fleet("duplicate_window_secs = 60\nmax_age_secs = 3600\nmax_bytes = 4096"));
+        // Left out of the config: whatever the stream has.
+        assert!(limits_hold(FIRES_STREAM, &fleet(""), &stream).is_ok());
+        // As much, or more (none is more), is used.
+        assert!(limits_hold(FIRES_STREAM, &fleet("max_bytes = 4096\nmax_age_secs = 3600"), &stream).is_ok());
+        let open = stream::Config { max_bytes: -1, max_age: Duration::ZERO, ..stream.clone() };
+        assert!(limits_hold(FIRES_STREAM, &fleet("max_bytes = 1000000\nmax_age_secs = 0"), &open).is_ok());
+        for (config, named) in [
+            ("duplicate_window_secs = 120", "duplicate window 60s"),
+            ("max_age_secs = 7200", "max_age 3600s"),
+            ("max_age_secs = 0", "max_age 3600s"),
+            ("max_bytes = 8192", "max_bytes 4096"),
+            ("max_bytes = -1", "max_bytes 4096"),
+        ] {
+            let err = limits_hold(FIRES_STREAM, &fleet(config), &stream).unwrap_err().to_string();
+            assert!(err.contains("SENTINEL_FIRES") && err.contains(named), "{config}: {err}");
+        }
     }
 }

@@ -46,6 +46,8 @@ pub struct Stats {
     head: AtomicU64,
     last_ack_ms: AtomicI64,
     duplicates: AtomicU64,
+    resent: AtomicU64,
+    full: AtomicBool,
     bytes: AtomicU64,
 }
 
@@ -65,6 +67,11 @@ pub struct StatsView {
     pub last_ack_ms: i64,
     /// Publishes the server reported as duplicates (retries it absorbed).
     pub duplicates: u64,
+    /// Publishes sent again because their ack did not come.
+    pub resent: u64,
+    /// The stream refused the last publish as full (`discard: new`): the
+    /// shipper backs off and the backlog waits for room.
+    pub full: bool,
     /// Payload bytes published since this start.
     pub bytes: u64,
 }
@@ -79,6 +86,8 @@ impl Stats {
             backlog: self.head.load(Ordering::SeqCst).saturating_sub(cursor),
             last_ack_ms: self.last_ack_ms.load(Ordering::SeqCst),
             duplicates: self.duplicates.load(Ordering::SeqCst),
+            resent: self.resent.load(Ordering::SeqCst),
+            full: self.full.load(Ordering::SeqCst),
             bytes: self.bytes.load(Ordering::SeqCst),
         }
     }
@@ -153,6 +162,7 @@ fn ship(out: &Path, cfg: &FleetConfig, stats: &Stats, stop: &AtomicBool, until: 
     let mut backoff = POLL;
     loop {
         local_figures(out, stats);
+        let acks_before = stats.last_ack_ms.load(Ordering::SeqCst);
         let session = session(out, cfg, stats, stop, until);
         let result = match until {
             Until::Caught(at) => rt
@@ -165,8 +175,13 @@ fn ship(out: &Path, cfg: &FleetConfig, stats: &Stats, stop: &AtomicBool, until: 
             Ok(_) => return Ok(()),
             Err(e) if e.is_permanent() => return Err(e),
             Err(e) => {
+                stats.full.store(matches!(e, FleetError::Full { .. }), Ordering::SeqCst);
                 tracing::warn!(error = %crate::base::errors::error_chain(&e), "fleet session ended; trying again")
             }
+        }
+        // A session that shipped something starts the back-off over.
+        if stats.last_ack_ms.load(Ordering::SeqCst) != acks_before {
+            backoff = POLL;
         }
         if !pause(backoff, stop, until) {
             return Ok(());

@@ -3,10 +3,13 @@
 //! It owns [`position`]: at the start of every session (the first, after
 //! an outage, after a crash) it fetches the last message on this install's
 //! subject. Its payload is a fire entry; when its hash is this log's entry
-//! at that `seq`, the server is ahead of (or level with) the cursor, so the
-//! cursor moves up to it and nothing acked before a crash is sent again,
-//! whatever the duplicate window; when the subject is empty the cursor is
-//! taken as is. A last message that is not this log's entry is
+//! at that `seq`, the server's word is where the session starts: ahead of
+//! the cursor (a crash between an ack and the cursor), the cursor moves up
+//! and nothing acked before is sent again, whatever the duplicate window;
+//! behind it (a server back from a crash, or a restored store, without the
+//! tail it once acked), the cursor moves down and the tail is sent again,
+//! so the stream has no gap. When the subject is empty (never shipped, or
+//! every message aged out) the cursor is taken as is. A last message that is not this log's entry is
 //! [`FleetError::Diverged`]: the shipper stops rather than ship a second
 //! history. It never publishes.
 
@@ -34,11 +37,23 @@ pub async fn position(out: &Path, fires: &stream::Stream, subject: &str) -> Resu
     if view.fire_hash(entry.seq)?.as_deref() != Some(entry.hash.as_str()) {
         return Err(diverged());
     }
-    if entry.seq > local {
-        tracing::info!(cursor = local, server = entry.seq, "the server holds fires past the cursor: moving up to it");
+    if entry.seq != local {
+        if entry.seq > local {
+            tracing::info!(
+                cursor = local,
+                server = entry.seq,
+                "the server holds fires past the cursor: moving up to it"
+            );
+        } else {
+            tracing::warn!(
+                cursor = local,
+                server = entry.seq,
+                "the server lost fires it had acked: sending them again"
+            );
+        }
         if let Err(e) = cursor::store(out, entry.seq) {
             tracing::warn!(error = %e, "cannot store the fleet cursor");
         }
     }
-    Ok(entry.seq.max(local))
+    Ok(entry.seq)
 }
