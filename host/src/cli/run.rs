@@ -222,14 +222,7 @@ pub(crate) fn run_long(
     line: Option<Arc<progress::Line>>,
     listen: Option<WatchSetup>,
 ) -> anyhow::Result<u8> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, exit::INTERNAL.into(), Arc::clone(&stop))
-            .context("cannot install the signal handlers")?;
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handlers")?;
-    }
-    opts.stop = Some(stop);
+    opts.stop = Some(stop_on_signals()?);
     let interval = Duration::from_secs(args.interval);
     let fleet = opts.config.fleet.clone();
     let community = opts.config.community_server().map(|cfg| (cfg, opts.key_file.clone()));
@@ -269,17 +262,7 @@ pub(crate) fn run_long(
                 if let Some(s) = sharer.as_ref().filter(|_| report.issues.counted > 0) {
                     s.nudge();
                 }
-                tracing::info!(
-                    scan = scans,
-                    unchanged = report.unchanged_since.is_some(),
-                    counted = report.issues.counted,
-                    new_issues = report.issues.new_issues,
-                    total_issues = report.issues.total_issues,
-                    failed_detectors = report.failed_detectors(),
-                    elapsed_ms = report.elapsed_ms,
-                    loaded = report.detectors.iter().filter(|d| d.load == Some(LoadKind::Loaded)).count(),
-                    "scan done"
-                );
+                log_scan(scans, &report);
                 if let Err(e) = print_summary(&report, args.json, summary_fleet.as_ref().map(|f| f.view())) {
                     tracing::warn!(error = %e, "cannot print the summary");
                 }
@@ -310,13 +293,45 @@ pub(crate) fn run_long(
     if let Some(e) = fatal {
         return Err(e);
     }
+    log_end(&end, scans);
+    Ok(exit::OK)
+}
+
+fn log_end(end: &sentinel_host::core::daemon::LoopEnd, scans: u64) {
     match end {
         sentinel_host::core::daemon::LoopEnd::StoppedMidScan => {
             tracing::info!(scans, "stopped during a scan: it committed nothing, the next run reads its records again")
         }
         _ => tracing::info!(scans, "stopped"),
     }
-    Ok(exit::OK)
+}
+
+/// The stop flag SIGINT and SIGTERM raise; a second signal exits at once
+/// with [`exit::INTERNAL`].
+fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, exit::INTERNAL.into(), Arc::clone(&stop))
+            .context("cannot install the signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handlers")?;
+    }
+    Ok(stop)
+}
+
+/// One log line per scan of the long-running mode.
+fn log_scan(scans: u64, report: &sentinel_host::ScanReport) {
+    tracing::info!(
+        scan = scans,
+        unchanged = report.unchanged_since.is_some(),
+        counted = report.issues.counted,
+        new_issues = report.issues.new_issues,
+        total_issues = report.issues.total_issues,
+        failed_detectors = report.failed_detectors(),
+        elapsed_ms = report.elapsed_ms,
+        loaded = report.detectors.iter().filter(|d| d.load == Some(LoadKind::Loaded)).count(),
+        "scan done"
+    );
 }
 
 /// Watches the fast sentinels' directories, when the config binds any: a

@@ -128,39 +128,7 @@ impl Ledger {
         let exported = continued::checked_before_creating(dir, existed)?;
         let mut conn = Connection::open(&db_path).map_err(err("cannot open"))?;
         crate::base::private_fs::restrict(&db_path);
-        if existed {
-            let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
-            if app != APPLICATION_ID {
-                return Err(LedgerError::Foreign { path: db_path });
-            }
-        } else {
-            // Before the first write, which fixes it for the store's life.
-            conn.pragma_update(None, "page_size", PAGE_SIZE).map_err(err("cannot initialise"))?;
-            conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(err("cannot initialise"))?;
-        }
-        // The temporary tables (staging, the tally) keep SQLite's default pages:
-        // a page size set for the store would carry over to them, and with
-        // 64 KiB pages their in-memory journal made a big scan's peak memory
-        // grow by about 32 MiB at 1 M records.
-        conn.pragma_update(Some("temp"), "page_size", TEMP_PAGE_SIZE).map_err(err("cannot initialise"))?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
-        // Occurrence keys are hashes, inserted in random order, so a big scan
-        // touches pages all over the store: a fixed 8 MiB page cache (instead
-        // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
-        conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
-        // A commit never checkpoints inside itself: the scan's commit does it
-        // beside its exports (`checkpoint`).
-        super::export::checkpoint::disable_automatic(&conn).map_err(err("cannot set the checkpoint"))?;
-        conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
-        add_probation_column(&conn).map_err(err("cannot add the probation column"))?;
-        let filled = super::fire_filters::migrate(&mut conn).map_err(err("cannot index the fire log's filters"))?;
-        if filled > 0 {
-            tracing::info!(filled, "the fire log's filter columns were added and filled from its entries");
-        }
-        for suffix in ["-wal", "-shm"] {
-            crate::base::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
-        }
+        configure(&mut conn, dir, &db_path, existed)?;
         let version: Option<i64> = conn
             .query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
             .optional()
@@ -568,6 +536,51 @@ fn add_probation_column(conn: &Connection) -> rusqlite::Result<()> {
         })?;
     if !has {
         conn.execute_batch("ALTER TABLE issues ADD COLUMN probation INTEGER NOT NULL DEFAULT 0")?;
+    }
+    Ok(())
+}
+
+/// The store's settings and schema on a connection just opened: the
+/// application id checked (an existing store) or set (a new one), pages,
+/// journal, sync, cache and checkpoint, the schema and its migrations, and
+/// the store's companions made private.
+fn configure(conn: &mut Connection, dir: &Path, db_path: &Path, existed: bool) -> Result<(), LedgerError> {
+    let err = |action| {
+        let path = db_path.to_owned();
+        move |source| LedgerError::Store { path, action, source }
+    };
+    if existed {
+        let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err("cannot read"))?;
+        if app != APPLICATION_ID {
+            return Err(LedgerError::Foreign { path: db_path.to_owned() });
+        }
+    } else {
+        // Before the first write, which fixes it for the store's life.
+        conn.pragma_update(None, "page_size", PAGE_SIZE).map_err(err("cannot initialise"))?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(err("cannot initialise"))?;
+    }
+    // The temporary tables (staging, the tally) keep SQLite's default pages:
+    // a page size set for the store would carry over to them, and with
+    // 64 KiB pages their in-memory journal made a big scan's peak memory
+    // grow by about 32 MiB at 1 M records.
+    conn.pragma_update(Some("temp"), "page_size", TEMP_PAGE_SIZE).map_err(err("cannot initialise"))?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(err("cannot set WAL mode"))?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(err("cannot set synchronous"))?;
+    // Occurrence keys are hashes, inserted in random order, so a big scan
+    // touches pages all over the store: a fixed 8 MiB page cache (instead
+    // of SQLite's 2 MiB) keeps more of them, and memory stays bounded.
+    conn.pragma_update(None, "cache_size", -8192).map_err(err("cannot set the cache size"))?;
+    // A commit never checkpoints inside itself: the scan's commit does it
+    // beside its exports (`checkpoint`).
+    super::export::checkpoint::disable_automatic(conn).map_err(err("cannot set the checkpoint"))?;
+    conn.execute_batch(SCHEMA).map_err(err("cannot create the schema"))?;
+    add_probation_column(conn).map_err(err("cannot add the probation column"))?;
+    let filled = super::fire_filters::migrate(conn).map_err(err("cannot index the fire log's filters"))?;
+    if filled > 0 {
+        tracing::info!(filled, "the fire log's filter columns were added and filled from its entries");
+    }
+    for suffix in ["-wal", "-shm"] {
+        crate::base::private_fs::restrict(&dir.join(format!("{STORE_FILE}{suffix}")));
     }
     Ok(())
 }

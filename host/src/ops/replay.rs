@@ -101,17 +101,12 @@ fn config_value(v: &Value) -> Option<ConfigValue> {
     })
 }
 
-/// Runs the case at `path` against `detector`. With `bless`, a failing
-/// case's expectation is rewritten with what the detector produced.
-pub fn run_case(
-    runtime: &Runtime,
+/// The detector's config for `case`: each key's default unless the case sets it.
+fn case_config(
     detector: &LoadedDetector,
+    case: &Case,
     path: &Path,
-    bless: bool,
-) -> Result<CaseResult, ReplayError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Read { path: path.to_owned(), source })?;
-    let mut case: Case = serde_json::from_str(&text)
-        .map_err(|e| ReplayError::Invalid { path: path.to_owned(), message: e.to_string() })?;
+) -> Result<Vec<(String, ConfigValue)>, ReplayError> {
     let mut config = Vec::new();
     for key in &detector.descriptor.config {
         let value = match case.config.get(&key.name) {
@@ -131,6 +126,21 @@ pub fn run_case(
             message: format!("config key `{unknown}` is not one of the detector's"),
         });
     }
+    Ok(config)
+}
+
+/// Runs the case at `path` against `detector`. With `bless`, a failing
+/// case's expectation is rewritten with what the detector produced.
+pub fn run_case(
+    runtime: &Runtime,
+    detector: &LoadedDetector,
+    path: &Path,
+    bless: bool,
+) -> Result<CaseResult, ReplayError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Read { path: path.to_owned(), source })?;
+    let mut case: Case = serde_json::from_str(&text)
+        .map_err(|e| ReplayError::Invalid { path: path.to_owned(), message: e.to_string() })?;
+    let config = case_config(detector, &case, path)?;
     let config_text: Vec<String> = config.iter().filter_map(|(_, v)| serde_json::to_string(v).ok()).collect();
     let ctx = ScanContext {
         scan_time_ms: case.scan_time,

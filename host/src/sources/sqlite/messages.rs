@@ -23,6 +23,7 @@
 //! this source's error, never a loop. A view or virtual table standing in for
 //! `messages` is refused ([`super::require_table`]).
 
+use std::collections::VecDeque;
 use std::path::Path;
 
 use super::pages::PagedRead;
@@ -259,6 +260,37 @@ fn push(builder: &mut BatchBuilder, row: &Row) -> Result<(), SourceError> {
     builder.push_row(&cells).map_err(|e| SourceError::Stopped { source_name: "messages".into(), reason: e.to_string() })
 }
 
+/// The rows `kept` pending from before the window: the failed ones into
+/// `builder`, the still pending returned to be followed on.
+fn followed(
+    db: &mut PagedRead<'_>,
+    kept: &[(i64, String)],
+    window_start: i64,
+    path: &Path,
+    (builder, report): (&mut BatchBuilder, &mut SourceReport),
+) -> Result<VecDeque<(i64, String)>, SourceError> {
+    let mut pending = VecDeque::new();
+    if kept.is_empty() {
+        return Ok(pending);
+    }
+    let rows = pending_rows(db, kept, window_start).map_err(|e| SourceError::Read {
+        source_name: "messages".into(),
+        path: path.to_owned(),
+        source: Box::new(e),
+    })?;
+    for (row, outcome) in rows {
+        match outcome {
+            Outcome::Failed if !row.malformed && !row.id.is_empty() => {
+                push(builder, &row)?;
+                report.records += 1;
+            }
+            Outcome::StillPending => pending.push_back((row.at, row.id)),
+            _ => {}
+        }
+    }
+    Ok(pending)
+}
+
 impl Source for MessagesSource {
     fn name(&self) -> &str {
         "messages"
@@ -288,23 +320,10 @@ impl Source for MessagesSource {
         let mut db = PagedRead::open(&path).map_err(read_err)?;
         // Rows pending when last seen, from before the window: the failed
         // ones first (they are the oldest), the still pending kept.
-        let mut pending = std::collections::VecDeque::new();
         let kept = prev.map(|c| c.pending).unwrap_or_default();
-        if !kept.is_empty() {
-            for (row, outcome) in pending_rows(&mut db, &kept, window_start).map_err(read_err)? {
-                match outcome {
-                    Outcome::Failed if !row.malformed && !row.id.is_empty() => {
-                        push(&mut builder, &row)?;
-                        report.records += 1;
-                    }
-                    Outcome::StillPending => pending.push_back((row.at, row.id)),
-                    _ => {}
-                }
-            }
-            if !builder.is_empty() {
-                sink(builder.take())
-                    .map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
-            }
+        let mut pending = followed(&mut db, &kept, window_start, &path, (&mut builder, &mut report))?;
+        if !builder.is_empty() {
+            sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
         }
         let (mut after_at, mut after_id) = (i64::MIN, String::new());
         loop {
