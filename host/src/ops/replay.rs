@@ -102,11 +102,7 @@ fn config_value(v: &Value) -> Option<ConfigValue> {
 }
 
 /// The detector's config for `case`: each key's default unless the case sets it.
-fn case_config(
-    detector: &LoadedDetector,
-    case: &Case,
-    path: &Path,
-) -> Result<Vec<(String, ConfigValue)>, ReplayError> {
+fn case_config(detector: &LoadedDetector, case: &Case, path: &Path) -> Result<Vec<(String, ConfigValue)>, ReplayError> {
     let mut config = Vec::new();
     for key in &detector.descriptor.config {
         let value = match case.config.get(&key.name) {
