@@ -10,14 +10,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use xtask::datagen::{self, Activity};
 
+use crate::fleet::NatsServer;
 use crate::support::*;
 
 /// A bound on a hang, never a threshold a loaded machine could miss.
@@ -27,39 +28,6 @@ const W49: i64 = 1_796_119_200_000;
 const WEEK_MS: i64 = 7 * 86_400_000;
 /// The bot's name in bots.json; it must never leave.
 const BOT: &str = "Wilhelmina";
-
-/// `nats-server -js` on a free loopback port, killed when dropped.
-struct NatsServer {
-    child: Child,
-    port: u16,
-}
-
-impl NatsServer {
-    fn start(store: &Path) -> NatsServer {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new("nats-server")
-            .args(["-js", "-sd"])
-            .arg(store)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server is installed (cargo xtask test installs it)");
-        let until = Instant::now() + HANG;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < until, "nats-server did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        NatsServer { child, port }
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A loopback proxy to `port` that records every byte a client sends.
 struct Proxy {
