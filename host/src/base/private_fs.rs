@@ -91,6 +91,20 @@ pub fn create_file(path: &Path) -> std::io::Result<std::fs::File> {
     Dir::open(dir)?.create(name)
 }
 
+/// A file opened to read, never through a symlink at its last step
+/// (`O_NOFOLLOW`: `ELOOP`), and a FIFO planted there never blocks the open
+/// (`O_NONBLOCK`). The caller checks what it opened is a regular file.
+pub fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    opts.open(path)
+}
+
 /// A file opened to append to, created `0600` when missing; a symlink at
 /// `path` makes it fail (`O_NOFOLLOW`), never written through.
 pub fn open_append(path: &Path) -> std::io::Result<std::fs::File> {

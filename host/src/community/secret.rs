@@ -63,7 +63,7 @@ pub fn open_or_create(path: &Path) -> Result<Vec<u8>, CommunityError> {
 fn read(path: &Path) -> Result<Option<Vec<u8>>, CommunityError> {
     use std::io::Read as _;
     let bad = |problem: &str| CommunityError::BadSecret { path: path.to_owned(), problem: problem.into() };
-    let mut file = match open_no_follow(path) {
+    let mut file = match crate::base::private_fs::open_no_follow(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(CommunityError::Secret { path: path.to_owned(), source }),
@@ -83,21 +83,7 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, CommunityError> {
     let mut text = String::new();
     file.by_ref().take(256).read_to_string(&mut text).map_err(|_| bad("it is not text"))?;
     let text = text.trim();
-    let bytes: Option<Vec<u8>> = (text.len() == SECRET_BYTES * 2)
-        .then(|| (0..SECRET_BYTES).map(|i| u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).ok()).collect())
-        .flatten();
-    bytes.map(Some).ok_or_else(|| bad("it is not 32 bytes of hex"))
-}
-
-#[cfg(unix)]
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)
-}
-
-#[cfg(not(unix))]
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
+    crate::firelog::unhex32(text).map(|b| Some(b.to_vec())).ok_or_else(|| bad("it is not 32 bytes of hex"))
 }
 
 #[cfg(test)]

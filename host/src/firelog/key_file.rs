@@ -229,7 +229,7 @@ fn write_key(path: &Path, key: &SigningKey) -> Result<(), KeyError> {
 /// The key at `path`, after every check; `None` when there is no file.
 fn read_checked(path: &Path) -> Result<Option<SigningKey>, KeyError> {
     use std::io::Read as _;
-    let mut file = match open_no_follow(path) {
+    let mut file = match crate::base::private_fs::open_no_follow(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if is_link_error(&e) => {
@@ -255,18 +255,6 @@ fn read_checked(path: &Path) -> Result<Option<SigningKey>, KeyError> {
 
 fn unsafe_key(path: &Path, problem: impl Into<String>) -> KeyError {
     KeyError::Unsafe { path: path.to_owned(), problem: problem.into() }
-}
-
-#[cfg(unix)]
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // No symlink followed at the last step, and a FIFO planted there never blocks the open.
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)
-}
-
-#[cfg(not(unix))]
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
 }
 
 fn is_link_error(e: &std::io::Error) -> bool {

@@ -97,7 +97,8 @@ pub fn deliver_with_retries(
     target: &Target,
     d: &Delivery<'_>,
     env: &DeliveryEnv,
-    (stop, retried): (&AtomicBool, &AtomicU64),
+    stop: &AtomicBool,
+    retried: &AtomicU64,
 ) -> Outcome {
     let mut wait = Duration::from_millis(env.backoff_ms.max(1));
     let mut last = String::new();
@@ -248,10 +249,10 @@ pub(crate) mod tests {
         let f = fire(7, false);
         let d = Delivery::of(&f, false);
         let (no, retried) = (AtomicBool::new(false), AtomicU64::new(0));
-        let out = deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &quick(), (&no, &retried));
+        let out = deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &quick(), &no, &retried);
         assert!(matches!(out, Outcome::Failed(ref e) if e.contains("exited")), "{out:?}");
         assert_eq!(retried.load(Ordering::SeqCst), 2, "each retry after the first attempt is counted");
-        let out = deliver_with_retries(&Target::Command(vec!["true".into()]), &d, &quick(), (&no, &retried));
+        let out = deliver_with_retries(&Target::Command(vec!["true".into()]), &d, &quick(), &no, &retried);
         assert_eq!(out, Outcome::Delivered);
         assert_eq!(retried.load(Ordering::SeqCst), 2, "a first attempt that delivers is no retry");
     }
@@ -268,7 +269,7 @@ pub(crate) mod tests {
                 stop.store(true, Ordering::SeqCst);
             });
             assert_eq!(
-                deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &env, (&stop, &AtomicU64::new(0))),
+                deliver_with_retries(&Target::Command(vec!["false".into()]), &d, &env, &stop, &AtomicU64::new(0)),
                 Outcome::Stopped
             );
         });
@@ -284,7 +285,8 @@ pub(crate) mod tests {
             &Target::Webhook(url),
             &Delivery::of(&f, false),
             &quick(),
-            (&AtomicBool::new(false), &AtomicU64::new(0)),
+            &AtomicBool::new(false),
+            &AtomicU64::new(0),
         );
         let Outcome::Failed(e) = out else { panic!("{out:?}") };
         assert!(!e.contains("secret"), "the error names no credential: {e}");

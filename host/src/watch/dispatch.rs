@@ -207,7 +207,7 @@ fn pool(
                 let job = jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv();
                 let Ok(job) = job else { return };
                 let d = Delivery::of(&job.fire, job.armed);
-                let outcome = deliver_with_retries(&target, &d, &delivery, (&stop, &stats.retried));
+                let outcome = deliver_with_retries(&target, &d, &delivery, &stop, &stats.retried);
                 if done.send((job.fire.seq, outcome)).is_err() {
                     return;
                 }

@@ -267,7 +267,8 @@ fn followed(
     kept: &[(i64, String)],
     window_start: i64,
     path: &Path,
-    (builder, report): (&mut BatchBuilder, &mut SourceReport),
+    builder: &mut BatchBuilder,
+    report: &mut SourceReport,
 ) -> Result<VecDeque<(i64, String)>, SourceError> {
     let mut pending = VecDeque::new();
     if kept.is_empty() {
@@ -321,7 +322,7 @@ impl Source for MessagesSource {
         // Rows pending when last seen, from before the window: the failed
         // ones first (they are the oldest), the still pending kept.
         let kept = prev.map(|c| c.pending).unwrap_or_default();
-        let mut pending = followed(&mut db, &kept, window_start, &path, (&mut builder, &mut report))?;
+        let mut pending = followed(&mut db, &kept, window_start, &path, &mut builder, &mut report)?;
         if !builder.is_empty() {
             sink(builder.take()).map_err(|reason| SourceError::Stopped { source_name: "messages".into(), reason })?;
         }
