@@ -545,8 +545,9 @@ mod tests {
         assert_eq!(page.items.first().map(|f| f.seq), Some(3), "a new read sees the new commit");
     }
 
-    #[test]
-    fn a_page_filtered_by_one_field_is_read_from_its_index_whole() {
+    /// A folder whose fire log holds twenty health changes of `d`:
+    /// quarantines (odd) and releases (even).
+    fn twenty_health_changes() -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
         let mut ledger = Ledger::open(tmp.path()).unwrap();
         let p = Policy::default();
@@ -554,6 +555,12 @@ mod tests {
             ledger.change_health("d", 2 * at, |h| quarantine_by_hand(h, 2 * at, &p)).unwrap();
             ledger.change_health("d", 2 * at + 1, |h| release(h, &p)).unwrap();
         }
+        tmp
+    }
+
+    #[test]
+    fn a_page_filtered_by_one_field_is_read_from_its_index_whole() {
+        let tmp = twenty_health_changes();
         let q = PageQuery { fire_type: Some("quarantine".into()), limit: Some(50), ..Default::default() };
         let page = fires_page(&state(tmp.path()), &q).unwrap();
         // More than PAGE_SCAN (8 in tests) entries back: the index, not a stretch of the log.
@@ -567,14 +574,7 @@ mod tests {
 
     #[test]
     fn a_filtered_page_reads_a_bounded_stretch_of_the_log_and_says_where_to_go_on() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut ledger = Ledger::open(tmp.path()).unwrap();
-        let p = Policy::default();
-        // Twenty health changes: quarantines (odd) and releases (even).
-        for at in 1..=10 {
-            ledger.change_health("d", 2 * at, |h| quarantine_by_hand(h, 2 * at, &p)).unwrap();
-            ledger.change_health("d", 2 * at + 1, |h| release(h, &p)).unwrap();
-        }
+        let tmp = twenty_health_changes();
         let s = state(tmp.path());
         // Two filters: the detector's index is read, the type compared on
         // at most PAGE_SCAN (8 in tests) of its entries.
