@@ -207,10 +207,12 @@ fn cargo(root: &Path) -> Command {
 
 fn step(what: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("==> {what}");
+    let started = std::time::Instant::now();
     let status = cmd.status().with_context(|| format!("cannot start: {what}"))?;
     if !status.success() {
         bail!("{what} failed ({status})");
     }
+    eprintln!("<== {what}: {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -458,10 +460,14 @@ fn test(root: &Path) -> Result<()> {
                 .env("XDG_CACHE_HOME", root.join("target/test-xdg-cache")),
         )
     };
-    tests("cargo test", &["--all-targets"])?;
-    tests("cargo test --doc", &["--doc"])?;
-    eprintln!("==> schemathesis against a live sentinel-host serve (docs/watch-api.md)");
-    schemathesis::run(root)?;
+    // The watch API's schemathesis run needs only the binary just built:
+    // it runs beside the tests, and is waited for even when they fail (its
+    // server is stopped before we return).
+    let fuzz = schemathesis::beside(root);
+    let tested = tests("cargo test", &["--all-targets"]).and_then(|()| tests("cargo test --doc", &["--doc"]));
+    let fuzzed = fuzz.finish();
+    tested?;
+    fuzzed?;
     // The package of the build the tests used, installed as a user would.
     package_test::run(root, "dev")
 }

@@ -5,8 +5,12 @@
 //! It owns installing the pinned tool, a small data dir and detectors
 //! folder under `target/schemathesis/`, starting the server (the debug
 //! binary `cargo test` built), running `st` against its `/openapi.json`
-//! with the admin token, and stopping the server. It never edits the API or
-//! its document: a failure here is a finding in the host.
+//! with the admin token, and stopping the server. `cargo xtask test` runs it
+//! beside the tests ([`beside`]): it needs only the debug binary the build
+//! made, its budget is wall-clock time, and the tests leave a core idle for
+//! much of theirs; its report then goes to a file printed when it ends. It
+//! never edits the API or its document: a failure here is a finding in the
+//! host.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -40,8 +44,10 @@ fn fixture(root: &Path, work: &Path) -> Result<(PathBuf, PathBuf)> {
         let id = format!("st-{i}");
         datagen::insert_activity(&data, &datagen::Activity::failed(&id, now - 60_000, "t1", tool, "error: failed"))?;
     }
-    let built = root.join("target/e2e/detectors");
-    if !built.join("tool_error.wasm").exists() {
+    // Its own folder, not the e2e tests' (they may be building theirs
+    // while this runs beside them).
+    let built = root.join("target/schemathesis-detectors");
+    if !built.join("tool_error.wasm").exists() || !built.join("cost.wasm").exists() {
         // Both are in Rust: no other toolchain is needed here.
         guest::build_detectors_in(root, &built, &guest::BuildOptions::for_repo(root), &[guest::Lang::Rust])?;
     }
@@ -62,7 +68,39 @@ impl Drop for Server {
     }
 }
 
+/// A run on a thread of its own, its report going to a file.
+pub struct Beside {
+    handle: std::thread::JoinHandle<Result<()>>,
+    report: PathBuf,
+}
+
+/// Starts the run beside whatever the caller does next.
+pub fn beside(root: &Path) -> Beside {
+    let report = root.join("target/schemathesis-report.txt");
+    let (root, file) = (root.to_owned(), report.clone());
+    let handle = std::thread::spawn(move || {
+        let out = std::fs::File::create(&file).with_context(|| format!("cannot create {}", file.display()))?;
+        run_into(&root, Stdio::from(out.try_clone()?), Stdio::from(out))
+    });
+    Beside { handle, report }
+}
+
+impl Beside {
+    /// Waits for the run, prints its report, and gives its result.
+    pub fn finish(self) -> Result<()> {
+        let result = self.handle.join().map_err(|_| anyhow::anyhow!("the schemathesis thread panicked"))?;
+        eprintln!("==> schemathesis against a live sentinel-host serve (docs/watch-api.md), run beside the tests:");
+        eprint!("{}", std::fs::read_to_string(&self.report).unwrap_or_default());
+        result
+    }
+}
+
+/// The run, its report on the terminal.
 pub fn run(root: &Path) -> Result<()> {
+    run_into(root, Stdio::inherit(), Stdio::inherit())
+}
+
+fn run_into(root: &Path, stdout: Stdio, stderr: Stdio) -> Result<()> {
     let st = venv(root)?;
     let work = root.join("target/schemathesis");
     if work.exists() {
@@ -121,6 +159,8 @@ pub fn run(root: &Path) -> Result<()> {
         .args(["--max-examples", MAX_EXAMPLES, "--max-time", MAX_TIME_S, "--seed", SEED, "--no-color"])
         .arg("--header")
         .arg(format!("Authorization: Bearer {ADMIN_TOKEN}"))
+        .stdout(stdout)
+        .stderr(stderr)
         .status()
         .context("cannot run schemathesis");
     drop(server);
