@@ -195,24 +195,35 @@ fn a_standalone_detector_in_each_language_builds_with_its_own_tools_replays_and_
     let s = Scratch::new();
     assert!(!s.path("").starts_with(root()), "the projects live outside the repository");
     let langs = [("outside_rust", Lang::Rust), ("outside_py", Lang::Python), ("outside_js", Lang::Js)];
-    let mut built = Vec::new();
-    for (name, lang) in langs {
-        let dir = s.path(&name.replace('_', "-"));
-        xtask::scaffold::new_standalone(&root(), name, lang, &dir).unwrap();
-        for f in ["README.md", "cases/example.json", "wit/sentinel-detector-0.2.0/detector.wit"] {
-            assert!(dir.join(f).is_file(), "{name}: {f}");
-        }
-        let wasm = build_standalone(name, lang, &dir);
-        let o = replay(&wasm, &dir.join("cases"));
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{name}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        built.push((name, wasm));
-    }
+    // The three projects are independent (own folders, own tools, own
+    // target folder for the Rust one): built side by side, since most of
+    // each is one process (pip, npm, componentize) holding one core or
+    // waiting on its package cache. A panic in one fails the test.
+    let built: Vec<(&str, std::path::PathBuf)> = std::thread::scope(|scope| {
+        let builds: Vec<_> = langs
+            .iter()
+            .map(|&(name, lang)| {
+                let dir = s.path(&name.replace('_', "-"));
+                scope.spawn(move || {
+                    xtask::scaffold::new_standalone(&root(), name, lang, &dir).unwrap();
+                    for f in ["README.md", "cases/example.json", "wit/sentinel-detector-0.2.0/detector.wit"] {
+                        assert!(dir.join(f).is_file(), "{name}: {f}");
+                    }
+                    let wasm = build_standalone(name, lang, &dir);
+                    let o = replay(&wasm, &dir.join("cases"));
+                    assert_eq!(
+                        o.status.code(),
+                        Some(0),
+                        "{name}: {}{}",
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    );
+                    (name, wasm)
+                })
+            })
+            .collect();
+        builds.into_iter().map(|b| b.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
     assert!(
         xtask::scaffold::new_standalone(&root(), "again", Lang::Rust, &s.path("outside-rust")).is_err(),
         "a folder that is not empty is refused"
