@@ -225,8 +225,14 @@ mod tests {
 
     fn entry(seq: u64, fire_type: &str, sig: &str, at: i64, turn: Option<&str>) -> FireEntry {
         let turn = turn.map_or(String::new(), |t| format!(r#","turnId":"{t}""#));
+        // What the type carries besides its issue (docs/fire-log.md).
+        let rest = match fire_type {
+            "occurrence" => r#","origin":"harness","severity":"high","evidenceSource":"s","evidenceId":"i""#,
+            "regression" => r#","reason":"1 new occurrence(s) after the fix""#,
+            _ => "",
+        };
         serde_json::from_str(&format!(
-            r#"{{"seq":{seq},"type":"{fire_type}","recordedAt":{at},"at":{at},"detector":"d","sig":"{sig}"{turn},"probation":false,"prev":"","hash":""}}"#
+            r#"{{"seq":{seq},"type":"{fire_type}","recordedAt":{at},"at":{at},"detector":"d","kind":"k","sig":"{sig}"{rest}{turn},"probation":false,"prev":"","hash":""}}"#
         ))
         .unwrap()
     }
