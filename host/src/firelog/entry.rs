@@ -244,11 +244,17 @@ impl FireBody {
             FireBody::Diagnostic { reason, kind, sig } => {
                 FireBody::Diagnostic { reason: reason.as_str(), kind: kind.as_deref(), sig: sig.as_deref() }
             }
-            FireBody::Fix { kind, sig, reason } => FireBody::Fix { kind: kind.as_str(), sig: sig.as_str(), reason: reason.as_deref() },
+            FireBody::Fix { kind, sig, reason } => {
+                FireBody::Fix { kind: kind.as_str(), sig: sig.as_str(), reason: reason.as_deref() }
+            }
             FireBody::Reopen { kind, sig } => FireBody::Reopen { kind: kind.as_str(), sig: sig.as_str() },
-            FireBody::Regression { kind, sig, reason } => FireBody::Regression { kind: kind.as_str(), sig: sig.as_str(), reason: reason.as_str() },
+            FireBody::Regression { kind, sig, reason } => {
+                FireBody::Regression { kind: kind.as_str(), sig: sig.as_str(), reason: reason.as_str() }
+            }
             FireBody::Digest { reason } => FireBody::Digest { reason: reason.as_str() },
-            FireBody::Threshold { kind, sig, reason } => FireBody::Threshold { kind: kind.as_str(), sig: sig.as_str(), reason: reason.as_str() },
+            FireBody::Threshold { kind, sig, reason } => {
+                FireBody::Threshold { kind: kind.as_str(), sig: sig.as_str(), reason: reason.as_str() }
+            }
             FireBody::KeyRotation { reason, key } => FireBody::KeyRotation { reason: reason.as_str(), key },
             FireBody::KeyLost { reason, key } => FireBody::KeyLost { reason: reason.as_str(), key },
         }

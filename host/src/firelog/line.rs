@@ -239,7 +239,9 @@ impl FireBody {
             },
             FireType::Quarantine => FireBody::Quarantine { reason: n.of("reason", s.reason)? },
             FireType::Release => FireBody::Release { reason: n.of("reason", s.reason)? },
-            FireType::Diagnostic => FireBody::Diagnostic { reason: n.of("reason", s.reason)?, kind: s.kind, sig: s.sig },
+            FireType::Diagnostic => {
+                FireBody::Diagnostic { reason: n.of("reason", s.reason)?, kind: s.kind, sig: s.sig }
+            }
             FireType::Fix => FireBody::Fix { kind: n.of("kind", s.kind)?, sig: n.of("sig", s.sig)?, reason: s.reason },
             FireType::Reopen => FireBody::Reopen { kind: n.of("kind", s.kind)?, sig: n.of("sig", s.sig)? },
             FireType::Regression => FireBody::Regression {
@@ -253,7 +255,9 @@ impl FireBody {
                 sig: n.of("sig", s.sig)?,
                 reason: n.of("reason", s.reason)?,
             },
-            FireType::KeyRotation => FireBody::KeyRotation { reason: n.of("reason", s.reason)?, key: n.of("key", s.key)? },
+            FireType::KeyRotation => {
+                FireBody::KeyRotation { reason: n.of("reason", s.reason)?, key: n.of("key", s.key)? }
+            }
             FireType::KeyLost => FireBody::KeyLost { reason: n.of("reason", s.reason)?, key: n.of("key", s.key)? },
         })
     }
@@ -501,7 +505,10 @@ mod tests {
                 "evidenceSource" => self.evidence_source = text,
                 "evidenceId" => self.evidence_id = text,
                 "reason" => self.reason = text,
-                "key" => self.key = on.then(|| KeyChange { previous_key: None, public_key: "cd".repeat(32), signature: None }),
+                "key" => {
+                    self.key =
+                        on.then(|| KeyChange { previous_key: None, public_key: "cd".repeat(32), signature: None })
+                }
                 _ => unreachable!("{name}"),
             }
         }
@@ -529,7 +536,11 @@ mod tests {
         let text = |s: &str| Some(format!("{s} \"é\u{1b}[2J\u{2028}"));
         let (required, optional) = fields_of(t);
         let has = |n: &str| required.contains(&n) || optional.contains(&n);
-        let key = KeyChange { previous_key: Some("ab".repeat(32)), public_key: "cd".repeat(32), signature: Some("ef".repeat(64)) };
+        let key = KeyChange {
+            previous_key: Some("ab".repeat(32)),
+            public_key: "cd".repeat(32),
+            signature: Some("ef".repeat(64)),
+        };
         FlatEntry {
             seq,
             fire_type: t,

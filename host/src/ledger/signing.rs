@@ -19,7 +19,8 @@ use serde::Serialize;
 use super::export::segments::Appender;
 use super::{Ledger, LedgerError};
 use crate::firelog::{
-    self, FireBody, FireEntry, FireType, HEAD_FILE, KeyChange, KeyError, KeyFile, KeyOpened, PUBLIC_KEY_FILE, PublicKeyFile,
+    self, FireBody, FireEntry, FireType, HEAD_FILE, KeyChange, KeyError, KeyFile, KeyOpened, PUBLIC_KEY_FILE,
+    PublicKeyFile,
 };
 
 /// The name key entries carry as their `detector`: the host itself.
