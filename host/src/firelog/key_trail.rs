@@ -4,7 +4,7 @@
 //! handed over by each `key-rotation` the key it replaces signed), the
 //! finding of a forged rotation or a `key-lost`, and which key the head must
 //! be signed with. It never reads a file: [`super::verify`] walks the log and
-//! hands it each key entry.
+//! hands it each entry (those that change no key pass it by).
 
 use ed25519_dalek::VerifyingKey;
 

@@ -102,7 +102,7 @@ impl Ledger {
             blind.sig,
             blind.why
         );
-        let kind = blind.sig.split(':').next().map(str::to_owned);
+        let kind = Some(super::lifecycle::kind_of(blind.sig).to_owned());
         let body = FireBody::Diagnostic { reason, kind, sig: Some(blind.sig.to_owned()) };
         let entry = super::count::fires::fact_fire(blind.detector, at, blind.version.clone(), body);
         let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
