@@ -221,7 +221,12 @@ fn verify_refuses_a_forged_line_with_a_field_its_type_does_not_have() {
         "{v:#}"
     );
     let problem = v["finding"]["problem"].as_str().unwrap();
-    assert!(problem.contains("an entry of type `occurrence` cannot have the field `key`"), "{problem}");
+    let named = "an entry of type `occurrence` cannot have the field `key`";
+    assert!(problem.contains(named), "{problem}");
+    let p = Command::new("python3").arg(root().join("docs/verify_fires.py")).arg(&out).output().expect("python3 runs");
+    let said = String::from_utf8_lossy(&p.stdout);
+    assert_eq!(p.status.code(), Some(1), "the independent verifier refuses it too: {said}");
+    assert!(said.contains(named), "{said}");
 }
 
 #[test]
