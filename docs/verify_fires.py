@@ -8,7 +8,8 @@ canonical encoding, that the head (fires.head.json) counts the entries and
 names the last hash, and, when the `cryptography` package is installed, the
 head's Ed25519 signature with the public key (the `cryptography` package),
 following the key through key-rotation entries signed by the key they replace
-(a key-lost entry from the key in force is a finding).
+(a key-lost entry from the key in force is a finding). A line whose fields do
+not fit its type is a finding.
 Exit 0: verified; 1: a finding (printed); 2: usage; 3: the signature could
 not be checked (no `cryptography` package): not verified. Standard library
 only, apart from the signature.
@@ -25,6 +26,22 @@ ROTATION_DOMAIN = b"sentinel-key-rotation-v1\0"
 KEY_TYPES = ("key-rotation", "key-lost")
 OPTIONAL = ["detectorVersion", "kind", "sig", "origin", "severity", "tool", "botId", "threadId", "turnId",
             "evidenceSource", "evidenceId"]
+# What each type adds to the fields every entry has: (required, optional).
+ISSUE = {"kind", "sig"}
+TYPE_FIELDS = {
+    "occurrence": (ISSUE | {"origin", "severity", "evidenceSource", "evidenceId"}, {"tool", "botId", "threadId", "turnId"}),
+    "quarantine": ({"reason"}, set()),
+    "release": ({"reason"}, set()),
+    "digest": ({"reason"}, set()),
+    "diagnostic": ({"reason"}, ISSUE),
+    "fix": (ISSUE, {"reason"}),
+    "reopen": (ISSUE, set()),
+    "regression": (ISSUE | {"reason"}, set()),
+    "threshold": (ISSUE | {"reason"}, set()),
+    "key-rotation": ({"reason", "key"}, set()),
+    "key-lost": ({"reason", "key"}, set()),
+}
+TYPED = sorted(set(OPTIONAL[1:]) | {"reason", "key"})
 
 
 def field(value):
@@ -34,7 +51,21 @@ def field(value):
     return len(data).to_bytes(4, "big") + data
 
 
+def check_fields(e):
+    """A line whose fields do not fit its type is not an entry."""
+    if e["type"] not in TYPE_FIELDS:
+        raise ValueError(f"an unknown type `{e['type']}`")
+    required, optional = TYPE_FIELDS[e["type"]]
+    for name in TYPED:
+        there = e.get(name) is not None
+        if there and name not in required | optional:
+            raise ValueError(f"an entry of type `{e['type']}` cannot have the field `{name}`")
+        if not there and name in required:
+            raise ValueError(f"an entry of type `{e['type']}` must have the field `{name}`")
+
+
 def entry_hash(e, prev):
+    check_fields(e)
     h = hashlib.sha256(ENTRY_DOMAIN + prev)
     for v in [str(e["seq"]), e["type"], str(e["recordedAt"]), str(e["at"]), e["detector"]]:
         h.update(field(v))
@@ -46,8 +77,6 @@ def entry_hash(e, prev):
         key = e.get("key") or {}
         for name in ["previousKey", "publicKey", "signature"]:
             h.update(field(key.get(name)))
-    elif "key" in e:
-        raise ValueError("a `key` on an entry that changes no key")
     return h.digest()
 
 

@@ -189,6 +189,46 @@ fn verify_passes_an_intact_log_names_a_tampered_entry_and_an_independent_verifie
     assert!(String::from_utf8_lossy(&human.stdout).starts_with("BROKEN: fires-000001.ndjson, line 2, entry 2"));
 }
 
+/// The attacker holds the output folder and no key: it slips a `key` (a
+/// hand-over to a key of its own) into an occurrence entry, where the hash
+/// does not cover it, so the chain and the head still match. `verify`
+/// refuses the line, naming the type and the field (docs/fire-log.md: a
+/// line whose fields do not fit its type is not an entry).
+#[test]
+fn verify_refuses_a_forged_line_with_a_field_its_type_does_not_have() {
+    let s = Scratch::new();
+    let data = s.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for i in 0..2 {
+        let (id, output) = (format!("m{i}"), format!("no layer {i} in /x{i}"));
+        datagen::insert_activity(&data, &Activity::failed(&id, 1_000 + i as i64, "t1", "Bash", &output)).unwrap();
+    }
+    let detectors = s.detectors_with(&[]);
+    let out = s.path("out");
+    assert_eq!(scan(&detectors, &data, &out)["issues"]["fires"], 2);
+    assert_eq!(verify(&out)["ok"], true);
+    let seg = out.join("fires-000001.ndjson");
+    let log = std::fs::read_to_string(&seg).unwrap();
+    let forged_key = format!(r#","key":{{"publicKey":"{}"}},"prev":"#, "cd".repeat(32));
+    let forged = log.replacen(r#","prev":"#, &forged_key, 1);
+    assert!(forged.lines().next().unwrap().contains(r#""type":"occurrence""#) && forged != log, "{forged}");
+    std::fs::write(&seg, forged).unwrap();
+    let v = verify(&out);
+    assert_eq!(v["ok"], false, "{v:#}");
+    assert_eq!(
+        (v["finding"]["file"].as_str(), v["finding"]["line"].as_u64(), v["finding"]["seq"].as_u64()),
+        (Some("fires-000001.ndjson"), Some(1), Some(1)),
+        "{v:#}"
+    );
+    let problem = v["finding"]["problem"].as_str().unwrap();
+    let named = "an entry of type `occurrence` cannot have the field `key`";
+    assert!(problem.contains(named), "{problem}");
+    let p = Command::new("python3").arg(root().join("docs/verify_fires.py")).arg(&out).output().expect("python3 runs");
+    let said = String::from_utf8_lossy(&p.stdout);
+    assert_eq!(p.status.code(), Some(1), "the independent verifier refuses it too: {said}");
+    assert!(said.contains(named), "{said}");
+}
+
 #[test]
 fn a_reset_by_hand_keeps_issues_and_counts_only_newer_occurrences() {
     let s = Scratch::new();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use ed25519_dalek::SigningKey;
-use sentinel_host::firelog::{FireEntry, HEAD_FILE, PUBLIC_KEY_FILE, PublicKeyFile, sign_head, unhex32};
+use sentinel_host::firelog::{FireBody, FireEntry, HEAD_FILE, PUBLIC_KEY_FILE, PublicKeyFile, sign_head, unhex32};
 use xtask::datagen::{self, Activity};
 
 use crate::support::*;
@@ -275,8 +275,8 @@ fn key_rotate_then_scan_then_verify_with_the_old_public_key_passes() {
     let mut lines = Vec::new();
     for line in std::fs::read_to_string(&seg).unwrap().lines() {
         let mut e: FireEntry = serde_json::from_str(line).unwrap();
-        if let Some(k) = e.key.as_mut() {
-            k.public_key = sentinel_host::base::hex(forger.verifying_key().as_bytes());
+        if let FireBody::KeyRotation { key, .. } | FireBody::KeyLost { key, .. } = &mut e.body {
+            key.public_key = sentinel_host::base::hex(forger.verifying_key().as_bytes());
         }
         prev = e.seal(&prev);
         lines.push(serde_json::to_string(&e).unwrap() + "\n");

@@ -156,9 +156,6 @@ pub fn messages_db(dir: &Path) -> Result<Connection> {
 /// Writes a data dir at `dir` (created if needed) and returns its truth.
 pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
     std::fs::create_dir_all(dir.join("events")).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut rng = Rng::new(spec.seed);
-    let mut truth = Truth::default();
-
     let mut messages = messages_db(dir)?;
     let mut runtime = open_wal(&dir.join("runtime.db"))?;
     runtime.execute_batch(
@@ -169,11 +166,12 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
     let mut bots = Vec::new();
     let tx = messages.transaction()?;
     let rtx = runtime.transaction()?;
+    let mut turns = Turns { messages: &tx, runtime: &rtx, rng: Rng::new(spec.seed), truth: Truth::default(), spec };
     let mut at = spec.start_ms;
     for b in 0..spec.bots {
         let bot_id = format!("bot-{b:02}");
         let name = BOT_NAMES[b % BOT_NAMES.len()].to_owned();
-        truth.bot_names.push(name.clone());
+        turns.truth.bot_names.push(name.clone());
         let mut threads = Vec::new();
         for t in 0..spec.threads_per_bot {
             let thread_id = format!("th-{b:02}-{t:03}");
@@ -181,82 +179,123 @@ pub fn generate(dir: &Path, spec: &DataSpec) -> Result<Truth> {
             let mut log =
                 std::io::BufWriter::new(std::fs::File::create(dir.join("events").join(format!("{thread_id}.ndjson")))?);
             for turn in 0..spec.turns_per_thread {
-                let turn_id = format!("turn-{b:02}-{t:03}-{turn:04}");
-                let assignment = format!("as-{b:02}-{t:03}-{turn:04}");
-                let wait = if rng.below(10) == 0 { 400_000 } else { 2_000 + rng.below(20_000) as i64 };
-                rtx.execute(
-                    "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'enqueued', ?4)",
-                    params![assignment, thread_id, bot_id, at],
-                )?;
-                rtx.execute(
-                    "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'started', ?4)",
-                    params![assignment, thread_id, bot_id, at + wait],
-                )?;
-                at += wait;
-                truth.records += 2 + 1 + spec.calls_per_turn + 2;
-                tx.execute(
-                    "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'text', ?4)",
-                    params![format!("msg-{turn_id}-q"), thread_id, at, r#"{"text":"please do the thing"}"#],
-                )?;
-                // Now and then a turn retries one failing call over and over:
-                // the same template each time, with other values.
-                let looping = (rng.below(12) == 0).then(|| rng.below(8));
-                for call in 0..spec.calls_per_turn {
-                    at += 1_000 + rng.below(5_000) as i64;
-                    let id = format!("msg-{turn_id}-{call:02}");
-                    let failed = looping.is_some() || rng.below(100) < spec.failure_pct;
-                    let data = if failed {
-                        let (template, tool, exit_code, output) = failure_template(&mut rng, &name, looping);
-                        truth.failures.push(Failure {
-                            message_id: id.clone(),
-                            tool: tool.clone(),
-                            output: output.clone(),
-                            exit_code,
-                            turn_id: turn_id.clone(),
-                            template,
-                        });
-                        serde_json::json!({"turnId": turn_id, "from": {"botId": bot_id},
-                            "tool": {"name": tool, "ok": false, "output": output, "exitCode": exit_code}})
-                    } else {
-                        serde_json::json!({"turnId": turn_id, "from": {"botId": bot_id},
-                            "tool": {"name": "Read", "ok": true, "output": "fine"}})
-                    };
-                    tx.execute(
-                        "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'activity', ?4)",
-                        params![id, thread_id, at, data.to_string()],
-                    )?;
-                    truth.activity_rows += 1;
-                }
-                let ok = rng.below(10) != 0;
-                let stop = if ok {
-                    "end_turn"
-                } else {
-                    ["max_tokens", "error", "room_timeout", "quota"][rng.below(4) as usize]
+                let who = Who {
+                    bot_id: &bot_id,
+                    name: &name,
+                    thread_id: &thread_id,
+                    place: format!("{b:02}-{t:03}-{turn:04}"),
                 };
-                let cost = (rng.below(700) as f64) / 100.0;
-                writeln!(
-                    log,
-                    "{}",
-                    serde_json::json!({"type": "turn.started", "id": format!("ev-{turn_id}-s"),
-                    "threadId": thread_id, "turnId": turn_id, "botId": bot_id, "createdAt": at - 10})
-                )?;
-                writeln!(
-                    log,
-                    "{}",
-                    serde_json::json!({"type": "turn.completed", "id": format!("ev-{turn_id}-c"),
-                    "threadId": thread_id, "turnId": turn_id, "botId": bot_id, "createdAt": at,
-                    "ok": ok, "stopReason": stop, "cost": cost})
-                )?;
+                at = turns.write(&mut log, &who, at)?;
             }
             log.flush()?;
         }
         bots.push(serde_json::json!({"id": bot_id, "name": name, "threads": threads}));
     }
+    let mut truth = turns.truth;
     tx.commit()?;
     rtx.commit()?;
     truth.end_ms = at;
     std::fs::write(dir.join("bots.json"), serde_json::to_vec_pretty(&serde_json::json!({"bots": bots}))?)?;
     Ok(truth)
+}
+
+/// Who a turn is: its bot, the bot's name, its thread, and its place
+/// (`bot-thread-turn`, what its ids are made of).
+struct Who<'a> {
+    bot_id: &'a str,
+    name: &'a str,
+    thread_id: &'a str,
+    place: String,
+}
+
+/// What a data dir's turns are written with, one after the other: both
+/// databases' transactions, the generator (its draws in the order they
+/// have always been made) and the truth so far.
+struct Turns<'a> {
+    messages: &'a rusqlite::Transaction<'a>,
+    runtime: &'a rusqlite::Transaction<'a>,
+    rng: Rng,
+    truth: Truth,
+    spec: &'a DataSpec,
+}
+
+impl Turns<'_> {
+    /// Writes one turn from `at`: its queue events, its question and tool
+    /// calls, its two turn events in `log`; returns when it ended.
+    fn write(&mut self, log: &mut impl Write, who: &Who<'_>, mut at: i64) -> Result<i64> {
+        let (thread_id, bot_id) = (who.thread_id, who.bot_id);
+        let turn_id = format!("turn-{}", who.place);
+        let assignment = format!("as-{}", who.place);
+        let wait = if self.rng.below(10) == 0 { 400_000 } else { 2_000 + self.rng.below(20_000) as i64 };
+        self.runtime.execute(
+            "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'enqueued', ?4)",
+            params![assignment, thread_id, bot_id, at],
+        )?;
+        self.runtime.execute(
+            "INSERT INTO assignment_events(assignment_id, thread_id, bot_id, event, at) VALUES(?1, ?2, ?3, 'started', ?4)",
+            params![assignment, thread_id, bot_id, at + wait],
+        )?;
+        at += wait;
+        self.truth.records += 2 + 1 + self.spec.calls_per_turn + 2;
+        self.messages.execute(
+            "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'text', ?4)",
+            params![format!("msg-{turn_id}-q"), thread_id, at, r#"{"text":"please do the thing"}"#],
+        )?;
+        // Now and then a turn retries one failing call over and over:
+        // the same template each time, with other values.
+        let looping = (self.rng.below(12) == 0).then(|| self.rng.below(8));
+        for call in 0..self.spec.calls_per_turn {
+            at += 1_000 + self.rng.below(5_000) as i64;
+            self.call(who, &turn_id, call, looping, at)?;
+        }
+        let ok = self.rng.below(10) != 0;
+        let stop =
+            if ok { "end_turn" } else { ["max_tokens", "error", "room_timeout", "quota"][self.rng.below(4) as usize] };
+        let cost = (self.rng.below(700) as f64) / 100.0;
+        writeln!(
+            log,
+            "{}",
+            serde_json::json!({"type": "turn.started", "id": format!("ev-{turn_id}-s"),
+            "threadId": thread_id, "turnId": turn_id, "botId": bot_id, "createdAt": at - 10})
+        )?;
+        writeln!(
+            log,
+            "{}",
+            serde_json::json!({"type": "turn.completed", "id": format!("ev-{turn_id}-c"),
+            "threadId": thread_id, "turnId": turn_id, "botId": bot_id, "createdAt": at,
+            "ok": ok, "stopReason": stop, "cost": cost})
+        )?;
+        Ok(at)
+    }
+
+    /// Writes tool call `call` of turn `turn_id` at `at`: failed (and in the
+    /// truth) when the turn loops on one failure or by the failure rate.
+    fn call(&mut self, who: &Who<'_>, turn_id: &str, call: usize, looping: Option<u64>, at: i64) -> Result<()> {
+        let id = format!("msg-{turn_id}-{call:02}");
+        let failed = looping.is_some() || self.rng.below(100) < self.spec.failure_pct;
+        let data = if failed {
+            let (template, tool, exit_code, output) = failure_template(&mut self.rng, who.name, looping);
+            self.truth.failures.push(Failure {
+                message_id: id.clone(),
+                tool: tool.clone(),
+                output: output.clone(),
+                exit_code,
+                turn_id: turn_id.to_owned(),
+                template,
+            });
+            serde_json::json!({"turnId": turn_id, "from": {"botId": who.bot_id},
+                "tool": {"name": tool, "ok": false, "output": output, "exitCode": exit_code}})
+        } else {
+            serde_json::json!({"turnId": turn_id, "from": {"botId": who.bot_id},
+                "tool": {"name": "Read", "ok": true, "output": "fine"}})
+        };
+        self.messages.execute(
+            "INSERT INTO messages(id, thread_id, at, type, data) VALUES(?1, ?2, ?3, 'activity', ?4)",
+            params![id, who.thread_id, at, data.to_string()],
+        )?;
+        self.truth.activity_rows += 1;
+        Ok(())
+    }
 }
 
 /// One activity row, for tests that build data by hand.
@@ -289,4 +328,60 @@ pub fn insert_activity(dir: &Path, a: &Activity<'_>) -> Result<()> {
         params![a.id, a.at, data.to_string()],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// FNV-1a (64 bits) over everything a data dir holds, in a fixed order:
+    /// every row of both databases, every event log, `bots.json`, and the
+    /// truth returned.
+    fn digest(dir: &Path, truth: &Truth) -> u64 {
+        let mut text = String::new();
+        for (db, sql) in [
+            ("messages.db", "SELECT id, thread_id, at, type, data FROM messages ORDER BY rowid"),
+            ("runtime.db", "SELECT id, assignment_id, thread_id, bot_id, event, at FROM assignment_events ORDER BY id"),
+        ] {
+            let conn = Connection::open(dir.join(db)).unwrap();
+            let mut stmt = conn.prepare(sql).unwrap();
+            let n = stmt.column_count();
+            let mut rows = stmt.query([]).unwrap();
+            while let Some(row) = rows.next().unwrap() {
+                for i in 0..n {
+                    text.push_str(&format!("{:?}\u{1f}", row.get::<_, rusqlite::types::Value>(i).unwrap()));
+                }
+                text.push('\n');
+            }
+        }
+        let mut logs: Vec<_> = std::fs::read_dir(dir.join("events")).unwrap().map(|e| e.unwrap().path()).collect();
+        logs.sort();
+        for p in logs.iter().chain([&dir.join("bots.json")]) {
+            text.push_str(&format!(
+                "{}\n{}",
+                p.file_name().unwrap().to_string_lossy(),
+                std::fs::read_to_string(p).unwrap()
+            ));
+        }
+        text.push_str(&format!("{truth:?}"));
+        text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    }
+
+    /// The demo, the benchmarks and the end-to-end tests rely on a seed
+    /// giving the same data dir, byte for byte in content, on every machine
+    /// and across changes to the generator's code.
+    #[test]
+    fn a_seed_generates_the_same_data_it_always_did() {
+        for (spec, want) in [
+            (DataSpec::default(), 13_730_877_468_169_465_698),
+            (
+                DataSpec { seed: 11, bots: 2, turns_per_thread: 30, failure_pct: 40, ..DataSpec::default() },
+                4_571_491_869_729_781_569,
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let truth = generate(dir.path(), &spec).unwrap();
+            assert_eq!(digest(dir.path(), &truth), want, "{spec:?}");
+        }
+    }
 }

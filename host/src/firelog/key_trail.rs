@@ -4,13 +4,13 @@
 //! handed over by each `key-rotation` the key it replaces signed), the
 //! finding of a forged rotation or a `key-lost`, and which key the head must
 //! be signed with. It never reads a file: [`super::verify`] walks the log and
-//! hands it each key entry.
+//! hands it each entry (those that change no key pass it by).
 
 use ed25519_dalek::VerifyingKey;
 
 use super::key::rotation_signed;
 use super::verify::{Finding, finding};
-use super::{FireEntry, FireType, PUBLIC_KEY_FILE, unhex32};
+use super::{FireBody, FireEntry, PUBLIC_KEY_FILE, unhex32};
 
 /// The signing key in force as the walk goes: the kept public key (or, when
 /// the folder's own `fires.pub.json` is all there is, the key the first key
@@ -30,9 +30,14 @@ impl KeyTrail {
         KeyTrail { trusted: kept.then(|| anchor.to_bytes()), kept, lost: None }
     }
 
-    /// Follows entry `e` (after `prev`), which changes the key.
+    /// Follows entry `e` (after `prev`): an entry that changes no key
+    /// leaves the trail as it is.
     pub(super) fn step(&mut self, e: &FireEntry, prev: &[u8; 32]) -> Result<(), String> {
-        let change = e.key.as_ref().ok_or("a key entry without its `key`")?;
+        let (change, rotation) = match &e.body {
+            FireBody::KeyRotation { key, .. } => (key, true),
+            FireBody::KeyLost { key, .. } => (key, false),
+            _ => return Ok(()),
+        };
         let new = unhex32(&change.public_key)
             .filter(|k| VerifyingKey::from_bytes(k).is_ok())
             .ok_or("its new public key is not an Ed25519 key in hex")?;
@@ -43,7 +48,7 @@ impl KeyTrail {
         if self.trusted.is_some_and(|t| previous != Some(t)) {
             return Ok(());
         }
-        if e.fire_type == FireType::KeyRotation {
+        if rotation {
             let old = previous
                 .and_then(|p| VerifyingKey::from_bytes(&p).ok())
                 .ok_or("a key-rotation entry names no previous Ed25519 key")?;

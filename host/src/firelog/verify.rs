@@ -339,9 +339,7 @@ fn check_segments(
             seq += 1;
             let at = |p| (CheckName::Chain, finding(Some(&name), Some(n), Some(seq), p));
             let (hash, entry) = check_line(line, seq, &prev).map_err(at)?;
-            if entry.fire_type.changes_key() {
-                keys.step(&entry, &prev).map_err(at)?;
-            }
+            keys.step(&entry, &prev).map_err(at)?;
             prev = hash;
             v.entries = seq;
         }
@@ -405,9 +403,6 @@ pub(super) fn check_entry(line: &str, seq: u64, prev: &[u8; 32]) -> Result<[u8; 
 /// Checks one line as entry `seq` after `prev`; returns its hash and the entry.
 fn check_line(line: &str, seq: u64, prev: &[u8; 32]) -> Result<([u8; 32], FireEntry), String> {
     let entry: FireEntry = serde_json::from_str(line).map_err(|e| format!("not a fire entry: {e}"))?;
-    if entry.key.is_some() && !entry.fire_type.changes_key() {
-        return Err("a `key` on an entry that changes no key (the hash does not cover it)".into());
-    }
     if entry.seq != seq {
         return Err(format!("entry {} where entry {seq} was due: entries were removed or reordered", entry.seq));
     }

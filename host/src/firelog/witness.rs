@@ -75,10 +75,10 @@ fn compare(v: &Verification, w: &Head, subject: &str) -> Result<(), String> {
         _ => return Err(format!("{named}, but the local log has no entry {}", w.count)),
     }
     let local_key = v.head.as_ref().map(|h| h.public_key.as_str());
-    let handed_over = after.iter().skip(1).any(|e| {
-        e.fire_type.changes_key()
-            && e.key.as_ref().and_then(|k| k.previous_key.as_deref()) == Some(w.public_key.as_str())
-    });
+    let handed_over = after
+        .iter()
+        .skip(1)
+        .any(|e| e.body.key().and_then(|k| k.previous_key.as_deref()) == Some(w.public_key.as_str()));
     if local_key != Some(w.public_key.as_str()) && !handed_over {
         return Err(format!(
             "{named}, matching the local entry, but signed by {}, a key the local log does not vouch for at that entry: the witness holds a forged head",

@@ -8,7 +8,7 @@
 
 use super::meta::{self, MetaKey};
 use super::{Ledger, LedgerError};
-use crate::firelog::FireType;
+use crate::firelog::FireBody;
 
 /// The `detector` a digest fire names: the host itself.
 pub const DIGEST_DETECTOR: &str = "sentinel-host";
@@ -32,9 +32,9 @@ impl Ledger {
         let tx = self.conn.transaction().map_err(&e)?;
         let mut seq = None;
         if let Some(summary) = summary {
-            // The host's own entry: a health fire's shape, named for the host.
-            let host = super::Health::new(DIGEST_DETECTOR);
-            let entry = super::count::fires::health_fire(FireType::Digest, &host, at, None, summary);
+            // The host's own entry, named for the host.
+            let body = FireBody::Digest { reason: summary };
+            let entry = super::count::fires::fact_fire(DIGEST_DETECTOR, at, None, body);
             let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
             appender.append(&tx, entry.view()).map_err(&e)?;
             appender.flush(&tx).map_err(&e)?;

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::count::rule::IssueDelta;
 use super::export::segments::Appender;
 use super::{Ledger, LedgerError};
-use crate::firelog::{FireEntry, FireType};
+use crate::firelog::{FireBody, FireEntry, FireType};
 
 /// Where an issue stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,20 +143,15 @@ pub(in crate::ledger) fn last_detector(conn: &Connection, sig: &str) -> rusqlite
     Ok(line.and_then(|l| serde_json::from_str::<FireEntry>(&l).ok()).map(|f| f.detector).unwrap_or_default())
 }
 
-/// The fire of a change to an issue's state.
-pub(in crate::ledger) fn issue_fire(
-    fire_type: FireType,
-    detector: String,
-    sig: &str,
-    kind: Option<String>,
-    at: i64,
-    reason: Option<String>,
-) -> FireEntry {
-    // A health fire's shape (no occurrence fields), with the issue named.
-    let health = crate::ledger::Health::new(&detector);
-    let mut entry = super::count::fires::health_fire(fire_type, &health, at, None, String::new());
-    (entry.kind, entry.sig, entry.reason) = (kind, Some(sig.to_owned()), reason);
-    entry
+/// The fire of a change to an issue's state, by `detector` (the one that
+/// last reported it).
+pub(in crate::ledger) fn issue_fire(detector: &str, at: i64, body: FireBody) -> FireEntry {
+    super::count::fires::fact_fire(detector, at, None, body)
+}
+
+/// The kind an issue signature names (what precedes its first `:`).
+pub(in crate::ledger) fn kind_of(sig: &str) -> &str {
+    sig.split(':').next().unwrap_or_default()
 }
 
 /// Marks every fixed issue this scan counted a new occurrence of as
@@ -182,8 +177,8 @@ pub(in crate::ledger) fn mark_regressions(
         let (_, fixed_at, note) = read_state(tx, sig)?;
         write_state(tx, sig, IssueState::Regressed, fixed_at, note.as_deref())?;
         let reason = format!("{} new occurrence(s) after the fix", d.counted());
-        let kind = sig.split(':').next().map(str::to_owned);
-        let entry = issue_fire(FireType::Regression, d.detector().to_owned(), sig, kind, scan_time, Some(reason));
+        let body = FireBody::Regression { kind: kind_of(sig).to_owned(), sig: sig.to_string(), reason };
+        let entry = issue_fire(d.detector(), scan_time, body);
         appender.append(tx, entry.view())?;
         remember(tx, sig, appender.count(), FireType::Regression, scan_time)?;
     }
@@ -221,13 +216,15 @@ impl Ledger {
         if state == to {
             return Err(LifecycleError::Already { sig: sig.to_owned(), state });
         }
-        let (fire_type, fixed_at) = match to {
-            IssueState::Fixed => (FireType::Fix, Some(at)),
-            _ => (FireType::Reopen, None),
+        let sig_owned = sig.to_owned();
+        let (body, fixed_at) = match to {
+            IssueState::Fixed => (FireBody::Fix { kind, sig: sig_owned, reason: note.map(str::to_owned) }, Some(at)),
+            _ => (FireBody::Reopen { kind, sig: sig_owned }, None),
         };
+        let fire_type = body.fire_type();
         write_state(&tx, sig, to, fixed_at, note).map_err(&e)?;
         let detector = last_detector(&tx, sig).map_err(&e)?;
-        let entry = issue_fire(fire_type, detector.clone(), sig, Some(kind), at, note.map(str::to_owned));
+        let entry = issue_fire(&detector, at, body);
         let mut appender = Appender::open(&tx).map_err(&e)?;
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
@@ -271,7 +268,7 @@ mod tests {
     fn fire_types(l: &Ledger) -> Vec<String> {
         let mut stmt = l.conn.prepare("SELECT line FROM fires ORDER BY seq").unwrap();
         let lines: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
-        lines.iter().map(|l| serde_json::from_str::<FireEntry>(l).unwrap().fire_type.as_str().to_owned()).collect()
+        lines.iter().map(|l| serde_json::from_str::<FireEntry>(l).unwrap().fire_type().as_str().to_owned()).collect()
     }
 
     #[test]

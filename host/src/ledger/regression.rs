@@ -15,8 +15,7 @@
 
 use super::meta::{self, MetaKey};
 use super::{Ledger, LedgerError};
-use crate::firelog::FireType;
-use crate::model::standing::Health;
+use crate::firelog::{FireBody, FireType};
 
 /// What a fix did about its regression case.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -103,15 +102,9 @@ impl Ledger {
             blind.sig,
             blind.why
         );
-        let mut entry = super::count::fires::health_fire(
-            FireType::Diagnostic,
-            &Health::new(blind.detector),
-            at,
-            blind.version.clone(),
-            reason,
-        );
-        entry.sig = Some(blind.sig.to_owned());
-        entry.kind = blind.sig.split(':').next().map(str::to_owned);
+        let kind = Some(super::lifecycle::kind_of(blind.sig).to_owned());
+        let body = FireBody::Diagnostic { reason, kind, sig: Some(blind.sig.to_owned()) };
+        let entry = super::count::fires::fact_fire(blind.detector, at, blind.version.clone(), body);
         let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;
@@ -173,9 +166,9 @@ mod tests {
             .unwrap();
         assert_eq!(history, 2, "each warning is in the issue's history");
         let fire: crate::firelog::FireEntry = serde_json::from_str(&lines[0]).unwrap();
-        assert_eq!((fire.fire_type, fire.detector.as_str()), (FireType::Diagnostic, "tool_error"));
-        assert_eq!(fire.sig.as_deref(), Some("tool_error:0123456789abcdef"));
-        assert!(fire.reason.as_deref().unwrap().contains("no longer produces"), "{:?}", fire.reason);
+        assert_eq!((fire.fire_type(), fire.detector.as_str()), (FireType::Diagnostic, "tool_error"));
+        assert_eq!(fire.body.sig(), Some("tool_error:0123456789abcdef"));
+        assert!(fire.body.reason().unwrap().contains("no longer produces"), "{:?}", fire.body.reason());
         assert!(crate::ledger::verify_out_dir(dir.path(), None).ok, "the chain still verifies");
     }
 }

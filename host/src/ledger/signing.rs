@@ -19,7 +19,8 @@ use serde::Serialize;
 use super::export::segments::Appender;
 use super::{Ledger, LedgerError};
 use crate::firelog::{
-    self, FireEntry, FireType, HEAD_FILE, KeyChange, KeyError, KeyFile, KeyOpened, PUBLIC_KEY_FILE, PublicKeyFile,
+    self, FireBody, FireEntry, FireType, HEAD_FILE, KeyChange, KeyError, KeyFile, KeyOpened, PUBLIC_KEY_FILE,
+    PublicKeyFile,
 };
 
 /// The name key entries carry as their `detector`: the host itself.
@@ -109,7 +110,7 @@ impl Ledger {
             )
             .optional()
             .map_err(self.err("cannot read the fire log"))?;
-        Ok(line.and_then(|l| serde_json::from_str::<FireEntry>(&l).ok()).and_then(|e| e.key))
+        Ok(line.and_then(|l| serde_json::from_str::<FireEntry>(&l).ok()).and_then(|e| e.body.key().cloned()))
     }
 
     /// The public key of the last head signed: the store's copy, else the
@@ -185,10 +186,11 @@ fn key_entry(fire_type: FireType, at: i64, change: KeyChange, rotated: &KeyRotat
         FireType::KeyRotation => format!("rotated by the operator: {from} hands over to {}", rotated.kid),
         _ => format!("the signing key {from} was gone; {} replaces it, vouched for by nothing in the log", rotated.kid),
     };
-    let health = super::Health::new(HOST);
-    let mut entry = super::count::fires::health_fire(fire_type, &health, at, None, reason);
-    entry.key = Some(change);
-    entry
+    let body = match fire_type {
+        FireType::KeyRotation => FireBody::KeyRotation { reason, key: change },
+        _ => FireBody::KeyLost { reason, key: change },
+    };
+    super::count::fires::fact_fire(HOST, at, None, body)
 }
 
 /// The key this host signs `dir`'s log with, before a [`Ledger`] is open

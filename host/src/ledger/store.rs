@@ -17,7 +17,7 @@ use super::meta::{self, MetaKey};
 use super::{
     APPLICATION_ID, Health, ISSUES_FILE, Ledger, LedgerError, ResetReport, SCHEMA_VERSION, STORE_FILE, WriterLock,
 };
-use crate::firelog::FireType;
+use crate::firelog::FireBody;
 use crate::model::failure::Failure;
 use crate::model::standing::State;
 
@@ -413,14 +413,16 @@ impl Ledger {
         let tx = self.conn.transaction().map_err(&e)?;
         let current = read_one_health(&tx, detector).map_err(&e)?.unwrap_or_else(|| Health::new(detector));
         let after = change(current.clone());
-        let fire_type = match (current.state, after.state) {
+        let reason = || "by the operator".to_owned();
+        let body = match (current.state, after.state) {
             (a, b) if a.standing() == b.standing() => None,
-            (_, State::Quarantined { .. }) => Some(FireType::Quarantine),
-            (State::Quarantined { .. }, _) => Some(FireType::Release),
+            (_, State::Quarantined { .. }) => Some(FireBody::Quarantine { reason: reason() }),
+            (State::Quarantined { .. }, _) => Some(FireBody::Release { reason: reason() }),
             _ => None,
         };
-        if let Some(t) = fire_type {
-            let entry = super::count::fires::health_fire(t, &after, at, None, "by the operator".into());
+        let fired = body.is_some();
+        if let Some(body) = body {
+            let entry = super::count::fires::fact_fire(&after.detector, at, None, body);
             let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
             appender.append(&tx, entry.view()).map_err(&e)?;
             appender.flush(&tx).map_err(&e)?;
@@ -428,7 +430,7 @@ impl Ledger {
         write_health(&tx, &after).map_err(&e)?;
         tx.execute("DELETE FROM meta WHERE key = 'fast_stamp'", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
-        if fire_type.is_some() {
+        if fired {
             self.export_fires(at)?;
         }
         Ok(after)
@@ -450,7 +452,8 @@ impl Ledger {
         let e =
             move |source| LedgerError::Store { path: path.clone(), action: "cannot record a diagnostic fire", source };
         let tx = self.conn.transaction().map_err(&e)?;
-        let entry = super::count::fires::health_fire(FireType::Diagnostic, &Health::new(detector), at, version, reason);
+        let body = FireBody::Diagnostic { reason, kind: None, sig: None };
+        let entry = super::count::fires::fact_fire(detector, at, version, body);
         let mut appender = super::export::segments::Appender::open(&tx).map_err(&e)?;
         appender.append(&tx, entry.view()).map_err(&e)?;
         appender.flush(&tx).map_err(&e)?;

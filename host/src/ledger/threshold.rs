@@ -17,7 +17,7 @@ use rusqlite::params;
 use super::export::segments::Appender;
 use super::lifecycle::{issue_fire, last_detector, remember};
 use super::{Ledger, LedgerError};
-use crate::firelog::FireType;
+use crate::firelog::{FireBody, FireType};
 
 /// When an issue is over the threshold: at least `count` occurrences, or
 /// at least `wasted_turns` wasted turns, in its last `window_hours` hours.
@@ -64,7 +64,8 @@ impl Ledger {
             for (sig, (kind, count, wasted)) in new {
                 let detector = last_detector(&tx, sig).map_err(&e)?;
                 let reason = rule.reason(*count, *wasted);
-                let entry = issue_fire(FireType::Threshold, detector, sig, Some(kind.clone()), now, Some(reason));
+                let body = FireBody::Threshold { kind: kind.clone(), sig: sig.clone(), reason };
+                let entry = issue_fire(&detector, now, body);
                 appender.append(&tx, entry.view()).map_err(&e)?;
                 remember(&tx, sig, appender.count(), FireType::Threshold, now).map_err(&e)?;
                 tx.execute("INSERT INTO issue_thresholds(sig, crossed_at) VALUES(?1, ?2)", params![sig, now])

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 use crate::base::calendar::{self, day_of};
-use crate::firelog::{FireEntry, FireType};
+use crate::firelog::{FireBody, FireEntry};
 use crate::ledger::{IssueLine, IssueState};
 
 /// The period a digest covers: `[since, until)`, ms since the epoch.
@@ -121,25 +121,27 @@ impl Gatherer {
         Gatherer { period, costs: HashMap::new(), regressed: HashMap::new(), fixed: HashMap::new() }
     }
 
-    /// Takes one entry of the log (any order; entries outside the period
-    /// and without a signature count for nothing).
+    /// Takes one entry of the log (any order; entries outside the period,
+    /// and entries but occurrences, regressions and fixes, count for nothing).
     pub fn take(&mut self, e: &FireEntry) {
-        let Some(sig) = e.sig.as_deref().filter(|_| self.period.holds(e.at)) else { return };
-        let latest = |m: &mut HashMap<String, i64>| {
+        if !self.period.holds(e.at) {
+            return;
+        }
+        let latest = |m: &mut HashMap<String, i64>, sig: &str| {
             let at = m.entry(sig.to_owned()).or_insert(e.at);
             *at = (*at).max(e.at);
         };
-        match e.fire_type {
-            FireType::Occurrence => {
+        match &e.body {
+            FireBody::Occurrence { sig, turn_id, .. } => {
                 let cost = self.costs.entry(sig.to_owned()).or_default();
                 cost.count += 1;
                 *cost.per_day.entry(day_of(e.at)).or_default() += 1;
-                if let Some(turn) = &e.turn_id {
+                if let Some(turn) = turn_id {
                     cost.turns.insert(turn.clone());
                 }
             }
-            FireType::Regression => latest(&mut self.regressed),
-            FireType::Fix => latest(&mut self.fixed),
+            FireBody::Regression { sig, .. } => latest(&mut self.regressed, sig),
+            FireBody::Fix { sig, .. } => latest(&mut self.fixed, sig),
             _ => {}
         }
     }
@@ -223,8 +225,14 @@ mod tests {
 
     fn entry(seq: u64, fire_type: &str, sig: &str, at: i64, turn: Option<&str>) -> FireEntry {
         let turn = turn.map_or(String::new(), |t| format!(r#","turnId":"{t}""#));
+        // What the type carries besides its issue (docs/fire-log.md).
+        let rest = match fire_type {
+            "occurrence" => r#","origin":"harness","severity":"high","evidenceSource":"s","evidenceId":"i""#,
+            "regression" => r#","reason":"1 new occurrence(s) after the fix""#,
+            _ => "",
+        };
         serde_json::from_str(&format!(
-            r#"{{"seq":{seq},"type":"{fire_type}","recordedAt":{at},"at":{at},"detector":"d","sig":"{sig}"{turn},"probation":false,"prev":"","hash":""}}"#
+            r#"{{"seq":{seq},"type":"{fire_type}","recordedAt":{at},"at":{at},"detector":"d","kind":"k","sig":"{sig}"{rest}{turn},"probation":false,"prev":"","hash":""}}"#
         ))
         .unwrap()
     }

@@ -202,29 +202,29 @@ fn run_command(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::firelog::FireType;
+    use crate::firelog::FireBody;
+    use crate::model::observation::{Origin, Severity};
 
     pub(crate) fn fire(seq: u64, probation: bool) -> FireEntry {
         FireEntry {
             seq,
-            fire_type: FireType::Occurrence,
             recorded_at: 1,
             at: 1,
             detector: "cost".into(),
             detector_version: None,
-            kind: Some("cost".into()),
-            sig: None,
-            origin: None,
-            severity: None,
-            tool: None,
-            bot_id: None,
-            thread_id: None,
-            turn_id: None,
-            evidence_source: None,
-            evidence_id: None,
             probation,
-            reason: None,
-            key: None,
+            body: FireBody::Occurrence {
+                kind: "cost".into(),
+                sig: "cost:0".into(),
+                origin: Origin::Harness,
+                severity: Severity::Low,
+                tool: None,
+                bot_id: None,
+                thread_id: None,
+                turn_id: None,
+                evidence_source: "messages".into(),
+                evidence_id: "m1".into(),
+            },
             prev: "0".repeat(64),
             hash: "ab".repeat(32),
         }

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::deliver::{Delivery, Outcome, deliver_with_retries, shown_url};
 use super::gates::{Gates, Target, WatchEnv};
-use crate::firelog::{FireEntry, FireType};
+use crate::firelog::{FireBody, FireEntry};
 use crate::ledger::LedgerView;
 
 pub use super::deliver::idempotency_key;
@@ -132,8 +132,8 @@ fn read_cursor(out: &Path) -> u64 {
 /// sentinel's health changes (a quarantine before its release), an issue's
 /// occurrences. Fires with different keys may pass each other.
 pub fn order_key(f: &FireEntry) -> String {
-    match (f.fire_type, &f.sig) {
-        (FireType::Occurrence, Some(sig)) => format!("issue {sig}"),
+    match &f.body {
+        FireBody::Occurrence { sig, .. } => format!("issue {sig}"),
         _ => format!("sentinel {}", f.detector),
     }
 }
@@ -303,7 +303,11 @@ mod tests {
     use super::*;
 
     fn fire(seq: u64, sig: &str) -> FireEntry {
-        FireEntry { seq, sig: Some(sig.into()), ..super::super::deliver::tests::fire(seq, false) }
+        let mut f = super::super::deliver::tests::fire(seq, false);
+        if let FireBody::Occurrence { sig: named, .. } = &mut f.body {
+            *named = sig.into();
+        }
+        f
     }
 
     fn window(fires: &[FireEntry]) -> BTreeMap<u64, Slot> {

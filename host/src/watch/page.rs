@@ -81,7 +81,7 @@ pub fn render(s: &Snapshot) -> String {
     super::issue_page::table(&mut h, &s.issues);
     h.push_str("<h2>Latest fires</h2><table id=\"fires\"><tr><th>#</th><th>type</th><th>sentinel</th><th>kind</th><th>at</th><th>note</th></tr>");
     for f in &s.fires {
-        let ty = f.fire_type.as_str();
+        let ty = f.fire_type().as_str();
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -89,9 +89,9 @@ pub fn render(s: &Snapshot) -> String {
             esc(ty),
             if f.probation { "<span class=\"probation\">[PROBATION]</span> " } else { "" },
             esc(&f.detector),
-            esc(f.kind.as_deref().unwrap_or("")),
+            esc(f.body.kind().unwrap_or("")),
             utc(f.recorded_at),
-            esc(f.reason.as_deref().unwrap_or("")),
+            esc(f.body.reason().unwrap_or("")),
         );
     }
     h.push_str("</table><p>JSON: <a href=\"/v1/sentinels\">/v1/sentinels</a>, <a href=\"/v1/fires\">/v1/fires</a>, <a href=\"/v1/chain\">/v1/chain</a>, <a href=\"/v1/gates\">/v1/gates</a></p></body></html>");

@@ -479,6 +479,7 @@ mod tests {
     #[test]
     fn a_probation_fire_is_shown_with_its_summary_prefixed() {
         let line = r#"{"seq":7,"type":"occurrence","recordedAt":1,"at":1,"detector":"cost","kind":"cost",
+            "sig":"cost:0","origin":"harness","severity":"low","evidenceSource":"messages","evidenceId":"m1",
             "probation":true,"prev":"00","hash":"ab"}"#;
         let fire: FireEntry = serde_json::from_str(line).unwrap();
         let shown = serde_json::to_value(ShownFire { summary: fire.summary(), fire: fire.clone() }).unwrap();

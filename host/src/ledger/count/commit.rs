@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::params;
 
-use super::fires::{health_fire, occurrence_fire};
+use super::fires::{fact_fire, occurrence_fire};
 use super::rule::{CommitReport, Counts, IssueDelta, Sums, count_one, read_floors, stored_issue};
 use super::staging::Incoming;
 use super::tally::Tally;
-use crate::firelog::{FireEntry, FireType};
+use crate::firelog::{FireBody, FireEntry};
 use crate::ledger::export::ahead::AheadWriter;
 use crate::ledger::export::checkpoint::Checkpoint;
 use crate::ledger::export::segments::Appender;
@@ -292,17 +292,13 @@ fn quarantine_fire(before: Option<&Health>, after: &Health, scan: &ScanCommit<'_
         crate::model::standing::State::Quarantined { until } if !was => until,
         _ => return None,
     };
-    Some(health_fire(
-        FireType::Quarantine,
-        after,
-        scan.scan_time,
-        scan.versions.get(&after.detector).cloned(),
-        format!(
-            "{} failures in a row (last: {}); quarantined until {until} ms",
-            after.failures_in_a_row,
-            after.last_failure.map_or_else(|| "unknown".to_owned(), |f| f.to_string())
-        ),
-    ))
+    let reason = format!(
+        "{} failures in a row (last: {}); quarantined until {until} ms",
+        after.failures_in_a_row,
+        after.last_failure.map_or_else(|| "unknown".to_owned(), |f| f.to_string())
+    );
+    let version = scan.versions.get(&after.detector).cloned();
+    Some(fact_fire(&after.detector, scan.scan_time, version, FireBody::Quarantine { reason }))
 }
 
 /// The reset rule, applied when a kind's grouping rules change: a kind

@@ -1,5 +1,6 @@
 //! The fire log's entries a scan or a command records: an occurrence
-//! counted for the first time, a change to a detector's health.
+//! counted for the first time, and every other fact (a change to a
+//! detector's health or an issue's state, a digest, a key change).
 //!
 //! It owns building those entries from what was counted; it never seals,
 //! stores or exports one (the fire log's format and the ledger's export do).
@@ -7,8 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::staging::Incoming;
-use crate::firelog::{FireEntry, FireEntryRef, FireType};
-use crate::ledger::Health;
+use crate::firelog::{FireBody, FireEntry, FireEntryRef};
 
 /// The fire of an occurrence counted for the first time.
 pub(in crate::ledger) fn occurrence_fire<'a>(
@@ -17,55 +17,38 @@ pub(in crate::ledger) fn occurrence_fire<'a>(
     versions: &'a BTreeMap<String, String>,
 ) -> FireEntryRef<'a> {
     FireEntryRef {
-        fire_type: FireType::Occurrence,
         recorded_at: scan_time,
         at: o.at,
         detector: &o.detector,
         detector_version: versions.get(&o.detector).map(String::as_str),
-        kind: Some(&o.kind),
-        sig: Some(&o.sig),
-        origin: Some(o.origin),
-        severity: Some(o.severity),
-        tool: o.tool.as_deref(),
-        bot_id: o.bot_id.as_deref(),
-        thread_id: o.thread_id.as_deref(),
-        turn_id: o.turn_id.as_deref(),
-        evidence_source: Some(&o.evidence_source),
-        evidence_id: Some(&o.evidence_id),
         probation: o.probation,
-        reason: None,
-        key: None,
+        body: FireBody::Occurrence {
+            kind: &o.kind,
+            sig: &o.sig,
+            origin: o.origin,
+            severity: o.severity,
+            tool: o.tool.as_deref(),
+            bot_id: o.bot_id.as_deref(),
+            thread_id: o.thread_id.as_deref(),
+            turn_id: o.turn_id.as_deref(),
+            evidence_source: &o.evidence_source,
+            evidence_id: &o.evidence_id,
+        },
     }
 }
 
-/// The fire of a change to a detector's health.
-pub(in crate::ledger) fn health_fire(
-    fire_type: FireType,
-    h: &Health,
-    at: i64,
-    version: Option<String>,
-    reason: String,
-) -> FireEntry {
+/// The fire of anything but an occurrence (a change to a detector's health
+/// or to an issue's state, a diagnostic, a digest, a key change): recorded
+/// when it held, by `detector`, never on probation.
+pub(in crate::ledger) fn fact_fire(detector: &str, at: i64, version: Option<String>, body: FireBody) -> FireEntry {
     FireEntry {
         seq: 0,
-        fire_type,
         recorded_at: at,
         at,
-        detector: h.detector.clone(),
+        detector: detector.to_owned(),
         detector_version: version,
-        kind: None,
-        sig: None,
-        origin: None,
-        severity: None,
-        tool: None,
-        bot_id: None,
-        thread_id: None,
-        turn_id: None,
-        evidence_source: None,
-        evidence_id: None,
         probation: false,
-        reason: Some(reason),
-        key: None,
+        body,
         prev: String::new(),
         hash: String::new(),
     }

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use rusqlite::{OptionalExtension, params};
 
-use crate::firelog::{self, FireEntry, FireType, HEAD_FILE, Head, SEGMENT_ENTRIES, Verification, segment_name};
+use crate::firelog::{self, FireBody, FireEntry, HEAD_FILE, Head, SEGMENT_ENTRIES, Verification, segment_name};
 use crate::ledger::meta::{self, MetaKey};
 use crate::ledger::{Ledger, LedgerError};
 
@@ -266,7 +266,7 @@ impl Chain<'_> {
             if seq > self.stored {
                 put(seq, &entry.hash, line)?;
                 self.copied += 1;
-                if let (FireType::Occurrence | FireType::Regression, Some(kind)) = (entry.fire_type, &entry.kind) {
+                if let FireBody::Occurrence { kind, .. } | FireBody::Regression { kind, .. } = &entry.body {
                     let floor = self.floors.entry(kind.clone()).or_insert(entry.at);
                     *floor = (*floor).max(entry.at);
                 }

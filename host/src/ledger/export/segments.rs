@@ -100,8 +100,8 @@ impl Appender {
             hash: crate::base::hex(&hash),
             line,
             detector: entry.detector.to_owned(),
-            kind: entry.kind.map(str::to_owned),
-            fire_type: entry.fire_type.as_str(),
+            kind: entry.body.kind().map(str::to_owned),
+            fire_type: entry.fire_type().as_str(),
         });
         if self.pending.len() == INSERT_ROWS {
             self.insert(conn)?;
