@@ -295,66 +295,14 @@ fn size(
 ) -> Result<SizeResult> {
     let reps = reps_for(opts, set.records);
     let label = set.records;
-
     progress(&format!("{label} records: raw read and full scan, {reps} times each"));
-    let mut raw = Vec::new();
-    let mut full = Vec::new();
-    let mut records_read = 0;
-    let mut observations = 0;
-    let mut fire_log = Vec::new();
-    let (mut read_phase, mut decide_phase) = (Vec::new(), Vec::new());
-    let (mut commit_phase, mut export_phase) = (Vec::new(), Vec::new());
-    let mut fires = 0;
-    let mut last_out = None;
-    for _ in 0..reps {
-        let t = Instant::now();
-        records_read = read_sources(set, opts.batch_rows, &mut |b| drop(std::hint::black_box(b)))?;
-        raw.push(t.elapsed());
-        let out = tempfile::tempdir()?;
-        let t = Instant::now();
-        let report = run_scan(&scan_options(opts, scan_set, set, out.path(), warm_cache))?;
-        full.push(t.elapsed());
-        ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
-        observations = report.detectors.iter().map(|d| d.observations as u64).sum();
-        fire_log.push(Duration::from_micros(report.fire_log_us));
-        let phases = report.phases.context("a full scan reports its phases")?;
-        read_phase.push(Duration::from_micros(phases.read_us));
-        decide_phase.push(Duration::from_micros(phases.decide_us));
-        commit_phase.push(Duration::from_micros(phases.commit_us));
-        export_phase.push(Duration::from_micros(phases.export_us));
-        fires = report.issues.fires;
-        last_out = Some(out);
-    }
-    let out = last_out.context("no scan ran")?;
+    let scans = scans(opts, scan_set, set, warm_cache, reps)?;
     progress(&format!("{label} records: the floors (sqlite3 shell, NDJSON line count), {reps} times each"));
-    let mut sqlite = Vec::new();
-    let mut lines = Vec::new();
-    let shell = crate::floors::sqlite_shell_available();
-    let copy = crate::floors::copy_databases(&set.dir)?;
-    for _ in 0..reps {
-        if shell {
-            sqlite.push(crate::floors::sqlite_shell(copy.path())?);
-        }
-        lines.push(crate::floors::line_count(&set.dir)?.0);
-    }
-    let fire_bytes: u64 = std::fs::read_dir(out.path())?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("fires-"))
-        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
-        .sum();
+    let (sqlite_shell_ms, ndjson_lines_ms) = floors(set, reps)?;
     progress(&format!("{label} records: fast path"));
-    let mut fast = Vec::new();
-    for _ in 0..reps.max(5) {
-        let mut o = scan_options(opts, scan_set, set, out.path(), warm_cache);
-        o.no_fast_path = false;
-        let t = Instant::now();
-        let report = run_scan(&o)?;
-        fast.push(t.elapsed());
-        ensure!(report.unchanged_since.is_some(), "the second scan of unchanged data did not take the fast path");
-    }
-
+    let fast_path_ms = fast_path(opts, scan_set, set, scans.out.path(), warm_cache, reps.max(5))?;
     progress(&format!("{label} records: a tick over read data, one-shot and by a sentinel that keeps its detectors"));
-    let (oneshot_tick_ms, kept_tick_ms) = ticks(opts, scan_set, set, out.path(), warm_cache, reps.max(5))?;
+    let (oneshot_tick_ms, kept_tick_ms) = ticks(opts, scan_set, set, scans.out.path(), warm_cache, reps.max(5))?;
 
     progress(&format!("{label} records: detectors as components and natively"));
     let mut batches = Vec::new();
@@ -369,33 +317,128 @@ fn size(
         }
         detectors.push(components.measure(d, set, &batches, reps)?);
     }
-
+    let fire_bytes = fire_bytes(scans.out.path())?;
     Ok(SizeResult {
         records: set.records as u64,
-        delivered: records_read,
+        delivered: scans.records_read,
         batches: batches.len(),
         reps,
-        raw_read_ms: ms(median(&raw)),
-        sqlite_shell_ms: shell.then(|| ms(median(&sqlite))),
-        ndjson_lines_ms: ms(median(&lines)),
-        full_scan_ms: ms(median(&full)),
-        fast_path_ms: ms(median(&fast)),
+        raw_read_ms: ms(median(&scans.raw)),
+        sqlite_shell_ms,
+        ndjson_lines_ms,
+        full_scan_ms: ms(median(&scans.full)),
+        fast_path_ms,
         oneshot_tick_ms,
         kept_tick_ms,
-        fires,
+        fires: scans.fires,
         fire_bytes,
-        fire_log_ms: ms(median(&fire_log)),
-        phases: Some(ScanPhases {
-            read_ms: ms(median(&read_phase)),
-            decide_ms: ms(median(&decide_phase)),
-            commit_ms: ms(median(&commit_phase)),
-            export_ms: ms(median(&export_phase)),
-        }),
+        fire_log_ms: ms(median(&scans.fire_log)),
+        phases: Some(scans.phases()),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
-        observations,
+        observations: scans.observations,
         detectors,
     })
+}
+
+/// The raw reads and full scans of one size, interleaved, and what the
+/// last scan reported and wrote (`out`, which the fast path and the ticks
+/// scan again).
+struct Scans {
+    raw: Vec<Duration>,
+    full: Vec<Duration>,
+    fire_log: Vec<Duration>,
+    /// Per phase (read, decide, commit, export), one time a repetition.
+    phases: [Vec<Duration>; 4],
+    records_read: u64,
+    observations: u64,
+    fires: u64,
+    out: tempfile::TempDir,
+}
+
+impl Scans {
+    fn phases(&self) -> ScanPhases {
+        let [read, decide, commit, export] = &self.phases;
+        ScanPhases {
+            read_ms: ms(median(read)),
+            decide_ms: ms(median(decide)),
+            commit_ms: ms(median(commit)),
+            export_ms: ms(median(export)),
+        }
+    }
+}
+
+fn scans(opts: &Options, scan_set: &Path, set: &DataSet, warm_cache: &Path, reps: usize) -> Result<Scans> {
+    let (mut raw, mut full, mut fire_log) = (Vec::new(), Vec::new(), Vec::new());
+    let mut phases: [Vec<Duration>; 4] = Default::default();
+    let (mut records_read, mut observations, mut fires) = (0, 0, 0);
+    let mut last_out = None;
+    for _ in 0..reps {
+        let t = Instant::now();
+        records_read = read_sources(set, opts.batch_rows, &mut |b| drop(std::hint::black_box(b)))?;
+        raw.push(t.elapsed());
+        let out = tempfile::tempdir()?;
+        let t = Instant::now();
+        let report = run_scan(&scan_options(opts, scan_set, set, out.path(), warm_cache))?;
+        full.push(t.elapsed());
+        ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
+        observations = report.detectors.iter().map(|d| d.observations as u64).sum();
+        fire_log.push(Duration::from_micros(report.fire_log_us));
+        let p = report.phases.context("a full scan reports its phases")?;
+        for (times, us) in phases.iter_mut().zip([p.read_us, p.decide_us, p.commit_us, p.export_us]) {
+            times.push(Duration::from_micros(us));
+        }
+        fires = report.issues.fires;
+        last_out = Some(out);
+    }
+    let out = last_out.context("no scan ran")?;
+    Ok(Scans { raw, full, fire_log, phases, records_read, observations, fires, out })
+}
+
+/// The floors, median of `reps` each: the `sqlite3` shell on a copy of the
+/// databases (`None` without the shell) and the line count, in ms.
+fn floors(set: &DataSet, reps: usize) -> Result<(Option<f64>, f64)> {
+    let (mut sqlite, mut lines) = (Vec::new(), Vec::new());
+    let shell = crate::floors::sqlite_shell_available();
+    let copy = crate::floors::copy_databases(&set.dir)?;
+    for _ in 0..reps {
+        if shell {
+            sqlite.push(crate::floors::sqlite_shell(copy.path())?);
+        }
+        lines.push(crate::floors::line_count(&set.dir)?.0);
+    }
+    Ok((shell.then(|| ms(median(&sqlite))), ms(median(&lines))))
+}
+
+/// The bytes of the fire log's segments in a scan's output folder.
+fn fire_bytes(out: &Path) -> Result<u64> {
+    Ok(std::fs::read_dir(out)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("fires-"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum())
+}
+
+/// The scan again over unchanged data, `reps` times: it must take the
+/// fast path. Median, in ms.
+fn fast_path(
+    opts: &Options,
+    scan_set: &Path,
+    set: &DataSet,
+    out: &Path,
+    warm_cache: &Path,
+    reps: usize,
+) -> Result<f64> {
+    let mut fast = Vec::new();
+    for _ in 0..reps {
+        let mut o = scan_options(opts, scan_set, set, out, warm_cache);
+        o.no_fast_path = false;
+        let t = Instant::now();
+        let report = run_scan(&o)?;
+        fast.push(t.elapsed());
+        ensure!(report.unchanged_since.is_some(), "the second scan of unchanged data did not take the fast path");
+    }
+    Ok(ms(median(&fast)))
 }
 
 /// A tick that finds nothing new (fast path off), after a full scan into
@@ -596,6 +639,8 @@ fn summarise(
         wall_ratio: native_wall_ms.map(|n| ratio(component_wall_ms, n)),
         unmetered_ns_per_record: unmetered_ms.map(per_record),
         unmetered_ratio: unmetered_ms.zip(native_ms).map(|(u, n)| ratio(u, n)),
+        peer_ns_per_record: None,
+        peer_ratio: None,
         push_p50_us: us(percentile(&calls, 50.0)),
         push_p99_us: us(percentile(&calls, 99.0)),
         push_max_us: us(calls.iter().copied().max().unwrap_or_default()),
