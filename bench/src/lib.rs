@@ -26,6 +26,7 @@ pub mod fire_latency;
 pub mod fire_log;
 pub mod floors;
 pub mod native;
+pub mod peer;
 pub mod provenance;
 pub mod report;
 pub mod resident;

@@ -1,6 +1,7 @@
 //! The measurements, in the order a run makes them: start-up once, then for
 //! each data size the raw read, the full scan, the fast path, every detector
-//! as a component and natively, and the real binary's peak memory.
+//! as a component, unmetered, natively and as its core-module peer, and the
+//! real binary's peak memory.
 //!
 //! Each ratio's two sides are measured in the same run, interleaved where
 //! they are repeated, and summarised by the median of the repetitions, so a
@@ -21,6 +22,8 @@ use sentinel_host::{ScanOptions, run_scan};
 
 use crate::data::{self, DataSet};
 use crate::native::{self, NativeRun};
+use crate::peer::wire::PeerBatch;
+use crate::peer::{self, PeerRun, Peers};
 use crate::report::{DetectorResult, LongRunning, Report, ScanPhases, SizeResult, Startup, StartupDetector};
 use crate::stats::{median, ms, percentile, ratio, us};
 
@@ -32,6 +35,9 @@ pub struct Options {
     /// them (peak memory and the binary's time then read 0), as the smoke
     /// test does.
     pub host: Option<PathBuf>,
+    /// The folder of built core-module peers (`peer::build`); `None` runs
+    /// no peer (the peer columns read `–`).
+    pub peers: Option<PathBuf>,
     /// The warm compiled-component cache; `None` means `cache/` in `work`.
     pub cache: Option<PathBuf>,
     /// Target record counts.
@@ -478,11 +484,13 @@ fn ticks(
 }
 
 /// Every detector in `detectors/`, loaded once a run into the real runtime,
-/// and those with a native twin into an unmetered one beside it.
+/// those with a native twin into an unmetered one beside it, and those with
+/// a core-module peer as that peer, on the real runtime's engine.
 struct Components {
     runtime: Runtime,
     loaded: Vec<LoadedDetector>,
     unmetered: Unmetered,
+    peers: Option<Peers>,
 }
 
 impl Components {
@@ -490,13 +498,26 @@ impl Components {
         let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
         let loaded = load_all(&runtime, &opts.detectors)?;
         let unmetered = Unmetered::load(opts, warm_cache, &loaded)?;
-        Ok(Components { runtime, loaded, unmetered })
+        let peers = match &opts.peers {
+            Some(dir) => Some(Peers::load(&runtime, dir, loaded.iter().map(|d| d.descriptor.name.as_str()))?),
+            None => None,
+        };
+        Ok(Components { runtime, loaded, unmetered, peers })
     }
 
     /// `d`'s row of the component-vs-native table, over `batches`.
     fn measure(&self, d: &LoadedDetector, set: &DataSet, batches: &[Batch], reps: usize) -> Result<DetectorResult> {
-        detector(&self.runtime, d, self.unmetered.twin(d), set, batches, reps)
+        let peer = self.peers.as_ref().filter(|p| p.has(&d.descriptor.name));
+        let sides = Sides { unmetered: self.unmetered.twin(d), peer };
+        detector(&self.runtime, d, sides, set, batches, reps)
     }
+}
+
+/// What a component is measured beside: itself unmetered, its core-module
+/// peer (each when it has one).
+struct Sides<'a> {
+    unmetered: Option<(&'a Runtime, &'a LoadedDetector)>,
+    peer: Option<&'a Peers>,
 }
 
 /// The detectors with a native twin, loaded again into a runtime without
@@ -565,7 +586,7 @@ fn run_component(
 fn detector(
     runtime: &Runtime,
     d: &LoadedDetector,
-    unmetered: Option<(&Runtime, &LoadedDetector)>,
+    sides: Sides<'_>,
     set: &DataSet,
     batches: &[Batch],
     reps: usize,
@@ -583,45 +604,70 @@ fn detector(
     let wit_ctx = native::context(set.scan_time_ms, &config);
     let ctx =
         || ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
+    let peer_batches: Vec<PeerBatch> =
+        if sides.peer.is_some() { wanted.iter().map(|b| PeerBatch::new(b)).collect() } else { Vec::new() };
+    let peer_ctx = peer::wire::context(set.scan_time_ms, 0, &config);
 
-    // The three sides interleaved, one run of each per repetition.
-    let (mut metered, mut unmetered_runs, mut natives) = (Vec::new(), Vec::new(), Vec::new());
+    // The four sides interleaved, one run of each per repetition.
+    let mut runs = Runs::default();
     for _ in 0..reps {
-        metered.push(run_component(runtime, d, ctx(), &prepared)?);
-        if let Some((runtime, d)) = unmetered {
-            unmetered_runs.push(run_component(runtime, d, ctx(), &prepared)?);
+        runs.metered.push(run_component(runtime, d, ctx(), &prepared)?);
+        if let Some((runtime, d)) = sides.unmetered {
+            runs.unmetered.push(run_component(runtime, d, ctx(), &prepared)?);
         }
         if let Some(twin) = twin {
-            natives.push(twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?);
+            runs.natives.push(twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?);
+        }
+        if let Some(p) = sides.peer {
+            runs.peers.push(p.run(&name, &d.descriptor.emits, &peer_ctx, set.scan_time_ms, &peer_batches)?);
         }
     }
-    let component_obs = metered.last().map_or(0, |r| r.observations);
-    if let Some(u) = unmetered_runs.iter().find(|u| u.observations != component_obs) {
-        bail!("{name}: the component reported {component_obs} observations, unmetered {}", u.observations);
+    runs.agree(&name)?;
+    Ok(summarise(name, records, &runs))
+}
+
+/// A detector's runs on every side, one a repetition each.
+#[derive(Default)]
+struct Runs {
+    metered: Vec<ComponentRun>,
+    unmetered: Vec<ComponentRun>,
+    natives: Vec<NativeRun>,
+    peers: Vec<PeerRun>,
+}
+
+impl Runs {
+    /// Every side reported as many observations as the component: a side
+    /// that computes something else measures nothing.
+    fn agree(&self, name: &str) -> Result<()> {
+        let component = self.metered.last().map_or(0, |r| r.observations);
+        let others = [
+            ("unmetered", self.unmetered.iter().map(|r| r.observations).collect::<Vec<_>>()),
+            ("its native twin", self.natives.iter().map(|r| r.observations).collect()),
+            ("its core-module peer", self.peers.iter().map(|r| r.observations).collect()),
+        ];
+        for (side, counts) in others {
+            if let Some(n) = counts.iter().find(|&&n| n != component) {
+                bail!("{name}: the component reported {component} observations, {side} {n}");
+            }
+        }
+        Ok(())
     }
-    if let Some(n) = natives.iter().find(|n| n.observations != component_obs) {
-        bail!("{name}: the component reported {component_obs} observations, its native twin {}", n.observations);
-    }
-    Ok(summarise(name, records, &metered, &unmetered_runs, &natives))
 }
 
 /// A detector's runs reduced to its row: CPU time of the calling thread
 /// (what the ratios are computed from, median of the repetitions), wall
 /// time beside it, and the latency of every call. `unmetered` and `natives`
-/// are empty for a detector without a native twin.
-fn summarise(
-    name: String,
-    records: u64,
-    metered: &[ComponentRun],
-    unmetered: &[ComponentRun],
-    natives: &[NativeRun],
-) -> DetectorResult {
+/// are empty for a detector without a native twin, `peers` for one without
+/// a core-module peer (or a run without peers).
+fn summarise(name: String, records: u64, runs: &Runs) -> DetectorResult {
+    let Runs { metered, unmetered, natives, peers } = runs;
     let median_ms = |times: Vec<Duration>| (!times.is_empty()).then(|| ms(median(&times)));
     let component_ms = median_ms(metered.iter().map(|r| r.cpu).collect()).unwrap_or_default();
     let component_wall_ms = median_ms(metered.iter().map(|r| r.wall).collect()).unwrap_or_default();
     let unmetered_ms = median_ms(unmetered.iter().map(|r| r.cpu).collect());
     let native_ms = median_ms(natives.iter().map(|n| n.cpu).collect());
     let native_wall_ms = median_ms(natives.iter().map(|n| n.total).collect());
+    let peer_ms = median_ms(peers.iter().map(|p| p.cpu).collect());
     let calls: Vec<Duration> = metered.iter().flat_map(|r| r.pushes.iter().copied()).collect();
     let finishes: Vec<Duration> = metered.iter().map(|r| r.finish).collect();
     let native_calls: Vec<Duration> = natives.iter().flat_map(|n| n.pushes.iter().copied()).collect();
@@ -639,8 +685,8 @@ fn summarise(
         wall_ratio: native_wall_ms.map(|n| ratio(component_wall_ms, n)),
         unmetered_ns_per_record: unmetered_ms.map(per_record),
         unmetered_ratio: unmetered_ms.zip(native_ms).map(|(u, n)| ratio(u, n)),
-        peer_ns_per_record: None,
-        peer_ratio: None,
+        peer_ns_per_record: peer_ms.map(per_record),
+        peer_ratio: peer_ms.map(|p| ratio(component_ms, p)),
         push_p50_us: us(percentile(&calls, 50.0)),
         push_p99_us: us(percentile(&calls, 99.0)),
         push_max_us: us(calls.iter().copied().max().unwrap_or_default()),
