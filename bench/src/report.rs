@@ -168,28 +168,53 @@ impl SizeResult {
 }
 
 /// The long-running mode's resident memory (`run --interval 1`, Linux
-/// `VmRSS` once its ticks have settled, and `VmHWM`), with every shipped
-/// detector and with the Rust ones alone.
+/// `/proc/<pid>/status` once its ticks have settled; `crate::resident`),
+/// with every shipped detector and with the Rust ones alone: the median of
+/// `runs` runs of each, each after the same warm-up of the page cache.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LongRunning {
     pub records: u64,
+    /// Runs of each side (1 in results written before there were several).
+    #[serde(default = "one")]
+    pub runs: usize,
     pub every_detectors: usize,
+    /// `VmRSS`, what `ps` shows.
     pub every_rss_kib: u64,
     pub every_peak_kib: u64,
-    /// `RssAnon` (absent in results written before it was measured).
+    /// `RssAnon` and `RssFile`, the two parts of `VmRSS` (absent in results
+    /// written before they were measured).
     #[serde(default)]
     pub every_anon_kib: u64,
+    #[serde(default)]
+    pub every_file_kib: u64,
+    /// `VmRSS` of each run, in order: how far apart the runs were.
+    #[serde(default)]
+    pub every_rss_runs_kib: Vec<u64>,
     pub rust_detectors: usize,
     pub rust_rss_kib: u64,
     pub rust_peak_kib: u64,
     #[serde(default)]
     pub rust_anon_kib: u64,
+    #[serde(default)]
+    pub rust_file_kib: u64,
+    #[serde(default)]
+    pub rust_rss_runs_kib: Vec<u64>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl LongRunning {
+    /// `VmRSS` over `VmRSS`: the target's figure.
     pub fn every_over_rust(&self) -> f64 {
         self.every_rss_kib as f64 / self.rust_rss_kib as f64
+    }
+
+    /// `RssAnon` over `RssAnon`: the part no memory pressure takes back.
+    pub fn every_over_rust_anon(&self) -> f64 {
+        self.every_anon_kib as f64 / self.rust_anon_kib as f64
     }
 }
 
@@ -294,6 +319,9 @@ impl Report {
         }
         if let Some(l) = &self.long_running {
             m.insert("long_running.every_over_rust_rss".into(), l.every_over_rust());
+            if l.rust_anon_kib > 0 {
+                m.insert("long_running.every_over_rust_anon".into(), l.every_over_rust_anon());
+            }
         }
         m
     }
@@ -395,23 +423,46 @@ impl Report {
         let Some(l) = &self.long_running else { return String::new() };
         let mut s = format!(
             "\n### The long-running mode's resident memory\n\n\
-             `run --interval 1` over the {}-record data dir, sampled for 8 s (Linux `VmRSS` at the last sample; \
-             `VmHWM` is the peak).\n\n",
-            l.records
+             `run --interval 1` over the {}-record data dir, {} runs of each set, alternated, each after the \
+             compiled components were read into the page cache; each run samples Linux `/proc/<pid>/status` \
+             every 250 ms over its last 4 s and takes the median. Resident is `VmRSS` (what `ps` shows), the \
+             sum of its anonymous (`RssAnon`) and file-backed (`RssFile`) parts; each is the median of the \
+             runs. Peak is `VmHWM`.\n\n",
+            l.records, l.runs
         );
-        s += "| detectors | count | resident MiB | of it anonymous MiB | peak MiB |\n|---|---:|---:|---:|---:|\n";
+        s += "| detectors | count | resident MiB | anonymous MiB | file-backed MiB | peak MiB | resident of each run MiB |\n\
+              |---|---:|---:|---:|---:|---:|---|\n";
         let mib = |kib: u64| kib as f64 / 1024.0;
-        s += &format!(
-            "| every shipped one | {} | {:.1} | {:.1} | {:.1} |\n| written in Rust | {} | {:.1} | {:.1} | {:.1} |\n",
-            l.every_detectors,
-            mib(l.every_rss_kib),
-            mib(l.every_anon_kib),
-            mib(l.every_peak_kib),
-            l.rust_detectors,
-            mib(l.rust_rss_kib),
-            mib(l.rust_anon_kib),
-            mib(l.rust_peak_kib)
-        );
+        let each = |runs: &[u64]| runs.iter().map(|&k| format!("{:.1}", mib(k))).collect::<Vec<_>>().join(", ");
+        for (who, count, rss, anon, file, peak, runs) in [
+            (
+                "every shipped one",
+                l.every_detectors,
+                l.every_rss_kib,
+                l.every_anon_kib,
+                l.every_file_kib,
+                l.every_peak_kib,
+                &l.every_rss_runs_kib,
+            ),
+            (
+                "written in Rust",
+                l.rust_detectors,
+                l.rust_rss_kib,
+                l.rust_anon_kib,
+                l.rust_file_kib,
+                l.rust_peak_kib,
+                &l.rust_rss_runs_kib,
+            ),
+        ] {
+            s += &format!(
+                "| {who} | {count} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                mib(rss),
+                mib(anon),
+                mib(file),
+                mib(peak),
+                each(runs)
+            );
+        }
         s
     }
 
@@ -724,14 +775,19 @@ mod tests {
         let startup = Startup { detectors: 1, cold_ms: 1000.0, warm_ms: 10.0, per_detector: vec![] };
         let lr = LongRunning {
             records: 10,
+            runs: 3,
             every_detectors: 8,
             every_rss_kib: 300 * 1024,
             every_peak_kib: 400 * 1024,
             every_anon_kib: 200 * 1024,
+            every_file_kib: 100 * 1024,
+            every_rss_runs_kib: vec![300 * 1024, 310 * 1024, 290 * 1024],
             rust_detectors: 6,
             rust_rss_kib: 100 * 1024,
             rust_peak_kib: 120 * 1024,
             rust_anon_kib: 50 * 1024,
+            rust_file_kib: 50 * 1024,
+            rust_rss_runs_kib: vec![100 * 1024; 3],
         };
         let r = Report::new(startup, vec![size(10, 100, 10.0)]).with_long_running(Some(lr));
         let t = r.targets.iter().find(|t| t.name.starts_with("long-running resident")).unwrap();
@@ -740,9 +796,11 @@ mod tests {
         let md = r.markdown();
         assert!(
             md.contains("### The floor under the raw read")
-                && md.contains("| every shipped one | 8 | 300.0 | 200.0 | 400.0 |")
-                && md.contains("| written in Rust | 6 | 100.0 | 50.0 | 120.0 |")
+                && md.contains("| every shipped one | 8 | 300.0 | 200.0 | 100.0 | 400.0 | 300.0, 310.0, 290.0 |")
+                && md.contains("| written in Rust | 6 | 100.0 | 50.0 | 50.0 | 120.0 | 100.0, 100.0, 100.0 |"),
+            "{md}"
         );
+        assert!((r.ratios["long_running.every_over_rust_anon"] - 4.0).abs() < 1e-9);
     }
 
     #[test]

@@ -2,10 +2,18 @@
 //!
 //! Owns one measurement: the release binary in `run --interval 1` over a
 //! data dir, with a given detectors dir, sampled from `/proc/<pid>/status`
-//! (`VmRSS` after its ticks have settled, its `RssAnon` part, and `VmHWM`,
-//! the peak) for a few
-//! seconds, then stopped. Linux only (elsewhere it reports nothing). Never
-//! judges: the report compares every shipped detector with the Rust ones.
+//! every 250 ms once its first half has passed (the first scans are over
+//! and it ticks over unchanged data), then stopped; each field is the
+//! median of those samples: `VmRSS` (what `ps` shows), its `RssAnon` part
+//! (the process's own pages: heap, stacks, guest memories) and its
+//! `RssFile` part (pages of mapped files: the binary and the compiled
+//! components it maps from the cache), and `VmHWM`, the peak. It also owns
+//! the warm-up before a run ([`warm_page_cache`]): `RssFile` counts the
+//! mapped pages the page cache holds (a fault maps the cached pages around
+//! it too), so a run starts with the compiled components read once into
+//! it, the same for every run. And [`median`], per field, of several runs.
+//! Linux only (elsewhere it reports nothing). Never judges: the report
+//! compares every shipped detector with the Rust ones.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -14,26 +22,71 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 /// What the long-running binary held.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Resident {
-    /// `VmRSS` at the last sample, KiB.
+    /// `VmRSS`, KiB.
     pub rss_kib: u64,
     /// `VmHWM` at the last sample, KiB.
     pub peak_kib: u64,
-    /// `RssAnon` at the last sample, KiB: the part of `VmRSS` that is the
-    /// process's own (heap, stacks, guest memories), not pages mapped from
-    /// files (the binary, compiled components from the cache), which the
-    /// kernel shares and can drop.
+    /// `RssAnon`, KiB: the part of `VmRSS` that is the process's own (heap,
+    /// stacks, guest memories), which only exit or swap gives back.
     pub anon_kib: u64,
+    /// `RssFile`, KiB: pages mapped from files (the binary, compiled
+    /// components from the cache), clean, shared with the page cache, and
+    /// what the kernel drops first under a memory limit.
+    pub file_kib: u64,
 }
 
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+fn status_kib(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
     line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
 }
 
-/// Runs `host run --interval 1` for `for_how_long`, then reads its memory.
+/// One sample of `/proc/<pid>/status`.
+fn sample(pid: u32) -> Option<Resident> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name| status_kib(&status, name);
+    Some(Resident {
+        rss_kib: field("VmRSS:")?,
+        peak_kib: field("VmHWM:")?,
+        anon_kib: field("RssAnon:")?,
+        file_kib: field("RssFile:")?,
+    })
+}
+
+/// The median of each field of `runs` (the lower middle for an even
+/// count); the peak is the highest.
+pub fn median(runs: &[Resident]) -> Option<Resident> {
+    let mid = |f: fn(&Resident) -> u64| {
+        let mut v: Vec<u64> = runs.iter().map(f).collect();
+        v.sort_unstable();
+        v[(v.len() - 1) / 2]
+    };
+    (!runs.is_empty()).then(|| Resident {
+        rss_kib: mid(|r| r.rss_kib),
+        peak_kib: runs.iter().map(|r| r.peak_kib).max().unwrap_or(0),
+        anon_kib: mid(|r| r.anon_kib),
+        file_kib: mid(|r| r.file_kib),
+    })
+}
+
+/// Reads every file under `dir` (one level: the compiled-component cache)
+/// once, so that the page cache holds all of them when a run starts.
+/// Returns the bytes read.
+pub fn warm_page_cache(dir: &Path) -> Result<u64> {
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            let mut f = std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+            bytes += std::io::copy(&mut f, &mut std::io::sink())?;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Runs `host run --interval 1` for `for_how_long`, then reads its memory
+/// (the median of the samples of its second half).
 pub fn long_running(
     host: &Path,
     detectors: &Path,
@@ -63,18 +116,53 @@ pub fn long_running(
         .spawn()
         .with_context(|| format!("cannot start {}", host.display()))?;
     let started = Instant::now();
-    let mut last = None;
+    let mut samples = Vec::new();
     while started.elapsed() < for_how_long {
         std::thread::sleep(Duration::from_millis(250));
         if let Some(status) = child.try_wait()? {
             anyhow::bail!("the long-running binary stopped early: {status}");
         }
-        let field = |name| status_kib(child.id(), name);
-        if let (Some(rss_kib), Some(peak_kib), Some(anon_kib)) = (field("VmRSS:"), field("VmHWM:"), field("RssAnon:")) {
-            last = Some(Resident { rss_kib, peak_kib, anon_kib });
+        if started.elapsed() >= for_how_long / 2
+            && let Some(s) = sample(child.id())
+        {
+            samples.push(s);
         }
     }
     child.kill()?;
     child.wait()?;
-    Ok(last)
+    Ok(median(&samples))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(rss: u64, peak: u64, anon: u64, file: u64) -> Resident {
+        Resident { rss_kib: rss, peak_kib: peak, anon_kib: anon, file_kib: file }
+    }
+
+    #[test]
+    fn runs_are_summed_up_by_the_median_of_each_field_and_the_highest_peak() {
+        let runs = [r(300, 310, 100, 200), r(900, 950, 120, 780), r(320, 330, 110, 210)];
+        assert_eq!(median(&runs), Some(r(320, 950, 110, 210)), "one run with a full page cache moves nothing");
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn the_status_fields_are_read_in_kib() {
+        let status = "Name:\tsentinel-host\nVmHWM:\t   84000 kB\nVmRSS:\t   83000 kB\nRssAnon:\t   21000 kB\nRssFile:\t   62000 kB\n";
+        assert_eq!(status_kib(status, "RssFile:"), Some(62000));
+        assert_eq!(status_kib(status, "RssShmem:"), None);
+        let own = sample(std::process::id()).expect("this process's status");
+        assert!(own.rss_kib >= own.anon_kib && own.rss_kib > 0, "{own:?}");
+    }
+
+    #[test]
+    fn the_warm_up_reads_every_file_of_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.cwasm"), vec![1u8; 5000]).unwrap();
+        std::fs::write(dir.path().join("b.cwasm"), vec![2u8; 3000]).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert_eq!(warm_page_cache(dir.path()).unwrap(), 8000);
+    }
 }

@@ -149,26 +149,43 @@ fn written_in_rust(detectors: &Path) -> Result<Vec<String>> {
     Ok(sources.into_iter().filter(|d| d.lang == xtask::guest::Lang::Rust).map(|d| d.name).collect())
 }
 
+/// Runs of each side of the long-running comparison, alternated.
+const RESIDENT_RUNS: usize = 3;
+
 /// `run --interval 1` over the smallest data dir, with every shipped
 /// detector and with the Rust ones alone: what each holds resident once
-/// its ticks have settled.
+/// its ticks have settled. [`RESIDENT_RUNS`] runs of each, alternated, each
+/// after the same warm-up (the compiled components read into the page
+/// cache), summed up by the median of each figure.
 fn long_running(host: &Path, all: &Path, rust: &Path, set: &DataSet, warm_cache: &Path) -> Result<Option<LongRunning>> {
+    use crate::resident::{self, Resident};
     let settle = Duration::from_secs(8);
     let count = |dir: &Path| -> Result<usize> {
         Ok(std::fs::read_dir(dir)?.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "wasm")).count())
     };
-    let every = crate::resident::long_running(host, all, &set.dir, warm_cache, settle)?;
-    let rust_only = crate::resident::long_running(host, rust, &set.dir, warm_cache, settle)?;
-    Ok(every.zip(rust_only).map(|(every, rust_only)| LongRunning {
+    let (mut every, mut rust_only): (Vec<Resident>, Vec<Resident>) = (Vec::new(), Vec::new());
+    for _ in 0..RESIDENT_RUNS {
+        for (dir, runs) in [(all, &mut every), (rust, &mut rust_only)] {
+            resident::warm_page_cache(warm_cache)?;
+            runs.extend(resident::long_running(host, dir, &set.dir, warm_cache, settle)?);
+        }
+    }
+    let (Some(e), Some(r)) = (resident::median(&every), resident::median(&rust_only)) else { return Ok(None) };
+    Ok(Some(LongRunning {
         records: set.records as u64,
+        runs: every.len().min(rust_only.len()),
         every_detectors: count(all).unwrap_or(0),
-        every_rss_kib: every.rss_kib,
-        every_peak_kib: every.peak_kib,
-        every_anon_kib: every.anon_kib,
+        every_rss_kib: e.rss_kib,
+        every_peak_kib: e.peak_kib,
+        every_anon_kib: e.anon_kib,
+        every_file_kib: e.file_kib,
+        every_rss_runs_kib: every.iter().map(|r| r.rss_kib).collect(),
         rust_detectors: count(rust).unwrap_or(0),
-        rust_rss_kib: rust_only.rss_kib,
-        rust_peak_kib: rust_only.peak_kib,
-        rust_anon_kib: rust_only.anon_kib,
+        rust_rss_kib: r.rss_kib,
+        rust_peak_kib: r.peak_kib,
+        rust_anon_kib: r.anon_kib,
+        rust_file_kib: r.file_kib,
+        rust_rss_runs_kib: rust_only.iter().map(|r| r.rss_kib).collect(),
     }))
 }
 

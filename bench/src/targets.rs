@@ -107,15 +107,18 @@ fn memory_targets(r: &Report, largest: &SizeResult) -> Vec<Target> {
     if let Some(l) = &r.long_running {
         let mib = |kib: u64| kib as f64 / 1024.0;
         t.push(target(
-            "long-running resident memory, every shipped detector vs those written in Rust",
+            "long-running resident memory (VmRSS, median of runs), every shipped detector vs those written in Rust",
             l.every_over_rust(),
             2.0,
             format!(
-                "{:.0} vs {:.0} MiB, {} vs {} detectors, {} records",
+                "{:.0} vs {:.0} MiB ({:.0} vs {:.0} anonymous), {} vs {} detectors, {} runs each, {} records",
                 mib(l.every_rss_kib),
                 mib(l.rust_rss_kib),
+                mib(l.every_anon_kib),
+                mib(l.rust_anon_kib),
                 l.every_detectors,
                 l.rust_detectors,
+                l.runs,
                 l.records
             ),
         ));
