@@ -7,7 +7,9 @@
 //! median of those samples: `VmRSS` (what `ps` shows), its `RssAnon` part
 //! (the process's own pages: heap, stacks, guest memories) and its
 //! `RssFile` part (pages of mapped files: the binary and the compiled
-//! components it maps from the cache), and `VmHWM`, the peak. It also owns
+//! components it maps from the cache), and `VmHWM`, the peak; and, of
+//! `RssFile`, the pages the process touched over that second half
+//! (`clear_refs`, then `smaps`' `Referenced`). It also owns
 //! the warm-up before a run ([`warm_page_cache`]): `RssFile` counts the
 //! mapped pages the page cache holds (a fault maps the cached pages around
 //! it too), so a run starts with the compiled components read once into
@@ -35,6 +37,12 @@ pub struct Resident {
     /// components from the cache), clean, shared with the page cache, and
     /// what the kernel drops first under a memory limit.
     pub file_kib: u64,
+    /// The file-backed pages the process touched over the second half of
+    /// its run (`/proc/<pid>/clear_refs` at its start, the file mappings'
+    /// `Referenced` in `/proc/<pid>/smaps` at its end, less their private
+    /// copies): of `RssFile`, what its ticks use, not what a fault mapped
+    /// beside it. 0 where the kernel refuses either.
+    pub touched_file_kib: u64,
 }
 
 fn status_kib(status: &str, field: &str) -> Option<u64> {
@@ -51,7 +59,35 @@ fn sample(pid: u32) -> Option<Resident> {
         peak_kib: field("VmHWM:")?,
         anon_kib: field("RssAnon:")?,
         file_kib: field("RssFile:")?,
+        touched_file_kib: 0,
     })
+}
+
+/// The `Referenced` KiB of the file-backed mappings in a `smaps` text, less
+/// their `Anonymous` (private copies of file pages, already in `RssAnon`).
+fn touched_file_kib(smaps: &str) -> u64 {
+    let (mut total, mut file, mut referenced, mut anonymous) = (0, false, 0u64, 0u64);
+    let mut close = |file: bool, referenced: u64, anonymous: u64| {
+        if file {
+            total += referenced.saturating_sub(anonymous);
+        }
+    };
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: `start-end perms offset dev inode [path]`.
+            close(file, referenced, anonymous);
+            (referenced, anonymous) = (0, 0);
+            file = words.nth(4).is_some_and(|path| path.starts_with('/'));
+        } else if first == "Referenced:" {
+            referenced = status_kib(line, "Referenced:").unwrap_or(0);
+        } else if first == "Anonymous:" {
+            anonymous = status_kib(line, "Anonymous:").unwrap_or(0);
+        }
+    }
+    close(file, referenced, anonymous);
+    total
 }
 
 /// The median of each field of `runs` (the lower middle for an even
@@ -67,6 +103,7 @@ pub fn median(runs: &[Resident]) -> Option<Resident> {
         peak_kib: runs.iter().map(|r| r.peak_kib).max().unwrap_or(0),
         anon_kib: mid(|r| r.anon_kib),
         file_kib: mid(|r| r.file_kib),
+        touched_file_kib: mid(|r| r.touched_file_kib),
     })
 }
 
@@ -117,20 +154,25 @@ pub fn long_running(
         .with_context(|| format!("cannot start {}", host.display()))?;
     let started = Instant::now();
     let mut samples = Vec::new();
+    let mut cleared = false;
     while started.elapsed() < for_how_long {
         std::thread::sleep(Duration::from_millis(250));
         if let Some(status) = child.try_wait()? {
             anyhow::bail!("the long-running binary stopped early: {status}");
         }
-        if started.elapsed() >= for_how_long / 2
-            && let Some(s) = sample(child.id())
-        {
-            samples.push(s);
+        if started.elapsed() < for_how_long / 2 {
+            continue;
         }
+        if !cleared {
+            cleared = std::fs::write(format!("/proc/{}/clear_refs", child.id()), "1").is_ok();
+        }
+        samples.extend(sample(child.id()));
     }
+    let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", child.id())).unwrap_or_default();
     child.kill()?;
     child.wait()?;
-    Ok(median(&samples))
+    let touched = if cleared { touched_file_kib(&smaps) } else { 0 };
+    Ok(median(&samples).map(|m| Resident { touched_file_kib: touched, ..m }))
 }
 
 #[cfg(test)]
@@ -138,7 +180,36 @@ mod tests {
     use super::*;
 
     fn r(rss: u64, peak: u64, anon: u64, file: u64) -> Resident {
-        Resident { rss_kib: rss, peak_kib: peak, anon_kib: anon, file_kib: file }
+        Resident { rss_kib: rss, peak_kib: peak, anon_kib: anon, file_kib: file, touched_file_kib: file / 2 }
+    }
+
+    #[test]
+    fn the_touched_file_pages_are_the_file_mappings_referenced_less_their_private_copies() {
+        let smaps = "\
+55d0-55e0 r-xp 00000000 08:01 123 /usr/bin/sentinel-host
+Rss:                 900 kB
+Referenced:          600 kB
+Anonymous:             0 kB
+55e0-55f0 rw-p 00010000 08:01 123 /usr/bin/sentinel-host
+Referenced:           40 kB
+Anonymous:            30 kB
+7f00-7f10 rw-p 00000000 00:00 0
+Referenced:         5000 kB
+Anonymous:          5000 kB
+7f10-7f20 r--p 00000000 08:01 99 /cache/abc.cwasm
+Referenced:          250 kB
+Anonymous:             0 kB
+7ffc-7ffd rw-p 00000000 00:00 0 [stack]
+Referenced:           12 kB
+";
+        assert_eq!(touched_file_kib(smaps), 600 + 10 + 250, "the heap and the stack are not files");
+    }
+
+    #[test]
+    fn this_processs_own_smaps_show_touched_file_pages() {
+        // This process: its own binary is a file mapping it has touched.
+        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else { return };
+        assert!(touched_file_kib(&smaps) > 0);
     }
 
     #[test]

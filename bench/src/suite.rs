@@ -179,12 +179,14 @@ fn long_running(host: &Path, all: &Path, rust: &Path, set: &DataSet, warm_cache:
         every_peak_kib: e.peak_kib,
         every_anon_kib: e.anon_kib,
         every_file_kib: e.file_kib,
+        every_touched_file_kib: e.touched_file_kib,
         every_rss_runs_kib: every.iter().map(|r| r.rss_kib).collect(),
         rust_detectors: count(rust).unwrap_or(0),
         rust_rss_kib: r.rss_kib,
         rust_peak_kib: r.peak_kib,
         rust_anon_kib: r.anon_kib,
         rust_file_kib: r.file_kib,
+        rust_touched_file_kib: r.touched_file_kib,
         rust_rss_runs_kib: rust_only.iter().map(|r| r.rss_kib).collect(),
     }))
 }
