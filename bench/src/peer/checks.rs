@@ -79,7 +79,7 @@ pub fn accept(mem: &[u8], h: &[u32; HEADER_WORDS], a: &mut Accepting<'_>) -> Res
     }
     a.accepted += n;
     let list = |i: usize, size: usize| region(mem, h[2 + 2 * i], h[3 + 2 * i], size);
-    let lens: Vec<usize> = (0..8).map(|i| h[3 + 2 * i] as usize).collect();
+    let lens: [usize; 8] = std::array::from_fn(|i| h[3 + 2 * i] as usize);
     if n.checked_mul(FIELDS) != Some(lens[1]) || lens[2..].iter().any(|&len| len != n) {
         return Err(format!("packed observations: the lists do not match a count of {n}"));
     }

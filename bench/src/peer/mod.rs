@@ -28,6 +28,10 @@ use wasmtime::{Engine, InstancePre, Linker, Memory, Module, Store, StoreLimits, 
 use sentinel_host::model::observation::Observations;
 use wire::{List, PeerBatch};
 
+/// Words of a batch descriptor (`peer_abi::BATCH_WORDS`): `rows, ncols,
+/// columns`, then `(ptr, len)` of the seven lists of [`PeerBatch`].
+const BATCH_WORDS: usize = 17;
+
 /// The file of `detector`'s peer in a folder of built peers.
 pub fn file(dir: &Path, detector: &str) -> PathBuf {
     dir.join(format!("peer_{detector}.wasm"))
@@ -227,7 +231,7 @@ fn write_batch(store: &mut Store<StoreLimits>, calls: &Calls, b: &PeerBatch) -> 
         }
     }
     let columns = write(store, calls, &List { len: b.columns.len() as u32 * 3, align: 4, bytes: table })?;
-    let mut desc = Vec::with_capacity(17 * 4);
+    let mut desc = Vec::with_capacity(BATCH_WORDS * 4);
     for w in [b.rows, b.columns.len() as u32, columns] {
         desc.extend(w.to_le_bytes());
     }
@@ -236,5 +240,5 @@ fn write_batch(store: &mut Store<StoreLimits>, calls: &Calls, b: &PeerBatch) -> 
         desc.extend(ptr.to_le_bytes());
         desc.extend(list.len.to_le_bytes());
     }
-    write(store, calls, &List { len: 17, align: 4, bytes: desc })
+    write(store, calls, &List { len: BATCH_WORDS as u32, align: 4, bytes: desc })
 }
