@@ -14,7 +14,8 @@
 //! ([`watch_load`]) and a fast sentinel's latency from a file landing to
 //! its fire in the log ([`fire_latency`]). Results
 //! go to a JSON file (for later comparison) and to the tables of
-//! `docs/benchmarks.md` ([`report`]).
+//! `docs/benchmarks.md` ([`report`]), judged against the targets
+//! ([`targets`]).
 //!
 //! Nothing here asserts a time: a benchmark reports, the tests assert
 //! behaviour. It never writes into a data dir it scans.
@@ -25,10 +26,12 @@ pub mod fire_latency;
 pub mod fire_log;
 pub mod floors;
 pub mod native;
+pub mod peer;
 pub mod provenance;
 pub mod report;
 pub mod resident;
 pub mod rss;
 pub mod stats;
 pub mod suite;
+pub mod targets;
 pub mod watch_load;

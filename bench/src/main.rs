@@ -16,6 +16,10 @@ struct Args {
     /// Folder of built detector components.
     #[arg(long)]
     detectors: PathBuf,
+    /// Folder of built core-module peers (`peer_<detector>.wasm`), for the
+    /// detectors table's peer columns; without it they read `–`.
+    #[arg(long)]
+    peers: Option<PathBuf>,
     /// The release sentinel-host binary (for the peak-memory runs).
     #[arg(long)]
     host: PathBuf,
@@ -67,6 +71,7 @@ fn run(args: Args) -> Result<()> {
     };
     let opts = Options {
         detectors: args.detectors,
+        peers: args.peers,
         host: Some(args.host),
         cache: None,
         sizes: args.sizes,

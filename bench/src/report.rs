@@ -1,6 +1,8 @@
-//! The benchmark's results: the JSON kept for later comparison, the targets
-//! the issue set, and the tables written into `docs/benchmarks.md` between
-//! its result markers (the prose around them is kept as it is).
+//! The benchmark's results: the JSON kept for later comparison (every ratio
+//! by a stable name), the targets judged on them (the rules are
+//! [`crate::targets`]), and the tables written into `docs/benchmarks.md`
+//! between its result markers, one writer a section (the prose around them
+//! is kept as it is).
 
 use std::collections::BTreeMap;
 
@@ -54,6 +56,14 @@ pub struct DetectorResult {
     pub unmetered_ns_per_record: Option<f64>,
     #[serde(default)]
     pub unmetered_ratio: Option<f64>,
+    /// The same detector as a plain core module on the same engine, fuel
+    /// and epoch (`crate::peer`), CPU time per record, and the component
+    /// over it: what the component model's crossing costs. Only for
+    /// detectors with a peer.
+    #[serde(default)]
+    pub peer_ns_per_record: Option<f64>,
+    #[serde(default)]
+    pub peer_ratio: Option<f64>,
     /// Every `push` call, over all repetitions.
     pub push_p50_us: f64,
     pub push_p99_us: f64,
@@ -64,6 +74,14 @@ pub struct DetectorResult {
     pub fire_max_us: f64,
     pub fire_samples: usize,
     pub native_push_p99_us: Option<f64>,
+}
+
+impl DetectorResult {
+    /// The component over the same component unmetered: what fuel and the
+    /// epoch deadline cost.
+    pub fn metering_ratio(&self) -> Option<f64> {
+        self.unmetered_ns_per_record.filter(|&u| u > 0.0).map(|u| self.component_ns_per_record / u)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -150,28 +168,65 @@ impl SizeResult {
 }
 
 /// The long-running mode's resident memory (`run --interval 1`, Linux
-/// `VmRSS` once its ticks have settled, and `VmHWM`), with every shipped
-/// detector and with the Rust ones alone.
+/// `/proc/<pid>/status` once its ticks have settled; `crate::resident`),
+/// with every shipped detector and with the Rust ones alone: the median of
+/// `runs` runs of each, each after the same warm-up of the page cache.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LongRunning {
     pub records: u64,
+    /// Runs of each side (1 in results written before there were several).
+    #[serde(default = "one")]
+    pub runs: usize,
     pub every_detectors: usize,
+    /// `VmRSS`, what `ps` shows.
     pub every_rss_kib: u64,
     pub every_peak_kib: u64,
-    /// `RssAnon` (absent in results written before it was measured).
+    /// `RssAnon` and `RssFile`, the two parts of `VmRSS` (absent in results
+    /// written before they were measured).
     #[serde(default)]
     pub every_anon_kib: u64,
+    #[serde(default)]
+    pub every_file_kib: u64,
+    /// Of `RssFile`, the pages touched over the run's second half.
+    #[serde(default)]
+    pub every_touched_file_kib: u64,
+    /// `VmRSS` of each run, in order: how far apart the runs were.
+    #[serde(default)]
+    pub every_rss_runs_kib: Vec<u64>,
     pub rust_detectors: usize,
     pub rust_rss_kib: u64,
     pub rust_peak_kib: u64,
     #[serde(default)]
     pub rust_anon_kib: u64,
+    #[serde(default)]
+    pub rust_file_kib: u64,
+    #[serde(default)]
+    pub rust_touched_file_kib: u64,
+    #[serde(default)]
+    pub rust_rss_runs_kib: Vec<u64>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl LongRunning {
+    /// `VmRSS` over `VmRSS`: the target's figure.
     pub fn every_over_rust(&self) -> f64 {
         self.every_rss_kib as f64 / self.rust_rss_kib as f64
+    }
+
+    /// `RssAnon` over `RssAnon`: the part no memory pressure takes back.
+    pub fn every_over_rust_anon(&self) -> f64 {
+        self.every_anon_kib as f64 / self.rust_anon_kib as f64
+    }
+
+    /// `RssAnon` and the touched file pages, over the same: what the
+    /// process holds and uses, whatever else a fault mapped.
+    pub fn every_over_rust_used(&self) -> f64 {
+        (self.every_anon_kib + self.every_touched_file_kib) as f64
+            / (self.rust_anon_kib + self.rust_touched_file_kib) as f64
     }
 }
 
@@ -246,13 +301,22 @@ impl Report {
             m.insert(format!("{n}.fast_path_over_scan"), s.fast_path_over_scan());
             if let Some(floor) = s.floor_ms() {
                 m.insert(format!("{n}.raw_read_over_floor"), s.raw_read_ms / floor);
+                m.insert(format!("{n}.full_scan_over_floor"), s.full_scan_ms / floor);
             }
             if s.oneshot_tick_ms > 0.0 {
                 m.insert(format!("{n}.kept_tick_over_oneshot_tick"), s.kept_tick_ms / s.oneshot_tick_ms);
             }
             for d in &s.detectors {
-                if let Some(r) = d.ratio {
-                    m.insert(format!("{n}.{}.component_over_native", d.name), r);
+                let figures = [
+                    ("component_over_native", d.ratio),
+                    ("component_over_unmetered", d.metering_ratio()),
+                    ("unmetered_over_native", d.unmetered_ratio),
+                    ("component_over_peer", d.peer_ratio),
+                ];
+                for (what, figure) in figures {
+                    if let Some(f) = figure {
+                        m.insert(format!("{n}.{}.{what}", d.name), f);
+                    }
                 }
             }
         }
@@ -267,95 +331,16 @@ impl Report {
         }
         if let Some(l) = &self.long_running {
             m.insert("long_running.every_over_rust_rss".into(), l.every_over_rust());
+            if l.rust_anon_kib > 0 {
+                m.insert("long_running.every_over_rust_anon".into(), l.every_over_rust_anon());
+                m.insert("long_running.every_over_rust_anon_and_touched".into(), l.every_over_rust_used());
+            }
         }
         m
     }
 
     fn compute_targets(&self) -> Vec<Target> {
-        let mut t = Vec::new();
-        let mut push = |name: &str, measured: f64, limit: f64, detail: String| {
-            t.push(Target { name: name.into(), measured, limit, met: measured <= limit, detail });
-        };
-        let Some(largest) = self.sizes.last() else { return Vec::new() };
-        let n = largest.records;
-        if let Some(worst) = largest
-            .detectors
-            .iter()
-            .filter(|d| d.ratio.is_some())
-            .max_by(|a, b| a.ratio.unwrap_or(0.0).total_cmp(&b.ratio.unwrap_or(0.0)))
-        {
-            push(
-                "component vs native (worst detector)",
-                worst.ratio.unwrap_or(0.0),
-                1.5,
-                format!("{} at {n} records", worst.name),
-            );
-        }
-        push("scan vs raw read", largest.scan_over_raw_read(), 1.5, format!("at {n} records"));
-        if let Some(s) = self.sizes.iter().max_by(|a, b| a.fast_path_over_scan().total_cmp(&b.fast_path_over_scan())) {
-            push(
-                "fast path vs full scan (worst size)",
-                s.fast_path_over_scan(),
-                0.05,
-                format!("at {} records", s.records),
-            );
-        }
-        push(
-            "warm start vs cold start",
-            self.startup.warm_ms / self.startup.cold_ms,
-            0.05,
-            format!("{} detectors", self.startup.detectors),
-        );
-        let mut worst_fire: Option<(f64, String, u64)> = None;
-        let mut samples = 0;
-        for s in &self.sizes {
-            for d in &s.detectors {
-                samples += d.fire_samples;
-                if worst_fire.as_ref().is_none_or(|w| d.fire_max_us > w.0) {
-                    worst_fire = Some((d.fire_max_us, d.name.clone(), s.records));
-                }
-            }
-        }
-        if let Some((max, name, records)) = worst_fire {
-            push(
-                "fire decision (finish), ms: worst of every sample",
-                max / 1e3,
-                1.0,
-                format!("{name} at {records} records; {samples} samples in all, so the worst stands for p99"),
-            );
-        }
-        if self.sizes.len() > 1 {
-            let (a, b) = (&self.sizes[self.sizes.len() - 2], largest);
-            push(
-                "peak memory, largest vs next size",
-                b.peak_rss_kib as f64 / a.peak_rss_kib as f64,
-                2.0,
-                format!("{} vs {} records", b.records, a.records),
-            );
-            let first = &self.sizes[0];
-            push(
-                "scan time per record, largest vs smallest (linear = 1)",
-                largest.scan_ms_per_record() / first.scan_ms_per_record(),
-                1.25,
-                format!("{} vs {} records", largest.records, first.records),
-            );
-        }
-        if let Some(l) = &self.long_running {
-            push(
-                "long-running resident memory, every shipped detector vs those written in Rust",
-                l.every_over_rust(),
-                2.0,
-                format!(
-                    "{:.0} vs {:.0} MiB, {} vs {} detectors, {} records",
-                    l.every_rss_kib as f64 / 1024.0,
-                    l.rust_rss_kib as f64 / 1024.0,
-                    l.every_detectors,
-                    l.rust_detectors,
-                    l.records
-                ),
-            );
-        }
-        t
+        crate::targets::compute(self)
     }
 
     /// One line per ratio present in both runs: `name: old -> new`.
@@ -366,31 +351,44 @@ impl Report {
             .collect()
     }
 
-    /// The Markdown tables that go between the markers of `docs/benchmarks.md`.
+    /// The Markdown tables that go between the markers of `docs/benchmarks.md`:
+    /// one writer a section, in the page's order.
     pub fn markdown(&self) -> String {
-        let mut s = String::new();
         let m = &self.machine;
-        s += &format!(
+        let mut s = format!(
             "Run on {} (git `{}`) with `{}`: {}, {} cores, {:.0} GiB, {}.\n\n",
             self.date, self.git, self.command, m.cpu, m.cores, m.memory_gib, m.os
         );
-        s += "### Targets\n\n| target | measured | limit | met | where |\n|---|---:|---:|---|---|\n";
+        s += &self.targets_table();
+        s += &self.scan_table();
+        s += &self.floor_table();
+        s += &self.phases_table();
+        s += &self.resident_table();
+        s += &self.ticks_table();
+        s += &self.fire_log_table();
+        s += &self.detectors_table();
+        s += &self.startup_table();
+        s
+    }
+
+    fn targets_table(&self) -> String {
+        let mut s =
+            String::from("### Targets\n\n| target | measured | limit | met | where |\n|---|---:|---:|---|---|\n");
         for t in &self.targets {
-            s += &format!(
-                "| {} | {:.3} | {} | {} | {} |\n",
-                t.name,
-                t.measured,
-                t.limit,
-                if t.met { "yes" } else { "**no**" },
-                t.detail
-            );
+            let met = if t.met { "yes" } else { "**no**" };
+            s += &format!("| {} | {:.3} | {} | {met} | {} |\n", t.name, t.measured, t.limit, t.detail);
         }
-        s += "\n### Scan, raw read, fast path, memory\n\n";
-        s += "The scan rows run the shipped Rust detectors. Peak RSS is the release binary's own (`peakRssKib`, \
-              Linux `VmHWM`), one run per size";
-        s += ".\n\n";
-        s += "| records | delivered | raw read ms | full scan ms | scan / raw | fast path ms | fast / full | binary scan ms | peak RSS MiB | observations |\n";
-        s += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        s
+    }
+
+    fn scan_table(&self) -> String {
+        let mut s = String::from(
+            "\n### Scan, raw read, fast path, memory\n\n\
+             The scan rows run the shipped Rust detectors. Peak RSS is the release binary's own (`peakRssKib`, \
+             Linux `VmHWM`), one run per size.\n\n\
+             | records | delivered | raw read ms | full scan ms | scan / raw | fast path ms | fast / full | binary scan ms | peak RSS MiB | observations |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
         for z in &self.sizes {
             s += &format!(
                 "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.4} | {:.1} | {:.1} | {} |\n",
@@ -406,51 +404,79 @@ impl Report {
                 z.observations
             );
         }
-        s += "\n### The floor under the raw read\n\n";
-        s += "What SQLite and the disk allow for the same reads: the `sqlite3` shell selecting the same rows and \
-              fields of `messages.db` and `runtime.db` (output discarded), plus a plain line count of the NDJSON \
-              event logs.\n\n";
-        s += "| records | raw read ms | sqlite3 shell ms | NDJSON line count ms | floor ms | raw / floor |\n";
-        s += "|---:|---:|---:|---:|---:|---:|\n";
+        s
+    }
+
+    fn floor_table(&self) -> String {
+        let mut s = String::from(
+            "\n### The floor under the raw read\n\n\
+             What SQLite and the disk allow for the same reads: the `sqlite3` shell selecting the same rows and \
+             fields of `messages.db` and `runtime.db` (output discarded), plus a plain line count of the NDJSON \
+             event logs.\n\n\
+             | records | raw read ms | sqlite3 shell ms | NDJSON line count ms | floor ms | raw / floor | full scan / floor |\n\
+             |---:|---:|---:|---:|---:|---:|---:|\n",
+        );
         for z in &self.sizes {
+            let floor = z.floor_ms();
             s += &format!(
-                "| {} | {:.1} | {} | {:.1} | {} | {} |\n",
+                "| {} | {:.1} | {} | {:.1} | {} | {} | {} |\n",
                 z.records,
                 z.raw_read_ms,
                 opt(z.sqlite_shell_ms, 1),
                 z.ndjson_lines_ms,
-                opt(z.floor_ms(), 1),
-                opt(z.floor_ms().map(|f| z.raw_read_ms / f), 2)
+                opt(floor, 1),
+                opt(floor.map(|f| z.raw_read_ms / f), 2),
+                opt(floor.map(|f| z.full_scan_ms / f), 2)
             );
         }
-        s += &self.phases_table();
-        if let Some(l) = &self.long_running {
-            s += "\n### The long-running mode's resident memory\n\n";
+        s
+    }
+
+    fn resident_table(&self) -> String {
+        let Some(l) = &self.long_running else { return String::new() };
+        let mut s = format!(
+            "\n### The long-running mode's resident memory\n\n\
+             `run --interval 1` over the {}-record data dir, {} runs of each set, alternated, each after the \
+             compiled components were read into the page cache; each run samples Linux `/proc/<pid>/status` \
+             every 250 ms over its last 4 s and takes the median. Resident is `VmRSS` (what `ps` shows), the \
+             sum of its anonymous (`RssAnon`) and file-backed (`RssFile`) parts; `touched` is the part of \
+             `RssFile` the process touched over those 4 s (`clear_refs`, then `smaps`' `Referenced`); each is \
+             the median of the runs. Peak is `VmHWM`.\n\n",
+            l.records, l.runs
+        );
+        s += "| detectors | count | resident MiB | anonymous MiB | file-backed MiB | of it touched MiB | peak MiB | resident of each run MiB |\n\
+              |---|---:|---:|---:|---:|---:|---:|---|\n";
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        let each = |runs: &[u64]| runs.iter().map(|&k| format!("{:.1}", mib(k))).collect::<Vec<_>>().join(", ");
+        let sides = [
+            ("every shipped one", l.every_detectors, l.every_touched_file_kib, l.every_peak_kib, &l.every_rss_runs_kib),
+            ("written in Rust", l.rust_detectors, l.rust_touched_file_kib, l.rust_peak_kib, &l.rust_rss_runs_kib),
+        ];
+        let parts =
+            [[l.every_rss_kib, l.every_anon_kib, l.every_file_kib], [l.rust_rss_kib, l.rust_anon_kib, l.rust_file_kib]];
+        for ((who, count, touched, peak, runs), [rss, anon, file]) in sides.into_iter().zip(parts) {
             s += &format!(
-                "`run --interval 1` over the {}-record data dir, sampled for 8 s (Linux `VmRSS` at the last sample; \
-                 `VmHWM` is the peak).\n\n",
-                l.records
-            );
-            s += "| detectors | count | resident MiB | of it anonymous MiB | peak MiB |\n|---|---:|---:|---:|---:|\n";
-            let mib = |kib: u64| kib as f64 / 1024.0;
-            s += &format!(
-                "| every shipped one | {} | {:.1} | {:.1} | {:.1} |\n| written in Rust | {} | {:.1} | {:.1} | {:.1} |\n",
-                l.every_detectors,
-                mib(l.every_rss_kib),
-                mib(l.every_anon_kib),
-                mib(l.every_peak_kib),
-                l.rust_detectors,
-                mib(l.rust_rss_kib),
-                mib(l.rust_anon_kib),
-                mib(l.rust_peak_kib)
+                "| {who} | {count} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                mib(rss),
+                mib(anon),
+                mib(file),
+                mib(touched),
+                mib(peak),
+                each(runs)
             );
         }
-        s += "\n### The long-running mode: a tick with components kept loaded\n\n";
-        s += "A tick that finds nothing new (fast path off), after a full scan: as `run --once` does it (open, \
-              load every component from the warm cache, read, commit) and by one sentinel that keeps its \
-              components loaded, as the long-running mode does.\n\n";
-        s += "| records | one-shot tick ms | kept tick ms | kept / one-shot | saved per tick ms |\n";
-        s += "|---:|---:|---:|---:|---:|\n";
+        s
+    }
+
+    fn ticks_table(&self) -> String {
+        let mut s = String::from(
+            "\n### The long-running mode: a tick with components kept loaded\n\n\
+             A tick that finds nothing new (fast path off), after a full scan: as `run --once` does it (open, \
+             load every component from the warm cache, read, commit) and by one sentinel that keeps its \
+             components loaded, as the long-running mode does.\n\n\
+             | records | one-shot tick ms | kept tick ms | kept / one-shot | saved per tick ms |\n\
+             |---:|---:|---:|---:|---:|\n",
+        );
         for z in self.sizes.iter().filter(|z| z.oneshot_tick_ms > 0.0) {
             s += &format!(
                 "| {} | {:.1} | {:.1} | {:.3} | {:.1} |\n",
@@ -461,13 +487,19 @@ impl Report {
                 z.saved_per_tick_ms()
             );
         }
-        s += "\n### The fire log\n\n";
-        s += "What the full scan spent on the fire log (sealing each fire, on the staging thread while records \
-              flow; moving the sealed entries into the store in the commit's transaction; exporting the changed \
-              segments and the signed head), and its size. Part of it overlaps the read: the phases above say \
-              what follows the last batch.\n\n";
-        s += "| records | fires | fire log ms | of full scan | bytes per fire | MB per million fires |\n";
-        s += "|---:|---:|---:|---:|---:|---:|\n";
+        s
+    }
+
+    fn fire_log_table(&self) -> String {
+        let mut s = String::from(
+            "\n### The fire log\n\n\
+             What the full scan spent on the fire log (sealing each fire, on the staging thread while records \
+             flow; moving the sealed entries into the store in the commit's transaction; exporting the changed \
+             segments and the signed head), and its size. Part of it overlaps the read: the phases above say \
+             what follows the last batch.\n\n\
+             | records | fires | fire log ms | of full scan | bytes per fire | MB per million fires |\n\
+             |---:|---:|---:|---:|---:|---:|\n",
+        );
         for z in self.sizes.iter().filter(|z| z.fires > 0) {
             let per = z.fire_bytes as f64 / z.fires as f64;
             s += &format!(
@@ -480,36 +512,31 @@ impl Report {
                 per
             );
         }
-        s += "\n### Detectors: component vs native, decision-call latency\n\n";
-        s += "Component and native columns are CPU time of the calling thread (median of the repetitions); \
-              `wall ratio` is the same ratio by wall clock. `unmetered` is the same component in a runtime \
-              without fuel or epoch deadline, and its ratio to native: what the sandbox costs besides \
-              metering. Latencies are wall clock.\n\n";
-        s += "| records | detector | its records | component ns/rec | native ns/rec | ratio | wall ratio | unmetered ns/rec | unmetered ratio | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n";
-        s += "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        s
+    }
+
+    fn detectors_table(&self) -> String {
+        let mut s = String::from(
+            "\n### Detectors: component vs native, decision-call latency\n\n\
+             Component and native columns are CPU time of the calling thread (median of the repetitions); \
+             `wall ratio` is the same ratio by wall clock. `unmetered` is the same component in a runtime \
+             without fuel or epoch deadline, and its ratio to native: what the sandbox costs besides \
+             metering. `peer` is the same detector as a plain core module with a pointer/length ABI on the \
+             same engine, fuel and epoch, and `component / peer` what the component model's crossing costs. \
+             Latencies are wall clock.\n\n",
+        );
+        s += DETECTOR_HEADER;
         for z in &self.sizes {
             for d in &z.detectors {
-                s += &format!(
-                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
-                    z.records,
-                    d.name,
-                    d.records,
-                    d.component_ns_per_record,
-                    opt(d.native_ns_per_record, 0),
-                    opt(d.ratio, 2),
-                    opt(d.wall_ratio, 2),
-                    opt(d.unmetered_ns_per_record, 0),
-                    opt(d.unmetered_ratio, 2),
-                    d.push_p50_us,
-                    d.push_p99_us,
-                    d.fire_p50_us,
-                    d.fire_max_us,
-                    d.fuel
-                );
+                s += &detector_row(z.records, d);
             }
         }
+        s
+    }
+
+    fn startup_table(&self) -> String {
         let st = &self.startup;
-        s += &format!(
+        let mut s = format!(
             "\n### Start-up\n\nLoading all {} detectors (engine, compile or cache, pre-instantiate): cold {:.1} ms, \
              warm cache {:.1} ms, ratio {:.4}.\n\n",
             st.detectors,
@@ -560,29 +587,39 @@ fn opt(v: Option<f64>, places: usize) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.places$}"))
 }
 
+/// The detectors table's header (the page's and `--detectors-only`'s).
+const DETECTOR_HEADER: &str = "| records | detector | its records | component ns/rec | native ns/rec | ratio | wall ratio | unmetered ns/rec | unmetered ratio | peer ns/rec | component / peer | push p50 µs | push p99 µs | fire p50 µs | fire max µs | fuel |\n\
+     |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+
+/// One detector's row of the detectors table.
+fn detector_row(records: u64, d: &DetectorResult) -> String {
+    format!(
+        "| {records} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+        d.name,
+        d.records,
+        d.component_ns_per_record,
+        opt(d.native_ns_per_record, 0),
+        opt(d.ratio, 2),
+        opt(d.wall_ratio, 2),
+        opt(d.unmetered_ns_per_record, 0),
+        opt(d.unmetered_ratio, 2),
+        opt(d.peer_ns_per_record, 0),
+        opt(d.peer_ratio, 2),
+        d.push_p50_us,
+        d.push_p99_us,
+        d.fire_p50_us,
+        d.fire_max_us,
+        d.fuel
+    )
+}
+
 /// The component-vs-native figures alone, one line a detector (what
 /// `sentinel-bench --detectors-only` prints).
 pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
-    let mut s = String::from(
-        "| records | detector | its records | component ns/rec (CPU) | native ns/rec (CPU) | ratio | wall ratio | unmetered ns/rec | unmetered ratio | fire p50 µs | fire max µs | fuel |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
+    let mut s = String::from(DETECTOR_HEADER);
     for (records, detectors) in sizes {
         for d in detectors {
-            s += &format!(
-                "| {records} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
-                d.name,
-                d.records,
-                d.component_ns_per_record,
-                opt(d.native_ns_per_record, 0),
-                opt(d.ratio, 2),
-                opt(d.wall_ratio, 2),
-                opt(d.unmetered_ns_per_record, 0),
-                opt(d.unmetered_ratio, 2),
-                d.fire_p50_us,
-                d.fire_max_us,
-                d.fuel
-            );
+            s += &detector_row(*records, d);
         }
     }
     s
@@ -653,12 +690,14 @@ mod tests {
                 fuel: 0,
                 component_ms: scan / 4.0,
                 native_ms: Some(scan / 8.0),
-                component_ns_per_record: 0.0,
-                native_ns_per_record: None,
+                component_ns_per_record: 300.0,
+                native_ns_per_record: Some(150.0),
                 ratio: Some(2.0),
                 wall_ratio: Some(2.1),
-                unmetered_ns_per_record: None,
+                unmetered_ns_per_record: Some(200.0),
                 unmetered_ratio: Some(1.5),
+                peer_ns_per_record: Some(250.0),
+                peer_ratio: Some(1.2),
                 push_p50_us: 10.0,
                 push_p99_us: 500.0,
                 push_max_us: 900.0,
@@ -671,18 +710,66 @@ mod tests {
         }
     }
 
+    fn startup() -> Startup {
+        Startup { detectors: 1, cold_ms: 1000.0, warm_ms: 10.0, per_detector: vec![] }
+    }
+
+    fn get(r: &Report, name: &str) -> Target {
+        r.targets.iter().find(|t| t.name.starts_with(name)).unwrap_or_else(|| panic!("a target `{name}`")).clone()
+    }
+
     #[test]
     fn targets_judge_the_largest_size_and_the_worst_case() {
-        let startup = Startup { detectors: 1, cold_ms: 1000.0, warm_ms: 10.0, per_detector: vec![] };
-        let r = Report::new(startup, vec![size(10, 100, 10.0), size(100, 300, 200.0)]);
-        let get = |n: &str| r.targets.iter().find(|t| t.name.starts_with(n)).unwrap().clone();
-        assert!(!get("component vs native").met, "2.0 is over 1.5");
-        assert!((get("scan vs raw read").measured - 2.0).abs() < 1e-9);
-        assert!((get("fast path").measured - 0.1).abs() < 1e-9, "the worst size is the smallest");
-        assert!(get("warm start").met);
-        assert!(get("fire decision").met);
-        assert!(!get("peak memory").met, "3x is over 2x");
-        assert!((get("scan time per record").measured - 2.0).abs() < 1e-9);
+        let r = Report::new(startup(), vec![size(10, 100, 10.0), size(100, 300, 200.0)]);
+        assert!((get(&r, "fast path").measured - 0.1).abs() < 1e-9, "the worst size is the smallest");
+        assert!(get(&r, "warm start").met);
+        assert!(get(&r, "fire decision").met);
+        assert!(!get(&r, "peak memory").met, "3x is over 2x");
+        assert!((get(&r, "scan time per record").measured - 2.0).abs() < 1e-9);
+        assert!(!r.targets.iter().any(|t| t.name.starts_with("scan vs raw")), "the old rows are gone");
+    }
+
+    #[test]
+    fn the_floor_targets_are_the_raw_read_and_the_full_scan_over_the_floor() {
+        // raw read = scan / 2, floor = scan / 8 + scan / 8: 2x and 4x.
+        let r = Report::new(startup(), vec![size(10, 100, 10.0), size(100, 300, 200.0)]);
+        let (raw, full) = (get(&r, "raw read / floor"), get(&r, "full scan / floor"));
+        assert!((raw.measured - 2.0).abs() < 1e-9 && raw.limit == 1.3 && !raw.met, "{raw:?}");
+        assert!((full.measured - 4.0).abs() < 1e-9 && full.limit == 2.0 && !full.met, "{full:?}");
+        assert!(raw.detail.contains("100 records"), "judged at the largest size: {raw:?}");
+        assert!((r.ratios["100.full_scan_over_floor"] - 4.0).abs() < 1e-9);
+        // Without the sqlite3 shell there is no floor, and no floor target.
+        let mut z = size(10, 100, 10.0);
+        z.sqlite_shell_ms = None;
+        let r = Report::new(startup(), vec![z]);
+        assert!(!r.targets.iter().any(|t| t.name.contains("floor")));
+    }
+
+    #[test]
+    fn the_sandbox_targets_split_metering_the_rest_and_the_crossing() {
+        let mut z = size(100, 300, 200.0);
+        let mut worse = z.detectors[0].clone();
+        (worse.name, worse.ratio, worse.unmetered_ratio, worse.peer_ratio) =
+            ("tool_error".into(), Some(2.4), Some(2.1), Some(1.1));
+        worse.unmetered_ns_per_record = Some(280.0);
+        z.detectors.push(worse);
+        let r = Report::new(startup(), vec![z]);
+        let metering = get(&r, "metering");
+        // cost: 300 / 200 = 1.5; tool_error: 300 / 280.
+        assert!((metering.measured - 1.5).abs() < 1e-9 && !metering.met && metering.detail.starts_with("cost"));
+        let rest = get(&r, "sandbox without metering");
+        assert!((rest.measured - 2.1).abs() < 1e-9 && !rest.met && rest.detail.starts_with("tool_error"));
+        let all = get(&r, "component / native");
+        assert!((all.measured - 2.4).abs() < 1e-9 && all.met && all.limit == 2.5);
+        let abi = get(&r, "canonical ABI");
+        assert!((abi.measured - 1.2).abs() < 1e-9 && abi.met, "1.2 is within 1.2: {abi:?}");
+        assert!((r.ratios["100.cost.component_over_unmetered"] - 1.5).abs() < 1e-9);
+        assert!((r.ratios["100.tool_error.component_over_peer"] - 1.1).abs() < 1e-9);
+        assert!((r.ratios["100.cost.unmetered_over_native"] - 1.5).abs() < 1e-9);
+        // A run without peers has no canonical-ABI row.
+        let mut z = size(100, 300, 200.0);
+        z.detectors[0].peer_ratio = None;
+        assert!(!Report::new(startup(), vec![z]).targets.iter().any(|t| t.name.starts_with("canonical")));
     }
 
     #[test]
@@ -690,14 +777,21 @@ mod tests {
         let startup = Startup { detectors: 1, cold_ms: 1000.0, warm_ms: 10.0, per_detector: vec![] };
         let lr = LongRunning {
             records: 10,
+            runs: 3,
             every_detectors: 8,
             every_rss_kib: 300 * 1024,
             every_peak_kib: 400 * 1024,
             every_anon_kib: 200 * 1024,
+            every_file_kib: 100 * 1024,
+            every_touched_file_kib: 40 * 1024,
+            every_rss_runs_kib: vec![300 * 1024, 310 * 1024, 290 * 1024],
             rust_detectors: 6,
             rust_rss_kib: 100 * 1024,
             rust_peak_kib: 120 * 1024,
             rust_anon_kib: 50 * 1024,
+            rust_file_kib: 50 * 1024,
+            rust_touched_file_kib: 10 * 1024,
+            rust_rss_runs_kib: vec![100 * 1024; 3],
         };
         let r = Report::new(startup, vec![size(10, 100, 10.0)]).with_long_running(Some(lr));
         let t = r.targets.iter().find(|t| t.name.starts_with("long-running resident")).unwrap();
@@ -706,9 +800,13 @@ mod tests {
         let md = r.markdown();
         assert!(
             md.contains("### The floor under the raw read")
-                && md.contains("| every shipped one | 8 | 300.0 | 200.0 | 400.0 |")
-                && md.contains("| written in Rust | 6 | 100.0 | 50.0 | 120.0 |")
+                && md
+                    .contains("| every shipped one | 8 | 300.0 | 200.0 | 100.0 | 40.0 | 400.0 | 300.0, 310.0, 290.0 |")
+                && md.contains("| written in Rust | 6 | 100.0 | 50.0 | 50.0 | 10.0 | 120.0 | 100.0, 100.0, 100.0 |"),
+            "{md}"
         );
+        assert!((r.ratios["long_running.every_over_rust_anon"] - 4.0).abs() < 1e-9);
+        assert!((r.ratios["long_running.every_over_rust_anon_and_touched"] - 4.0).abs() < 1e-9, "240 / 60");
     }
 
     #[test]

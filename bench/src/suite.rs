@@ -1,6 +1,7 @@
 //! The measurements, in the order a run makes them: start-up once, then for
 //! each data size the raw read, the full scan, the fast path, every detector
-//! as a component and natively, and the real binary's peak memory.
+//! as a component, unmetered, natively and as its core-module peer, and the
+//! real binary's peak memory.
 //!
 //! Each ratio's two sides are measured in the same run, interleaved where
 //! they are repeated, and summarised by the median of the repetitions, so a
@@ -21,6 +22,8 @@ use sentinel_host::{ScanOptions, run_scan};
 
 use crate::data::{self, DataSet};
 use crate::native::{self, NativeRun};
+use crate::peer::wire::PeerBatch;
+use crate::peer::{self, PeerRun, Peers};
 use crate::report::{DetectorResult, LongRunning, Report, ScanPhases, SizeResult, Startup, StartupDetector};
 use crate::stats::{median, ms, percentile, ratio, us};
 
@@ -32,6 +35,9 @@ pub struct Options {
     /// them (peak memory and the binary's time then read 0), as the smoke
     /// test does.
     pub host: Option<PathBuf>,
+    /// The folder of built core-module peers (`peer::build`); `None` runs
+    /// no peer (the peer columns read `–`).
+    pub peers: Option<PathBuf>,
     /// The warm compiled-component cache; `None` means `cache/` in `work`.
     pub cache: Option<PathBuf>,
     /// Target record counts.
@@ -143,26 +149,45 @@ fn written_in_rust(detectors: &Path) -> Result<Vec<String>> {
     Ok(sources.into_iter().filter(|d| d.lang == xtask::guest::Lang::Rust).map(|d| d.name).collect())
 }
 
+/// Runs of each side of the long-running comparison, alternated.
+const RESIDENT_RUNS: usize = 3;
+
 /// `run --interval 1` over the smallest data dir, with every shipped
 /// detector and with the Rust ones alone: what each holds resident once
-/// its ticks have settled.
+/// its ticks have settled. [`RESIDENT_RUNS`] runs of each, alternated, each
+/// after the same warm-up (the compiled components read into the page
+/// cache), summed up by the median of each figure.
 fn long_running(host: &Path, all: &Path, rust: &Path, set: &DataSet, warm_cache: &Path) -> Result<Option<LongRunning>> {
+    use crate::resident::{self, Resident};
     let settle = Duration::from_secs(8);
     let count = |dir: &Path| -> Result<usize> {
         Ok(std::fs::read_dir(dir)?.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "wasm")).count())
     };
-    let every = crate::resident::long_running(host, all, &set.dir, warm_cache, settle)?;
-    let rust_only = crate::resident::long_running(host, rust, &set.dir, warm_cache, settle)?;
-    Ok(every.zip(rust_only).map(|(every, rust_only)| LongRunning {
+    let (mut every, mut rust_only): (Vec<Resident>, Vec<Resident>) = (Vec::new(), Vec::new());
+    for _ in 0..RESIDENT_RUNS {
+        for (dir, runs) in [(all, &mut every), (rust, &mut rust_only)] {
+            resident::warm_page_cache(warm_cache)?;
+            runs.extend(resident::long_running(host, dir, &set.dir, warm_cache, settle)?);
+        }
+    }
+    let (Some(e), Some(r)) = (resident::median(&every), resident::median(&rust_only)) else { return Ok(None) };
+    Ok(Some(LongRunning {
         records: set.records as u64,
+        runs: every.len().min(rust_only.len()),
         every_detectors: count(all).unwrap_or(0),
-        every_rss_kib: every.rss_kib,
-        every_peak_kib: every.peak_kib,
-        every_anon_kib: every.anon_kib,
+        every_rss_kib: e.rss_kib,
+        every_peak_kib: e.peak_kib,
+        every_anon_kib: e.anon_kib,
+        every_file_kib: e.file_kib,
+        every_touched_file_kib: e.touched_file_kib,
+        every_rss_runs_kib: every.iter().map(|r| r.rss_kib).collect(),
         rust_detectors: count(rust).unwrap_or(0),
-        rust_rss_kib: rust_only.rss_kib,
-        rust_peak_kib: rust_only.peak_kib,
-        rust_anon_kib: rust_only.anon_kib,
+        rust_rss_kib: r.rss_kib,
+        rust_peak_kib: r.peak_kib,
+        rust_anon_kib: r.anon_kib,
+        rust_file_kib: r.file_kib,
+        rust_touched_file_kib: r.touched_file_kib,
+        rust_rss_runs_kib: rust_only.iter().map(|r| r.rss_kib).collect(),
     }))
 }
 
@@ -295,66 +320,14 @@ fn size(
 ) -> Result<SizeResult> {
     let reps = reps_for(opts, set.records);
     let label = set.records;
-
     progress(&format!("{label} records: raw read and full scan, {reps} times each"));
-    let mut raw = Vec::new();
-    let mut full = Vec::new();
-    let mut records_read = 0;
-    let mut observations = 0;
-    let mut fire_log = Vec::new();
-    let (mut read_phase, mut decide_phase) = (Vec::new(), Vec::new());
-    let (mut commit_phase, mut export_phase) = (Vec::new(), Vec::new());
-    let mut fires = 0;
-    let mut last_out = None;
-    for _ in 0..reps {
-        let t = Instant::now();
-        records_read = read_sources(set, opts.batch_rows, &mut |b| drop(std::hint::black_box(b)))?;
-        raw.push(t.elapsed());
-        let out = tempfile::tempdir()?;
-        let t = Instant::now();
-        let report = run_scan(&scan_options(opts, scan_set, set, out.path(), warm_cache))?;
-        full.push(t.elapsed());
-        ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
-        observations = report.detectors.iter().map(|d| d.observations as u64).sum();
-        fire_log.push(Duration::from_micros(report.fire_log_us));
-        let phases = report.phases.context("a full scan reports its phases")?;
-        read_phase.push(Duration::from_micros(phases.read_us));
-        decide_phase.push(Duration::from_micros(phases.decide_us));
-        commit_phase.push(Duration::from_micros(phases.commit_us));
-        export_phase.push(Duration::from_micros(phases.export_us));
-        fires = report.issues.fires;
-        last_out = Some(out);
-    }
-    let out = last_out.context("no scan ran")?;
+    let scans = scans(opts, scan_set, set, warm_cache, reps)?;
     progress(&format!("{label} records: the floors (sqlite3 shell, NDJSON line count), {reps} times each"));
-    let mut sqlite = Vec::new();
-    let mut lines = Vec::new();
-    let shell = crate::floors::sqlite_shell_available();
-    let copy = crate::floors::copy_databases(&set.dir)?;
-    for _ in 0..reps {
-        if shell {
-            sqlite.push(crate::floors::sqlite_shell(copy.path())?);
-        }
-        lines.push(crate::floors::line_count(&set.dir)?.0);
-    }
-    let fire_bytes: u64 = std::fs::read_dir(out.path())?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("fires-"))
-        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
-        .sum();
+    let (sqlite_shell_ms, ndjson_lines_ms) = floors(set, reps)?;
     progress(&format!("{label} records: fast path"));
-    let mut fast = Vec::new();
-    for _ in 0..reps.max(5) {
-        let mut o = scan_options(opts, scan_set, set, out.path(), warm_cache);
-        o.no_fast_path = false;
-        let t = Instant::now();
-        let report = run_scan(&o)?;
-        fast.push(t.elapsed());
-        ensure!(report.unchanged_since.is_some(), "the second scan of unchanged data did not take the fast path");
-    }
-
+    let fast_path_ms = fast_path(opts, scan_set, set, scans.out.path(), warm_cache, reps.max(5))?;
     progress(&format!("{label} records: a tick over read data, one-shot and by a sentinel that keeps its detectors"));
-    let (oneshot_tick_ms, kept_tick_ms) = ticks(opts, scan_set, set, out.path(), warm_cache, reps.max(5))?;
+    let (oneshot_tick_ms, kept_tick_ms) = ticks(opts, scan_set, set, scans.out.path(), warm_cache, reps.max(5))?;
 
     progress(&format!("{label} records: detectors as components and natively"));
     let mut batches = Vec::new();
@@ -369,33 +342,128 @@ fn size(
         }
         detectors.push(components.measure(d, set, &batches, reps)?);
     }
-
+    let fire_bytes = fire_bytes(scans.out.path())?;
     Ok(SizeResult {
         records: set.records as u64,
-        delivered: records_read,
+        delivered: scans.records_read,
         batches: batches.len(),
         reps,
-        raw_read_ms: ms(median(&raw)),
-        sqlite_shell_ms: shell.then(|| ms(median(&sqlite))),
-        ndjson_lines_ms: ms(median(&lines)),
-        full_scan_ms: ms(median(&full)),
-        fast_path_ms: ms(median(&fast)),
+        raw_read_ms: ms(median(&scans.raw)),
+        sqlite_shell_ms,
+        ndjson_lines_ms,
+        full_scan_ms: ms(median(&scans.full)),
+        fast_path_ms,
         oneshot_tick_ms,
         kept_tick_ms,
-        fires,
+        fires: scans.fires,
         fire_bytes,
-        fire_log_ms: ms(median(&fire_log)),
-        phases: Some(ScanPhases {
-            read_ms: ms(median(&read_phase)),
-            decide_ms: ms(median(&decide_phase)),
-            commit_ms: ms(median(&commit_phase)),
-            export_ms: ms(median(&export_phase)),
-        }),
+        fire_log_ms: ms(median(&scans.fire_log)),
+        phases: Some(scans.phases()),
         binary_scan_ms: ms(mem.wall),
         peak_rss_kib: mem.peak_rss_kib,
-        observations,
+        observations: scans.observations,
         detectors,
     })
+}
+
+/// The raw reads and full scans of one size, interleaved, and what the
+/// last scan reported and wrote (`out`, which the fast path and the ticks
+/// scan again).
+struct Scans {
+    raw: Vec<Duration>,
+    full: Vec<Duration>,
+    fire_log: Vec<Duration>,
+    /// Per phase (read, decide, commit, export), one time a repetition.
+    phases: [Vec<Duration>; 4],
+    records_read: u64,
+    observations: u64,
+    fires: u64,
+    out: tempfile::TempDir,
+}
+
+impl Scans {
+    fn phases(&self) -> ScanPhases {
+        let [read, decide, commit, export] = &self.phases;
+        ScanPhases {
+            read_ms: ms(median(read)),
+            decide_ms: ms(median(decide)),
+            commit_ms: ms(median(commit)),
+            export_ms: ms(median(export)),
+        }
+    }
+}
+
+fn scans(opts: &Options, scan_set: &Path, set: &DataSet, warm_cache: &Path, reps: usize) -> Result<Scans> {
+    let (mut raw, mut full, mut fire_log) = (Vec::new(), Vec::new(), Vec::new());
+    let mut phases: [Vec<Duration>; 4] = Default::default();
+    let (mut records_read, mut observations, mut fires) = (0, 0, 0);
+    let mut last_out = None;
+    for _ in 0..reps {
+        let t = Instant::now();
+        records_read = read_sources(set, opts.batch_rows, &mut |b| drop(std::hint::black_box(b)))?;
+        raw.push(t.elapsed());
+        let out = tempfile::tempdir()?;
+        let t = Instant::now();
+        let report = run_scan(&scan_options(opts, scan_set, set, out.path(), warm_cache))?;
+        full.push(t.elapsed());
+        ensure!(report.failed_detectors() == 0, "a detector failed in the full scan: {:?}", report.detectors);
+        observations = report.detectors.iter().map(|d| d.observations as u64).sum();
+        fire_log.push(Duration::from_micros(report.fire_log_us));
+        let p = report.phases.context("a full scan reports its phases")?;
+        for (times, us) in phases.iter_mut().zip([p.read_us, p.decide_us, p.commit_us, p.export_us]) {
+            times.push(Duration::from_micros(us));
+        }
+        fires = report.issues.fires;
+        last_out = Some(out);
+    }
+    let out = last_out.context("no scan ran")?;
+    Ok(Scans { raw, full, fire_log, phases, records_read, observations, fires, out })
+}
+
+/// The floors, median of `reps` each: the `sqlite3` shell on a copy of the
+/// databases (`None` without the shell) and the line count, in ms.
+fn floors(set: &DataSet, reps: usize) -> Result<(Option<f64>, f64)> {
+    let (mut sqlite, mut lines) = (Vec::new(), Vec::new());
+    let shell = crate::floors::sqlite_shell_available();
+    let copy = crate::floors::copy_databases(&set.dir)?;
+    for _ in 0..reps {
+        if shell {
+            sqlite.push(crate::floors::sqlite_shell(copy.path())?);
+        }
+        lines.push(crate::floors::line_count(&set.dir)?.0);
+    }
+    Ok((shell.then(|| ms(median(&sqlite))), ms(median(&lines))))
+}
+
+/// The bytes of the fire log's segments in a scan's output folder.
+fn fire_bytes(out: &Path) -> Result<u64> {
+    Ok(std::fs::read_dir(out)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("fires-"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum())
+}
+
+/// The scan again over unchanged data, `reps` times: it must take the
+/// fast path. Median, in ms.
+fn fast_path(
+    opts: &Options,
+    scan_set: &Path,
+    set: &DataSet,
+    out: &Path,
+    warm_cache: &Path,
+    reps: usize,
+) -> Result<f64> {
+    let mut fast = Vec::new();
+    for _ in 0..reps {
+        let mut o = scan_options(opts, scan_set, set, out, warm_cache);
+        o.no_fast_path = false;
+        let t = Instant::now();
+        let report = run_scan(&o)?;
+        fast.push(t.elapsed());
+        ensure!(report.unchanged_since.is_some(), "the second scan of unchanged data did not take the fast path");
+    }
+    Ok(ms(median(&fast)))
 }
 
 /// A tick that finds nothing new (fast path off), after a full scan into
@@ -435,11 +503,13 @@ fn ticks(
 }
 
 /// Every detector in `detectors/`, loaded once a run into the real runtime,
-/// and those with a native twin into an unmetered one beside it.
+/// those with a native twin into an unmetered one beside it, and those with
+/// a core-module peer as that peer, on the real runtime's engine.
 struct Components {
     runtime: Runtime,
     loaded: Vec<LoadedDetector>,
     unmetered: Unmetered,
+    peers: Option<Peers>,
 }
 
 impl Components {
@@ -447,13 +517,26 @@ impl Components {
         let runtime = Runtime::new(opts.limits.clone())?.with_cache(warm_cache.to_owned());
         let loaded = load_all(&runtime, &opts.detectors)?;
         let unmetered = Unmetered::load(opts, warm_cache, &loaded)?;
-        Ok(Components { runtime, loaded, unmetered })
+        let peers = match &opts.peers {
+            Some(dir) => Some(Peers::load(&runtime, dir, loaded.iter().map(|d| d.descriptor.name.as_str()))?),
+            None => None,
+        };
+        Ok(Components { runtime, loaded, unmetered, peers })
     }
 
     /// `d`'s row of the component-vs-native table, over `batches`.
     fn measure(&self, d: &LoadedDetector, set: &DataSet, batches: &[Batch], reps: usize) -> Result<DetectorResult> {
-        detector(&self.runtime, d, self.unmetered.twin(d), set, batches, reps)
+        let peer = self.peers.as_ref().filter(|p| p.has(&d.descriptor.name));
+        let sides = Sides { unmetered: self.unmetered.twin(d), peer };
+        detector(&self.runtime, d, sides, set, batches, reps)
     }
+}
+
+/// What a component is measured beside: itself unmetered, its core-module
+/// peer (each when it has one).
+struct Sides<'a> {
+    unmetered: Option<(&'a Runtime, &'a LoadedDetector)>,
+    peer: Option<&'a Peers>,
 }
 
 /// The detectors with a native twin, loaded again into a runtime without
@@ -522,7 +605,7 @@ fn run_component(
 fn detector(
     runtime: &Runtime,
     d: &LoadedDetector,
-    unmetered: Option<(&Runtime, &LoadedDetector)>,
+    sides: Sides<'_>,
     set: &DataSet,
     batches: &[Batch],
     reps: usize,
@@ -540,45 +623,70 @@ fn detector(
     let wit_ctx = native::context(set.scan_time_ms, &config);
     let ctx =
         || ScanContext { scan_time_ms: set.scan_time_ms, window_start_ms: 0, config: config.clone(), state: None };
+    let peer_batches: Vec<PeerBatch> =
+        if sides.peer.is_some() { wanted.iter().map(|b| PeerBatch::new(b)).collect() } else { Vec::new() };
+    let peer_ctx = peer::wire::context(set.scan_time_ms, 0, &config);
 
-    // The three sides interleaved, one run of each per repetition.
-    let (mut metered, mut unmetered_runs, mut natives) = (Vec::new(), Vec::new(), Vec::new());
+    // The four sides interleaved, one run of each per repetition.
+    let mut runs = Runs::default();
     for _ in 0..reps {
-        metered.push(run_component(runtime, d, ctx(), &prepared)?);
-        if let Some((runtime, d)) = unmetered {
-            unmetered_runs.push(run_component(runtime, d, ctx(), &prepared)?);
+        runs.metered.push(run_component(runtime, d, ctx(), &prepared)?);
+        if let Some((runtime, d)) = sides.unmetered {
+            runs.unmetered.push(run_component(runtime, d, ctx(), &prepared)?);
         }
         if let Some(twin) = twin {
-            natives.push(twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?);
+            runs.natives.push(twin(&wit_ctx, &wit).map_err(|e| anyhow::anyhow!("{name} (native): {e}"))?);
+        }
+        if let Some(p) = sides.peer {
+            runs.peers.push(p.run(&name, &d.descriptor.emits, &peer_ctx, set.scan_time_ms, &peer_batches)?);
         }
     }
-    let component_obs = metered.last().map_or(0, |r| r.observations);
-    if let Some(u) = unmetered_runs.iter().find(|u| u.observations != component_obs) {
-        bail!("{name}: the component reported {component_obs} observations, unmetered {}", u.observations);
+    runs.agree(&name)?;
+    Ok(summarise(name, records, &runs))
+}
+
+/// A detector's runs on every side, one a repetition each.
+#[derive(Default)]
+struct Runs {
+    metered: Vec<ComponentRun>,
+    unmetered: Vec<ComponentRun>,
+    natives: Vec<NativeRun>,
+    peers: Vec<PeerRun>,
+}
+
+impl Runs {
+    /// Every side reported as many observations as the component: a side
+    /// that computes something else measures nothing.
+    fn agree(&self, name: &str) -> Result<()> {
+        let component = self.metered.last().map_or(0, |r| r.observations);
+        let others = [
+            ("unmetered", self.unmetered.iter().map(|r| r.observations).collect::<Vec<_>>()),
+            ("its native twin", self.natives.iter().map(|r| r.observations).collect()),
+            ("its core-module peer", self.peers.iter().map(|r| r.observations).collect()),
+        ];
+        for (side, counts) in others {
+            if let Some(n) = counts.iter().find(|&&n| n != component) {
+                bail!("{name}: the component reported {component} observations, {side} {n}");
+            }
+        }
+        Ok(())
     }
-    if let Some(n) = natives.iter().find(|n| n.observations != component_obs) {
-        bail!("{name}: the component reported {component_obs} observations, its native twin {}", n.observations);
-    }
-    Ok(summarise(name, records, &metered, &unmetered_runs, &natives))
 }
 
 /// A detector's runs reduced to its row: CPU time of the calling thread
 /// (what the ratios are computed from, median of the repetitions), wall
 /// time beside it, and the latency of every call. `unmetered` and `natives`
-/// are empty for a detector without a native twin.
-fn summarise(
-    name: String,
-    records: u64,
-    metered: &[ComponentRun],
-    unmetered: &[ComponentRun],
-    natives: &[NativeRun],
-) -> DetectorResult {
+/// are empty for a detector without a native twin, `peers` for one without
+/// a core-module peer (or a run without peers).
+fn summarise(name: String, records: u64, runs: &Runs) -> DetectorResult {
+    let Runs { metered, unmetered, natives, peers } = runs;
     let median_ms = |times: Vec<Duration>| (!times.is_empty()).then(|| ms(median(&times)));
     let component_ms = median_ms(metered.iter().map(|r| r.cpu).collect()).unwrap_or_default();
     let component_wall_ms = median_ms(metered.iter().map(|r| r.wall).collect()).unwrap_or_default();
     let unmetered_ms = median_ms(unmetered.iter().map(|r| r.cpu).collect());
     let native_ms = median_ms(natives.iter().map(|n| n.cpu).collect());
     let native_wall_ms = median_ms(natives.iter().map(|n| n.total).collect());
+    let peer_ms = median_ms(peers.iter().map(|p| p.cpu).collect());
     let calls: Vec<Duration> = metered.iter().flat_map(|r| r.pushes.iter().copied()).collect();
     let finishes: Vec<Duration> = metered.iter().map(|r| r.finish).collect();
     let native_calls: Vec<Duration> = natives.iter().flat_map(|n| n.pushes.iter().copied()).collect();
@@ -596,6 +704,8 @@ fn summarise(
         wall_ratio: native_wall_ms.map(|n| ratio(component_wall_ms, n)),
         unmetered_ns_per_record: unmetered_ms.map(per_record),
         unmetered_ratio: unmetered_ms.zip(native_ms).map(|(u, n)| ratio(u, n)),
+        peer_ns_per_record: peer_ms.map(per_record),
+        peer_ratio: peer_ms.map(|p| ratio(component_ms, p)),
         push_p50_us: us(percentile(&calls, 50.0)),
         push_p99_us: us(percentile(&calls, 99.0)),
         push_max_us: us(calls.iter().copied().max().unwrap_or_default()),

@@ -3,8 +3,9 @@
 //! the run checks and produces, never a time: every shipped Rust detector
 //! with a native twin (the scanner's five; the stock sentinels read roles
 //! the benchmark's data has none of) reports as many observations as a
-//! component as its native twin does and as unmetered (`suite::run` fails
-//! otherwise), the second scan of unchanged data takes the fast path, the
+//! component as its native twin does, as unmetered and as its core-module
+//! peer (`suite::run` fails otherwise; the peers are built from
+//! `bench/peer/` as the run builds them), the second scan of unchanged data takes the fast path, the
 //! full scan's phases fit in it, and every ratio and table is there.
 
 use std::path::PathBuf;
@@ -38,9 +39,12 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
             names.push(d.name);
         }
     }
+    // The core-module peers, built as `cargo xtask bench` builds them.
+    let peers = sentinel_bench::peer::build(&root, &target).expect("the peers build");
     let work = tempfile::tempdir().unwrap();
     let opts = Options {
         detectors: PathBuf::from(rust.path()),
+        peers: Some(peers.clone()),
         host: None,
         cache: Some(cache),
         sizes: vec![2_000],
@@ -72,6 +76,12 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
         // otherwise than the metered component).
         assert!(d.unmetered_ratio.is_some() && d.unmetered_ns_per_record.is_some_and(|u| u > 0.0), "{name} unmetered");
         assert!(d.records > 0, "{name} got records");
+        // Its peer ran with the same fuel and epoch and agreed on the
+        // observations (the suite fails otherwise).
+        if sentinel_bench::peer::file(&peers, name).is_file() {
+            assert!(d.peer_ns_per_record.is_some_and(|p| p > 0.0) && d.peer_ratio.is_some(), "{name} peer");
+            assert!(r.ratios.contains_key(&format!("{}.{name}.component_over_peer", size.records)));
+        }
         assert!(r.ratios.contains_key(&format!("{}.{name}.component_over_native", size.records)));
     }
     // The quick mode a guest or engine change is judged by: the same table,
@@ -86,6 +96,14 @@ fn the_benchmark_runs_and_component_and_native_twins_agree() {
     let phases = size.phases.expect("the full scan's phases");
     assert!(phases.read_ms > 0.0 && phases.commit_ms > 0.0, "{phases:?}");
     assert!(phases.read_ms + phases.decide_ms + phases.commit_ms + phases.export_ms <= size.full_scan_ms, "{phases:?}");
+    // The peers of the two detectors the issue starts with were built, and
+    // their agreement is a count greater than zero, not 0 = 0.
+    for name in ["cost", "tool_error"] {
+        assert!(sentinel_bench::peer::file(&peers, name).is_file(), "{name} has a peer");
+        let d = size.detectors.iter().find(|d| d.name == name).unwrap();
+        assert!(d.observations > 0 && d.peer_ratio.is_some(), "{name}: {} observations", d.observations);
+    }
+    assert!(r.targets.iter().any(|t| t.name.starts_with("canonical ABI")), "{:?}", r.targets);
     let tables = r.markdown();
     for heading in
         ["### Targets", "### Scan, raw read", "### Where the full scan's time goes", "### Detectors", "### Start-up"]

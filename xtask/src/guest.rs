@@ -141,6 +141,25 @@ pub fn build(manifest: &Path, packages: &[GuestPackage], target_dir: &Path) -> R
         .collect()
 }
 
+/// Builds every package of the workspace in `workspace` as a plain core
+/// wasm module: for the same target and in the same profile as a component,
+/// with the linker's component step skipped (`wasm-component-ld
+/// --skip-wit-component`), so the code, its libc and its allocator are what
+/// a component of it runs. The benchmark's canonical-ABI peers are built so
+/// (`bench/peer/`). Returns the folder that holds the modules.
+pub fn build_core_modules(workspace: &Path, target_dir: &Path) -> Result<PathBuf> {
+    ensure_wasm_target()?;
+    let mut cmd = cargo();
+    cmd.arg("build").arg("--manifest-path").arg(workspace.join("Cargo.toml")).arg("--workspace");
+    cmd.args(["--target", TARGET, "--profile", PROFILE]).arg("--target-dir").arg(target_dir);
+    cmd.arg("--config").arg(format!("target.{TARGET}.rustflags=[\"-Clink-arg=--skip-wit-component\"]"));
+    let status = cmd.status().context("cannot run cargo")?;
+    if !status.success() {
+        bail!("building the core modules of {} failed ({status})", workspace.display());
+    }
+    Ok(target_dir.join(TARGET).join(PROFILE))
+}
+
 fn names(p: &[GuestPackage]) -> String {
     p.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }

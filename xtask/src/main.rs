@@ -497,6 +497,9 @@ fn dist(root: &Path, profile: &str) -> Result<dist::Made> {
 fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: bool) -> Result<()> {
     ensure_debian_tool("sqlite3", "sqlite3", "the benchmark's floor under the raw read needs it")?;
     build_detectors(root)?;
+    // The canonical-ABI peers of the shipped Rust detectors: core modules,
+    // built as the detectors are (sentinel_bench::peer::build builds the same).
+    let peers = guest::build_core_modules(&root.join("bench/peer"), &root.join("target/bench-peer"))?;
     let largest = sizes.as_ref().and_then(|s| s.iter().max().copied()).unwrap_or(1_000_000);
     step(
         "cargo build --release (host and benchmark)",
@@ -507,6 +510,8 @@ fn bench(root: &Path, sizes: Option<Vec<usize>>, reps: Option<usize>, no_write: 
     cmd.current_dir(root)
         .arg("--detectors")
         .arg(root.join("detectors"))
+        .arg("--peers")
+        .arg(peers)
         .arg("--host")
         .arg(release.join("sentinel-host"))
         .arg("--work")

@@ -11,7 +11,10 @@
 //! what comes out. It never runs a guest without fuel and an epoch deadline,
 //! except in a runtime built by `Runtime::unmetered`, which exists only with
 //! the `bench-unmetered` feature: the benchmark's measure of what metering
-//! costs, which no command of the binary constructs.
+//! costs, which no command of the binary constructs. The same feature lends
+//! the benchmark this runtime's engine and deadline (`Runtime::bench_engine`),
+//! on which it runs its core-module peer of a detector under the same fuel
+//! and epoch.
 
 mod bindings;
 mod cache;
@@ -189,6 +192,17 @@ impl Runtime {
     #[cfg(feature = "bench-unmetered")]
     pub fn unmetered(limits: Limits) -> Result<Self, RuntimeError> {
         Self::build(limits, false)
+    }
+
+    /// The engine (its epoch advanced by this runtime's ticker) and the
+    /// per-call deadline in epoch ticks: the benchmark runs its core-module
+    /// peer of a detector on them, with [`Limits::fuel_per_call`], so that
+    /// the peer is metered exactly as a component is (docs/benchmarks.md).
+    /// Only with the `bench-unmetered` feature; no command of the binary
+    /// calls it.
+    #[cfg(feature = "bench-unmetered")]
+    pub fn bench_engine(&self) -> (&Engine, u64) {
+        (&self.engine, self.deadline_ticks())
     }
 
     fn build(limits: Limits, metered: bool) -> Result<Self, RuntimeError> {

@@ -1,0 +1,4 @@
+//! The `turn_stop` detector behind the peer's pointer/length ABI (`peer-abi`).
+//! Owns nothing but the export; never shipped.
+
+peer_abi::export_peer!(turn_stop::TurnStop);
