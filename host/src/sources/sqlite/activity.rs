@@ -498,3 +498,44 @@ fn by_sqlite(conn: &Connection, data: ValueRef<'_>) -> rusqlite::Result<Class<'s
         Err(FieldError::Sql(e)) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows an application writes are classified by the pass alone;
+    /// what it cannot be sure of is left to SQLite (`None`). (That both
+    /// agree with the query is `messages_oracle`'s proptest.)
+    #[test]
+    fn plain_rows_are_classified_without_sqlite_and_odd_ones_left_to_it() {
+        let failed = r#"{"from":{"botId":"b"},"tool":{"exitCode":2,"name":"bash","ok":false,"output":"e\u00e9"},"turnId":"t"}"#;
+        let fields = Fields {
+            turn_id: Some("t".into()),
+            bot_id: Some("b".into()),
+            tool_name: Some("bash".into()),
+            output: Some("eé".into()),
+            exit_code: Some(2),
+        };
+        assert_eq!(fast(failed), Some(Class::Failed(fields)));
+        assert_eq!(fast(r#"{"tool":{"name":"Read","ok":true,"output":"fine"},"turnId":"t"}"#), Some(Class::Other));
+        assert_eq!(fast(r#"{"tool":{"name":"Read","ok":null}}"#), Some(Class::Pending));
+        assert_eq!(fast(r#"{"tool":{"name":"Read"}}"#), Some(Class::Pending));
+        assert_eq!(fast(r#"{"tool":[{"ok":false}]}"#), Some(Class::Other), "not an object");
+        assert_eq!(fast(r#"{"tool":{"ok":true},"tool":{"ok":false}}"#), Some(Class::Other), "the first wins");
+        let borrowed = fast(failed);
+        let Some(Class::Failed(f)) = &borrowed else { unreachable!() };
+        assert!(matches!(f.tool_name, Some(Cow::Borrowed(_))), "no copy of a plain string");
+        for odd in [
+            r#"{"tool":{"ok":0.0}}"#.to_owned(),
+            r#"{"tool":{"ok":false,"exitCode":1.5}}"#.to_owned(),
+            r#"{"tool":{"ok":false,"output":{"a":1}}}"#.to_owned(),
+            r#"{"tool":{"ok":false,"name":9223372036854775808}}"#.to_owned(),
+            format!("{{\"tool\":{{\"ok\":false}},\"x\":{}1{}}}", "[".repeat(129), "]".repeat(129)),
+            r#"{"tool":{"ok":false,"name":"\ud800"}}"#.to_owned(),
+            r#"{"tool":{"ok":false}} x"#.to_owned(),
+            r#"{tool:{ok:false}}"#.to_owned(),
+        ] {
+            assert_eq!(fast(&odd), None, "{odd}");
+        }
+    }
+}
