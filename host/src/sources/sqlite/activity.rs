@@ -508,7 +508,8 @@ mod tests {
     /// agree with the query is `messages_oracle`'s proptest.)
     #[test]
     fn plain_rows_are_classified_without_sqlite_and_odd_ones_left_to_it() {
-        let failed = r#"{"from":{"botId":"b"},"tool":{"exitCode":2,"name":"bash","ok":false,"output":"e\u00e9"},"turnId":"t"}"#;
+        let failed =
+            r#"{"from":{"botId":"b"},"tool":{"exitCode":2,"name":"bash","ok":false,"output":"e\u00e9"},"turnId":"t"}"#;
         let fields = Fields {
             turn_id: Some("t".into()),
             bot_id: Some("b".into()),

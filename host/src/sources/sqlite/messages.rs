@@ -152,12 +152,9 @@ fn kept(conn: &Connection, r: &rusqlite::Row<'_>, at: i64, id: &[u8]) -> rusqlit
         return Ok(Some(Kept::Skipped));
     };
     Ok(Some(match class {
-        Class::Failed(fields) => Kept::Failed(Row {
-            id: id.to_owned(),
-            thread_id,
-            at,
-            fields: activity::owned(fields),
-        }),
+        Class::Failed(fields) => {
+            Kept::Failed(Row { id: id.to_owned(), thread_id, at, fields: activity::owned(fields) })
+        }
         Class::Pending => Kept::Pending(at, id.to_owned()),
         Class::Malformed | Class::Other => Kept::Skipped,
     }))
@@ -232,11 +229,7 @@ fn count_mistyped(db: &mut PagedRead<'_>, window_start: i64) -> rusqlite::Result
 /// of it (a row gone from the table is simply not there): failed, still
 /// pending, or (`Skipped`) resolved: it succeeded, is no longer a tool
 /// call, or is malformed, so there is nothing to follow.
-fn pending_rows(
-    db: &mut PagedRead<'_>,
-    pending: &[(i64, String)],
-    window_start: i64,
-) -> rusqlite::Result<Vec<Kept>> {
+fn pending_rows(db: &mut PagedRead<'_>, pending: &[(i64, String)], window_start: i64) -> rusqlite::Result<Vec<Kept>> {
     let ids = serde_json::to_string(&pending.iter().map(|(_, id)| id).collect::<Vec<_>>()).unwrap_or_default();
     db.run(|conn| {
         super::require_table(conn, "messages")?;
