@@ -184,7 +184,7 @@ fn fast(text: &str) -> Option<Class<'_>> {
 /// Whether an object's key is the path step `label`, as SQLite compares
 /// them: unescaped, and (its quirk) only up to a NUL the key escapes.
 fn is(key: &str, label: &str) -> bool {
-    key.split('\0').next() == Some(label)
+    key == label || (key.len() > label.len() && key.starts_with(label) && key.as_bytes()[label.len()] == 0)
 }
 
 /// An object key, matched against the labels of one level as it is read
