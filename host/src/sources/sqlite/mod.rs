@@ -40,11 +40,14 @@
 //! removed by the next read that makes a copy.
 //!
 //! A read of many pages keeps one handle ([`pages`]). The sources over
-//! SQLite databases live beside it: `messages.db` ([`messages`]),
-//! `runtime.db`'s queue ([`queue`]) and configured read-only queries
+//! SQLite databases live beside it: `messages.db` ([`messages`], its rows'
+//! JSON classified by [`activity`]), `runtime.db`'s queue ([`queue`]) and configured read-only queries
 //! ([`query`]).
 
+mod activity;
 pub mod messages;
+#[cfg(test)]
+mod messages_oracle;
 pub mod pages;
 pub mod query;
 pub mod queue;
