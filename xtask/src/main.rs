@@ -231,7 +231,17 @@ fn demo(root: &Path, data_dir: Option<PathBuf>, ports: bool) -> Result<()> {
     let opts = guest::BuildOptions::for_repo(root);
     let detectors = root.join("target/demo/detectors");
     fresh(&detectors)?;
-    print_built(&guest::build_detectors_in(root, &detectors, &opts, &[guest::Lang::Rust])?, &detectors);
+    // The host's binary builds while the detectors do (two target folders,
+    // two cargo locks): a core the one leaves idle, the other takes.
+    eprintln!("==> cargo build -p sentinel-host, beside the detectors");
+    let mut host =
+        cargo(root).args(["build", "--quiet", "-p", "sentinel-host"]).spawn().context("cannot start cargo")?;
+    let built = guest::build_detectors_in(root, &detectors, &opts, &[guest::Lang::Rust]);
+    let host = host.wait().context("cargo build -p sentinel-host")?;
+    print_built(&built?, &detectors);
+    if !host.success() {
+        bail!("cargo build -p sentinel-host failed ({host})");
+    }
     let data = data_dir.unwrap_or_else(|| root.join("target/demo/data"));
     fresh(&data)?;
     let truth = datagen::generate(&data, &datagen::DataSpec::default())?;
