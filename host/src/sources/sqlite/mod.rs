@@ -39,12 +39,17 @@
 //! removed when the read returns; a folder left by a process that crashed is
 //! removed by the next read that makes a copy.
 //!
+//! SQLite run as root would `fchown` the application's `-wal` and `-shm` on
+//! every open (to their own owner: only their change time moves); that one
+//! system call is replaced by one that changes nothing ([`keep_owner`]).
+//!
 //! A read of many pages keeps one handle ([`pages`]). The sources over
 //! SQLite databases live beside it: `messages.db` ([`messages`], its rows'
 //! JSON classified by [`activity`]), `runtime.db`'s queue ([`queue`]) and configured read-only queries
 //! ([`query`]).
 
 mod activity;
+mod keep_owner;
 pub mod messages;
 #[cfg(test)]
 mod messages_oracle;
@@ -230,6 +235,7 @@ fn copy_orphan(path: &Path, wal: &Path) -> Result<(tempfile::TempDir, PathBuf), 
 /// Opens `path` read-only, choosing the mode by its journal mode and whether
 /// a `-wal` (and its `-shm`) exist. A copy lives as long as the returned folder.
 pub fn open(path: &Path) -> rusqlite::Result<(Connection, OpenMode, Option<tempfile::TempDir>)> {
+    keep_owner::install();
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let wal = wal_path(path);
     if !present(path)? {
