@@ -160,55 +160,27 @@ impl<S: AsRef<str>, K: Borrow<KeyChange>> FireBody<S, K> {
         }
     }
 
-    /// The issue's kind, for an entry that names an issue.
+    /// The issue's kind, for an entry that names an issue. This and the
+    /// accessors below read the body as its line does ([`super::line`]'s
+    /// slots), so the fields a type has are written down once.
     pub fn kind(&self) -> Option<&str> {
-        match self {
-            FireBody::Occurrence { kind, .. }
-            | FireBody::Fix { kind, .. }
-            | FireBody::Reopen { kind, .. }
-            | FireBody::Regression { kind, .. }
-            | FireBody::Threshold { kind, .. } => Some(kind.as_ref()),
-            FireBody::Diagnostic { kind, .. } => kind.as_ref().map(AsRef::as_ref),
-            _ => None,
-        }
+        self.slots().kind
     }
 
     /// The issue's signature, for an entry that names an issue.
     pub fn sig(&self) -> Option<&str> {
-        match self {
-            FireBody::Occurrence { sig, .. }
-            | FireBody::Fix { sig, .. }
-            | FireBody::Reopen { sig, .. }
-            | FireBody::Regression { sig, .. }
-            | FireBody::Threshold { sig, .. } => Some(sig.as_ref()),
-            FireBody::Diagnostic { sig, .. } => sig.as_ref().map(AsRef::as_ref),
-            _ => None,
-        }
+        self.slots().sig
     }
 
     /// Why, or what the fact says in words (the operator's note on a fix),
     /// for an entry that has it.
     pub fn reason(&self) -> Option<&str> {
-        match self {
-            FireBody::Occurrence { .. } | FireBody::Reopen { .. } => None,
-            FireBody::Fix { reason, .. } => reason.as_ref().map(AsRef::as_ref),
-            FireBody::Quarantine { reason }
-            | FireBody::Release { reason }
-            | FireBody::Digest { reason }
-            | FireBody::Diagnostic { reason, .. }
-            | FireBody::Regression { reason, .. }
-            | FireBody::Threshold { reason, .. }
-            | FireBody::KeyRotation { reason, .. }
-            | FireBody::KeyLost { reason, .. } => Some(reason.as_ref()),
-        }
+        self.slots().reason
     }
 
     /// The keys before and after, for an entry that changes the key.
     pub fn key(&self) -> Option<&KeyChange> {
-        match self {
-            FireBody::KeyRotation { key, .. } | FireBody::KeyLost { key, .. } => Some(key.borrow()),
-            _ => None,
-        }
+        self.slots().key
     }
 }
 

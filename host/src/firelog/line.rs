@@ -73,9 +73,9 @@ struct Line<S, K> {
 
 /// The fields a type may add, flat as the line has them (each may be
 /// absent), in [`SLOT_NAMES`]' order.
-struct Slots<S, K> {
-    kind: Option<S>,
-    sig: Option<S>,
+pub(super) struct Slots<S, K> {
+    pub(super) kind: Option<S>,
+    pub(super) sig: Option<S>,
     origin: Option<Origin>,
     severity: Option<Severity>,
     tool: Option<S>,
@@ -84,8 +84,8 @@ struct Slots<S, K> {
     turn_id: Option<S>,
     evidence_source: Option<S>,
     evidence_id: Option<S>,
-    reason: Option<S>,
-    key: Option<K>,
+    pub(super) reason: Option<S>,
+    pub(super) key: Option<K>,
 }
 
 /// The names the line gives [`Slots`]' fields.
@@ -153,7 +153,7 @@ fn opt<S: AsRef<str>>(v: &Option<S>) -> Option<&str> {
 
 impl<S: AsRef<str>, K: Borrow<KeyChange>> FireBody<S, K> {
     /// This body's fields as the line has them.
-    fn slots(&self) -> Slots<&str, &KeyChange> {
+    pub(super) fn slots(&self) -> Slots<&str, &KeyChange> {
         match self {
             FireBody::Occurrence {
                 kind,
