@@ -45,19 +45,18 @@ pub(super) fn install() {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::MetadataExt;
-
-    fn changed_at(p: &std::path::Path) -> (i64, i64) {
-        let m = std::fs::metadata(p).unwrap();
-        (m.ctime(), m.ctime_nsec())
-    }
+    use crate::base::file_stamp;
 
     /// As root (CI runs so), a read of a live WAL database changed its
-    /// `-wal`'s and `-shm`'s change time before this: every scan's stamp moved.
+    /// `-wal`'s and `-shm`'s change time before this, and with it the fast
+    /// path's stamp of the `-wal` (`base::file_stamp`): every scan was full.
     #[test]
     fn a_read_as_root_leaves_the_live_wal_and_shm_as_they_were() {
+        // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("not root: SQLite chowns nothing, nothing to check");
+            eprintln!(
+                "SKIPPED: a_read_as_root_leaves_the_live_wal_and_shm_as_they_were: SQLite chowns nothing unless root"
+            );
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -66,7 +65,7 @@ mod tests {
         writer.pragma_update(None, "journal_mode", "wal").unwrap();
         writer.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
         let (wal, shm) = (super::super::wal_path(&db), super::super::shm_path(&db));
-        let before = (changed_at(&wal), changed_at(&shm));
+        let before = (file_stamp::line(&wal), file_stamp::line(&shm));
         // The change time moves by the kernel's clock tick (at most 10 ms).
         std::thread::sleep(std::time::Duration::from_millis(20));
         let (conn, mode, _) = super::super::open(&db).unwrap();
@@ -74,7 +73,11 @@ mod tests {
         let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1);
         drop(conn);
-        assert_eq!((changed_at(&wal), changed_at(&shm)), before, "the read changed the application's -wal or -shm");
+        assert_eq!(
+            (file_stamp::line(&wal), file_stamp::line(&shm)),
+            before,
+            "the read changed the application's -wal or -shm"
+        );
         drop(writer);
     }
 }
