@@ -28,6 +28,9 @@ fn scratch_repo(dir: &Path) {
     let manifest: String = manifest
         .lines()
         .filter(|l| !l.starts_with("exclude") && !l.starts_with("sentinel-host =") && !l.starts_with("xtask ="))
+        // The proc macros named in the dev profile are the host's: with the
+        // SDK alone, cargo would warn that each matches no package.
+        .filter(|l| !l.ends_with("= { opt-level = 0 }"))
         .map(|l| if l.starts_with("members = [") { "members = [\"sdk\"]" } else { l })
         .collect::<Vec<_>>()
         .join("\n");
@@ -78,14 +81,7 @@ fn a_new_detector_in_each_language_builds_passes_its_case_and_runs() {
 
     for (name, _) in langs {
         let cases = repo.join("detectors").join(name.replace('_', "-")).join("cases");
-        let o = replay(&out.join(format!("{name}.wasm")), &cases);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{name}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        passes_its_cases(name, &out.join(format!("{name}.wasm")), &cases);
     }
 
     let data = s.path("data");
@@ -98,6 +94,19 @@ fn a_new_detector_in_each_language_builds_passes_its_case_and_runs() {
     // The three report the same turns, and each its own kind.
     let counts: Vec<usize> = langs.iter().map(|(name, _)| issues_of(&s.path("out"), name).len()).collect();
     assert!(counts[0] > 0 && counts.iter().all(|&c| c == counts[0]), "{counts:?}");
+}
+
+/// `replay` of `wasm` against `cases` must pass (exit 0), or the test
+/// fails with its output.
+fn passes_its_cases(name: &str, wasm: &Path, cases: &Path) {
+    let o = replay(wasm, cases);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{name}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Runs `cmd` in `dir`, which must succeed; returns its stdout.
@@ -210,14 +219,7 @@ fn a_standalone_detector_in_each_language_builds_with_its_own_tools_replays_and_
                         assert!(dir.join(f).is_file(), "{name}: {f}");
                     }
                     let wasm = build_standalone(name, lang, &dir);
-                    let o = replay(&wasm, &dir.join("cases"));
-                    assert_eq!(
-                        o.status.code(),
-                        Some(0),
-                        "{name}: {}{}",
-                        String::from_utf8_lossy(&o.stdout),
-                        String::from_utf8_lossy(&o.stderr)
-                    );
+                    passes_its_cases(name, &wasm, &dir.join("cases"));
                     (name, wasm)
                 })
             })
