@@ -115,7 +115,7 @@ pub fn bindings(root: &Path, target_dir: &Path) -> Result<PathBuf> {
     if dir.join(format!("{BINDINGS_STEM}.h")).is_file() {
         return Ok(dir);
     }
-    let mut resolve = wit_parser::Resolve::default();
+    let mut resolve = wit_bindgen_core::wit_parser::Resolve::default();
     let (pkg, _) = resolve.push_dir(root.join("wit")).context("cannot read the WIT package in wit/")?;
     let world = resolve.select_world(&[pkg], Some(WORLD)).with_context(|| format!("wit/ has no world {WORLD}"))?;
     let mut files = wit_bindgen_core::Files::default();
@@ -192,7 +192,7 @@ pub fn build_component(root: &Path, src: &DetectorSource, target_dir: &Path) -> 
         .arg(&core);
     run(&format!("compiling {} with clang", src.name), &mut cmd)?;
     let module = read(&core)?;
-    let component = wit_component::ComponentEncoder::default()
+    let component = wit_component_for_c::ComponentEncoder::default()
         .validate(true)
         .module(&module)
         .and_then(|e| {
