@@ -24,6 +24,49 @@ mod tests {
         found.filter(|(name, _)| name == dep).map(|(_, v)| v).next().unwrap_or_else(|| panic!("{of} has no {dep}"))
     }
 
+    /// `cargo tree` of the workspace, one `name vX.Y.Z|features` line per node.
+    fn tree(args: &[&str]) -> Vec<String> {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
+        let out = Command::new(cargo)
+            .args(["tree", "--locked", "--prefix", "none", "-f", "{p}|{f}", "--manifest-path", manifest])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+    }
+
+    /// `name vX.Y.Z` and the features of one tree line (less the `(*)` of a
+    /// node shown before).
+    fn node(line: &str) -> (String, String) {
+        let (package, features) = line.split_once('|').unwrap();
+        let features = features.trim().trim_end_matches("(*)").trim();
+        (package.split_whitespace().take(2).collect::<Vec<_>>().join(" "), features.to_owned())
+    }
+
+    /// What the crate is for: every crate wit-component needs appears in
+    /// sentinel-host's build (its dependencies and wasmtime's macros alike)
+    /// with one feature set, so cargo compiles it once. `cargo tree` resolves
+    /// the macros' side apart as cargo does; without the build dependency on
+    /// this crate, several show two (serde, serde_json, wasmparser, ...).
+    #[test]
+    fn each_crate_of_the_stack_is_built_with_one_feature_set() {
+        let stack: std::collections::BTreeSet<String> =
+            tree(&["-p", "wit-component@0.254.2", "-e", "normal"]).iter().map(|l| node(l).0).collect();
+        let mut features: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+        for (package, f) in tree(&["-p", "sentinel-host", "-e", "normal,build"]).iter().map(|l| node(l)) {
+            features.entry(package).or_default().insert(f);
+        }
+        assert!(stack.len() > 10, "the stack read: {stack:?}");
+        let twice: Vec<_> = stack.iter().filter(|p| features.get(*p).is_some_and(|f| f.len() > 1)).collect();
+        assert!(
+            twice.is_empty(),
+            "built twice, with different features: {:?}",
+            twice.iter().map(|p| (p, &features[*p])).collect::<Vec<_>>()
+        );
+    }
+
     /// The pins in the manifest and in the workspace's `wit-parser` and
     /// `wit-component` are wasmtime's versions: after a wasmtime upgrade that
     /// moved them, this fails instead of the build quietly compiling the
