@@ -24,17 +24,23 @@ mod tests {
         found.filter(|(name, _)| name == dep).map(|(_, v)| v).next().unwrap_or_else(|| panic!("{of} has no {dep}"))
     }
 
-    /// `cargo tree` of the workspace, one `name vX.Y.Z|features` line per node.
-    fn tree(args: &[&str]) -> Vec<String> {
+    /// The output of `cargo <args>` on the workspace, which must succeed.
+    fn cargo(args: &[&str]) -> String {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
-        let out = Command::new(cargo)
-            .args(["tree", "--locked", "--prefix", "none", "-f", "{p}|{f}", "--manifest-path", manifest])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+        let out = Command::new(cargo).args(args).args(["--locked", "--manifest-path", manifest]).output().unwrap();
+        assert!(out.status.success(), "cargo {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn metadata() -> Value {
+        serde_json::from_str(&cargo(&["metadata", "--format-version", "1"])).unwrap()
+    }
+
+    /// `cargo tree` of the workspace, one `name vX.Y.Z|features` line per node.
+    fn tree(args: &[&str]) -> Vec<String> {
+        let args = [&["tree", "--prefix", "none", "-f", "{p}|{f}"][..], args].concat();
+        cargo(&args).lines().map(str::to_owned).collect()
     }
 
     /// `name vX.Y.Z` and the features of one tree line (less the `(*)` of a
@@ -52,8 +58,9 @@ mod tests {
     /// this crate, several show two (serde, serde_json, wasmparser, ...).
     #[test]
     fn each_crate_of_the_stack_is_built_with_one_feature_set() {
+        let component = format!("wit-component@{}", version_of(&metadata(), "sentinel-host", "wit-component"));
         let stack: std::collections::BTreeSet<String> =
-            tree(&["-p", "wit-component@0.254.2", "-e", "normal"]).iter().map(|l| node(l).0).collect();
+            tree(&["-p", &component, "-e", "normal"]).iter().map(|l| node(l).0).collect();
         let mut features: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
         for (package, f) in tree(&["-p", "sentinel-host", "-e", "normal,build"]).iter().map(|l| node(l)) {
             features.entry(package).or_default().insert(f);
@@ -73,14 +80,7 @@ mod tests {
     /// stack twice again (or a third copy, for this crate alone).
     #[test]
     fn the_stack_unified_is_the_one_wasmtime_builds() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
-        let out = Command::new(cargo)
-            .args(["metadata", "--format-version", "1", "--locked", "--manifest-path", manifest])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
-        let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let meta = metadata();
         let wasmtime_parser = version_of(&meta, "wasmtime-environ", "wasmparser");
         assert_eq!(version_of(&meta, "sentinel-build-unify", "wasmparser"), wasmtime_parser);
         assert_eq!(
