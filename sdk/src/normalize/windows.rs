@@ -3,9 +3,10 @@
 //! Owns [`any_window`]: whether some window `t[i..i + 4]` of a line (the
 //! bytes past its end read as zeros) passes a test written once over
 //! [`Lanes`], so that it runs on one byte or on sixteen: with SSE2 on
-//! x86_64 (which every x86_64 has) thirteen windows take one load, a few
-//! instructions and no branch; elsewhere the windows are read one at a
-//! time. On the short lines errors are, that is a fraction of what a loop
+//! x86_64 (which every x86_64 has), and with `simd128` on wasm32 (which
+//! the repository's guest builds enable, `.cargo/config.toml`), thirteen
+//! windows take one load, a few instructions and no branch; elsewhere (a
+//! guest built without `simd128`) the windows are read one at a time. On the short lines errors are, that is a fraction of what a loop
 //! over the bytes costs. Never decides what a gate needs (`gates.rs` does).
 
 /// Bytes, one or sixteen at a time, and the masks tests of them give
@@ -57,7 +58,16 @@ impl Lanes for u8 {
 }
 
 /// Whether some window of `t` passes `W` (each window one at a time).
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2", not(test)), allow(dead_code))]
+#[cfg_attr(
+    all(
+        any(
+            all(target_arch = "x86_64", target_feature = "sse2"),
+            all(target_arch = "wasm32", target_feature = "simd128")
+        ),
+        not(test)
+    ),
+    allow(dead_code)
+)]
 fn each_window<W: Window>(t: &[u8]) -> bool {
     let at = |i: usize| t.get(i).copied().unwrap_or(0);
     (0..t.len()).any(|i| W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0)
@@ -136,11 +146,7 @@ mod sse2 {
         }
     }
 
-    /// How many windows a block holds whole: those starting in its first
-    /// thirteen bytes.
-    pub(super) const WINDOWS: usize = 13;
-
-    /// Whether some of the [`WINDOWS`] windows starting in `b[..13]` pass `W`.
+    /// Whether some of the [`super::WINDOWS`] windows starting in `b[..13]` pass `W`.
     #[inline(always)]
     pub(super) fn block<W: Window>(b: &[u8; 16]) -> bool {
         // The sixteen bytes read are `b`'s (an unaligned load has no
@@ -148,41 +154,136 @@ mod sse2 {
         let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
         let at = |k: u8| Sixteen { v, k };
         let hits = unsafe { _mm_movemask_epi8(W::hit(at(0), at(1), at(2), at(3)).v) };
-        hits & ((1 << WINDOWS) - 1) != 0
+        hits & ((1 << super::WINDOWS) - 1) != 0
     }
 }
 
-/// Whether some window of `t` passes `W`: each block of windows read at
-/// once, in place (the last one ending where the line does, overlapping
-/// the one before), then the three windows that run past the end; a line
-/// shorter than a block is copied, zeros after it.
+// SAFETY (each `unsafe` block in this module): the one load reads the
+// sixteen bytes of the block it is given; on wasm32 an instruction the
+// engine does not support fails validation when the module loads, never
+// at run time, so the `simd128` functions are safe to call.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128 {
+    use std::arch::wasm32::{
+        u8x16_bitmask, u8x16_eq, u8x16_min, u8x16_shuffle, u8x16_splat, u8x16_sub, v128, v128_and, v128_load, v128_or,
+    };
+
+    use super::{Lanes, Window};
+
+    /// Sixteen bytes as the bytes `k` places on in each window, as on
+    /// x86_64 (the `sse2` module): one load a block, each test made once
+    /// and its mask moved down `k` lanes.
+    #[derive(Clone, Copy)]
+    pub(super) struct Sixteen {
+        v: v128,
+        k: u8,
+    }
+
+    /// A mask of the load's lanes as the windows' lanes `k` places back
+    /// (the lanes past the load read zero).
+    #[inline(always)]
+    fn placed(m: v128, k: u8) -> Sixteen {
+        let z = u8x16_splat(0);
+        let v = match k {
+            0 => m,
+            1 => u8x16_shuffle::<1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16>(m, z),
+            2 => u8x16_shuffle::<2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16>(m, z),
+            _ => u8x16_shuffle::<3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 16>(m, z),
+        };
+        Sixteen { v, k: 0 }
+    }
+
+    impl Lanes for Sixteen {
+        #[inline(always)]
+        fn is(self, c: u8) -> Self {
+            placed(u8x16_eq(self.v, u8x16_splat(c)), self.k)
+        }
+        #[inline(always)]
+        fn within(self, lo: u8, hi: u8) -> Self {
+            // `x - lo` wraps below `lo`: in range where min(x - lo, hi - lo) is x - lo.
+            let x = u8x16_sub(self.v, u8x16_splat(lo));
+            placed(u8x16_eq(u8x16_min(x, u8x16_splat(hi - lo)), x), self.k)
+        }
+        #[inline(always)]
+        fn folded(self) -> Self {
+            Sixteen { v: v128_or(self.v, u8x16_splat(0x20)), k: self.k }
+        }
+        #[inline(always)]
+        fn and(self, other: Self) -> Self {
+            Sixteen { v: v128_and(self.v, other.v), k: 0 }
+        }
+        #[inline(always)]
+        fn or(self, other: Self) -> Self {
+            Sixteen { v: v128_or(self.v, other.v), k: 0 }
+        }
+    }
+
+    #[inline(always)]
+    fn block<W: Window>(b: &[u8; 16]) -> bool {
+        let v = unsafe { v128_load(b.as_ptr().cast()) };
+        let at = |k: u8| Sixteen { v, k };
+        u8x16_bitmask(W::hit(at(0), at(1), at(2), at(3)).v) & ((1 << super::WINDOWS) - 1) != 0
+    }
+
+    #[inline(always)]
+    pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
+        super::over_blocks(t, block::<W>)
+    }
+}
+
+/// How many windows a block of sixteen bytes holds whole: those starting
+/// in its first thirteen bytes.
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+const WINDOWS: usize = 13;
+
+/// Whether some block of `t` has a window that `block` passes: each block
+/// of windows read at once, in place (the last one ending where the line
+/// does, overlapping the one before), then the three windows that run
+/// past the end; a line shorter than a block is copied, zeros after it.
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+fn over_blocks(t: &[u8], block: impl Fn(&[u8; 16]) -> bool) -> bool {
+    let block = |b: &[u8]| block(b.try_into().expect("sixteen bytes"));
+    let n = t.len();
+    if n < 16 {
+        let mut b = [0u8; WINDOWS + 16];
+        b[..n].copy_from_slice(t);
+        return block(&b[..16]) || (n > WINDOWS && block(&b[WINDOWS..]));
+    }
+    let mut start = 0;
+    while start + 16 <= n {
+        if block(&t[start..start + 16]) {
+            return true;
+        }
+        start += WINDOWS;
+    }
+    if start + 3 < n && block(&t[n - 16..]) {
+        return true;
+    }
+    let mut tail = [0u8; 16];
+    tail[..3].copy_from_slice(&t[n - 3..]);
+    block(&tail)
+}
+
+/// Whether some window of `t` passes `W`, sixteen bytes at a time where
+/// the target has vectors of them (SSE2 on x86_64, `simd128` on wasm32),
+/// else one window at a time.
 #[inline]
 pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        use sse2::WINDOWS;
-        let block = |b: &[u8]| sse2::block::<W>(b.try_into().expect("sixteen bytes"));
-        let n = t.len();
-        if n < 16 {
-            let mut b = [0u8; WINDOWS + 16];
-            b[..n].copy_from_slice(t);
-            return block(&b[..16]) || (n > WINDOWS && block(&b[WINDOWS..]));
-        }
-        let mut start = 0;
-        while start + 16 <= n {
-            if block(&t[start..start + 16]) {
-                return true;
-            }
-            start += WINDOWS;
-        }
-        if start + 3 < n && block(&t[n - 16..]) {
-            return true;
-        }
-        let mut tail = [0u8; 16];
-        tail[..3].copy_from_slice(&t[n - 3..]);
-        block(&tail)
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    return over_blocks(t, sse2::block::<W>);
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd128::any_window::<W>(t);
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     each_window::<W>(t)
 }
 
