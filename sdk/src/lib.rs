@@ -166,6 +166,21 @@ pub mod __private {
     }
 
     /// How many observations a packed record holds (for the benchmark's twin).
+    /// The normalizer's gate window tests over `t`, as bits: read as the
+    /// gates read them and one window at a time (equal on every line). For
+    /// the guest fixture `window-check`, which checks them in wasm.
+    pub fn window_tests(t: &[u8]) -> (u32, u32) {
+        crate::normalize::window_tests(t)
+    }
+
+    /// Whether the gates read sixteen bytes at a time in this build (SSE2
+    /// on x86_64, `simd128` on wasm32), so that `window_tests` compares two
+    /// different codes.
+    pub const WINDOWS_IN_VECTORS: bool = cfg!(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ));
+
     pub fn count(o: &types::Observations) -> usize {
         o.count as usize
     }

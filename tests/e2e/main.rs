@@ -40,4 +40,5 @@ mod twins;
 mod wal;
 mod watch;
 mod watch_defences;
+mod windows;
 mod wit;

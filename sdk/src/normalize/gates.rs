@@ -10,7 +10,7 @@
 //! Never replaces anything.
 
 use super::counted;
-use super::windows::{Lanes, Window, any_window};
+use super::windows::{Lanes, Window, any_window, each_window};
 
 /// Byte classes [`Holds::of`] tracks, as bits of [`CLASS`].
 pub(super) const DIGIT: u16 = 1;
@@ -286,4 +286,26 @@ impl Window for Boolean {
 /// which the rule is not: the gate only has to let every match through).
 pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
     (h.has(EQUALS) || h.has(COLON)) && any_window::<Boolean>(l.as_bytes())
+}
+
+/// Every gate's window test over `t`, one bit each in a fixed order: as
+/// the gates read it ([`any_window`], sixteen bytes at a time where the
+/// target has vectors) and one window at a time ([`each_window`]). Equal
+/// on every line; the guest fixture `window-check` compares them in wasm,
+/// where the first is the `simd128` code (the unit tests run natively).
+pub(crate) fn window_tests(t: &[u8]) -> (u32, u32) {
+    type Test = fn(&[u8]) -> bool;
+    let tests: [(Test, Test); 7] = [
+        (any_window::<DotBetweenDigits>, each_window::<DotBetweenDigits>),
+        (any_window::<DigitByHex>, each_window::<DigitByHex>),
+        (any_window::<UuidDash>, each_window::<UuidDash>),
+        (any_window::<MacSeparators>, each_window::<MacSeparators>),
+        (any_window::<MonthLetters>, each_window::<MonthLetters>),
+        (any_window::<DateDigits>, each_window::<DateDigits>),
+        (any_window::<Boolean>, each_window::<Boolean>),
+    ];
+    tests
+        .iter()
+        .enumerate()
+        .fold((0, 0), |(fast, each), (i, (f, e))| (fast | (u32::from(f(t)) << i), each | (u32::from(e(t)) << i)))
 }

@@ -70,6 +70,7 @@ pub const TITLE_CHARS: usize = 160;
 /// traceback puts the error), so one huge output costs no more than this.
 const HEAD_TAIL: usize = 16 * 1024;
 
+pub(crate) use gates::window_tests;
 pub(crate) use literal::{SHELL_CLASSES, shell_class};
 
 /// Words after which a three-digit number is an HTTP status, which names

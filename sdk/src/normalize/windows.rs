@@ -57,18 +57,10 @@ impl Lanes for u8 {
     }
 }
 
-/// Whether some window of `t` passes `W` (each window one at a time).
-#[cfg_attr(
-    all(
-        any(
-            all(target_arch = "x86_64", target_feature = "sse2"),
-            all(target_arch = "wasm32", target_feature = "simd128")
-        ),
-        not(test)
-    ),
-    allow(dead_code)
-)]
-fn each_window<W: Window>(t: &[u8]) -> bool {
+/// Whether some window of `t` passes `W` (each window one at a time):
+/// where there are no vectors, and the reference the blocks are checked
+/// against (`gates::window_tests`).
+pub(super) fn each_window<W: Window>(t: &[u8]) -> bool {
     let at = |i: usize| t.get(i).copied().unwrap_or(0);
     (0..t.len()).any(|i| W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0)
 }
