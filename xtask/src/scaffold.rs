@@ -25,6 +25,7 @@ const PYTHON_APP: &str = include_str!("../templates/python-app.py");
 const JS_DETECTOR: &str = include_str!("../templates/js-detector.js");
 const C_DETECTOR: &str = include_str!("../templates/c-detector.c");
 const STANDALONE_RUST_CARGO: &str = include_str!("../templates/standalone/rust-Cargo.toml");
+const STANDALONE_RUST_CARGO_CONFIG: &str = include_str!("../templates/standalone/rust-cargo-config.toml");
 const STANDALONE_PY_REQUIREMENTS: &str = include_str!("../templates/standalone/python-requirements.txt");
 const STANDALONE_JS_PACKAGE: &str = include_str!("../templates/standalone/js-package.json");
 const STANDALONE_GITIGNORE: &str = include_str!("../templates/standalone/gitignore");
@@ -202,6 +203,7 @@ pub fn new_standalone(root: &Path, name: &str, lang: Lang, dir: &Path) -> Result
         Lang::Rust => {
             write("Cargo.toml", fill(STANDALONE_RUST_CARGO).replace("{{sdk}}", &sdk("sdk")?))?;
             write("src/lib.rs", fill(RUST_LIB))?;
+            write(".cargo/config.toml", STANDALONE_RUST_CARGO_CONFIG.to_owned())?;
             // The versions this repository tests the SDK with; cargo drops what it does not use.
             let lock = std::fs::read_to_string(root.join("Cargo.lock")).context("cannot read Cargo.lock")?;
             write("Cargo.lock", lock)?;
