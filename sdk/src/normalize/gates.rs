@@ -153,10 +153,19 @@ pub(super) fn count(l: &str, b: u8) -> usize {
     l.as_bytes().iter().filter(|&&c| c == b).count()
 }
 
+/// The IPv6 rule's `::` window.
+struct DoubleColon;
+impl Window for DoubleColon {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, _: L, _: L) -> L {
+        a.is(b':').and(b.is(b':'))
+    }
+}
+
 /// The IPv6 rule's need: the seven colons of a full address, or `::`.
 pub(super) fn ipv6_colons(l: &str) -> bool {
     let colons = count(l, b':');
-    colons >= 7 || (colons >= 2 && l.contains("::"))
+    colons >= 7 || (colons >= 2 && any_window::<DoubleColon>(l.as_bytes()))
 }
 
 /// The request id rule's need: a dash and a run of ten hex digits (every
@@ -295,7 +304,7 @@ pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
 /// where the first is the `simd128` code (the unit tests run natively).
 pub(crate) fn window_tests(t: &[u8]) -> (u32, u32) {
     type Test = fn(&[u8]) -> bool;
-    let tests: [(Test, Test); 7] = [
+    let tests: [(Test, Test); 8] = [
         (any_window::<DotBetweenDigits>, each_window::<DotBetweenDigits>),
         (any_window::<DigitByHex>, each_window::<DigitByHex>),
         (any_window::<UuidDash>, each_window::<UuidDash>),
@@ -303,6 +312,7 @@ pub(crate) fn window_tests(t: &[u8]) -> (u32, u32) {
         (any_window::<MonthLetters>, each_window::<MonthLetters>),
         (any_window::<DateDigits>, each_window::<DateDigits>),
         (any_window::<Boolean>, each_window::<Boolean>),
+        (any_window::<DoubleColon>, each_window::<DoubleColon>),
     ];
     tests
         .iter()

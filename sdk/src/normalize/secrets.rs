@@ -294,14 +294,41 @@ pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
     // it, it reads `<secret>`, so errors that differ only by secret group.
     // A text no rule changed holds a `<` only if its gates saw one.
     let unchanged = matches!(s, std::borrow::Cow::Borrowed(_));
-    if (!unchanged || angle) && s.contains('<') && s.contains(SECRET) {
-        for quoted in ["\"<secret>\"", "'<secret>'", "`<secret>`"] {
-            if s.contains(quoted) {
-                s = s.replace(quoted, SECRET).into();
+    if !unchanged || angle {
+        for quote in [b'"', b'\'', b'`'] {
+            if let Some(t) = unquoted(&s, quote) {
+                s = t.into();
             }
         }
     }
     s
+}
+
+/// `s` with every `<secret>` between two `quote`s in place of the three,
+/// as `s.replace("\"<secret>\"", SECRET)` does for `"` (left to right, no
+/// two overlapping); `None` where there is none. Looks at each `<secret>`
+/// and the bytes around it, so a text without one costs a search for `<`
+/// (a substring search would set up its searcher for each text and quote).
+fn unquoted(s: &str, quote: u8) -> Option<String> {
+    let t = s.as_bytes();
+    let (mut out, mut copied, mut at) = (None::<String>, 0, 0);
+    while let Some(i) = t[at..].iter().position(|&b| b == b'<').map(|i| at + i) {
+        at = i + 1;
+        let quoted = i > copied
+            && t[i - 1] == quote
+            && t[i..].starts_with(SECRET.as_bytes())
+            && t.get(i + SECRET.len()) == Some(&quote);
+        if quoted {
+            let o = out.get_or_insert_with(|| String::with_capacity(s.len()));
+            o.push_str(&s[copied..i - 1]);
+            o.push_str(SECRET);
+            copied = i + SECRET.len() + 1;
+            at = copied;
+        }
+    }
+    let mut o = out?;
+    o.push_str(&s[copied..]);
+    Some(o)
 }
 
 #[cfg(test)]
@@ -323,6 +350,23 @@ pub(super) mod tests {
                 }
             }
             proptest::prop_assert_eq!(redacted(&text), want, "{:?}", text);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 10_000, ..Default::default() })]
+        #[test]
+        fn unquoting_a_secret_replaces_as_str_replace_does(v in proptest::collection::vec(
+            // Few pieces, so that runs like `"<secret>"<secret>"` (two
+            // matches sharing a quote) come up in every run.
+            proptest::sample::select(&["\"", "'", "`", "<secret>", "<secre", "é"][..]),
+            0..12,
+        )) {
+            let text = v.concat();
+            for (quote, pattern) in [(b'"', "\"<secret>\""), (b'\'', "'<secret>'"), (b'`', "`<secret>`")] {
+                let want = text.contains(pattern).then(|| text.replace(pattern, SECRET));
+                proptest::prop_assert_eq!(unquoted(&text, quote), want, "{:?}", text);
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 //! execute; this compares that code with the one-window-at-a-time
 //! reference on the same line, in the same guest. Each row becomes an
 //! observation whose signature is the bits of the tests that hit
-//! (`hits:0101101`), or `mismatch:<fast>:<reference>` where the two differ,
+//! (`hits:01011010`), or `mismatch:<fast>:<reference>` where the two differ,
 //! or `scalar` in a build without vectors (where there is nothing to compare).
 
 use sentinel_sdk::prelude::*;
@@ -27,8 +27,8 @@ impl Detector for WindowCheck {
             let (fast, each) = sentinel_sdk::__private::window_tests(line.as_bytes());
             let signature = match () {
                 _ if !sentinel_sdk::__private::WINDOWS_IN_VECTORS => "scalar".to_owned(),
-                _ if fast == each => format!("hits:{each:07b}"),
-                _ => format!("mismatch:{fast:07b}:{each:07b}"),
+                _ if fast == each => format!("hits:{each:08b}"),
+                _ => format!("mismatch:{fast:08b}:{each:08b}"),
             };
             out.push(Observation::new("window_check", &signature, &signature, at, id, ("messages", id)));
         }
