@@ -297,11 +297,13 @@ pub(super) fn bool_shape(h: &Holds, l: &str) -> bool {
     (h.has(EQUALS) || h.has(COLON)) && any_window::<Boolean>(l.as_bytes())
 }
 
-/// Every gate's window test over `t`, one bit each in a fixed order: as
-/// the gates read it ([`any_window`], sixteen bytes at a time where the
-/// target has vectors) and one window at a time ([`each_window`]). Equal
-/// on every line; the guest fixture `window-check` compares them in wasm,
-/// where the first is the `simd128` code (the unit tests run natively).
+/// Every gate's window test over `t`, one bit each in a fixed order, then
+/// the secret rules' key words found (`literal::key_words`' flags): as the
+/// gates read them ([`any_window`], sixteen bytes at a time where the
+/// target has vectors) and one window at a time ([`each_window`]; the key
+/// words by their table). Equal on every line; the guest fixture
+/// `window-check` compares them in wasm, where the first is the `simd128`
+/// code (the unit tests run natively).
 pub(crate) fn window_tests(t: &[u8]) -> (u32, u32) {
     type Test = fn(&[u8]) -> bool;
     let tests: [(Test, Test); 8] = [
@@ -314,8 +316,11 @@ pub(crate) fn window_tests(t: &[u8]) -> (u32, u32) {
         (any_window::<Boolean>, each_window::<Boolean>),
         (any_window::<DoubleColon>, each_window::<DoubleColon>),
     ];
-    tests
+    let (fast, each) = tests
         .iter()
         .enumerate()
-        .fold((0, 0), |(fast, each), (i, (f, e))| (fast | (u32::from(f(t)) << i), each | (u32::from(e(t)) << i)))
+        .fold((0, 0), |(fast, each), (i, (f, e))| (fast | (u32::from(f(t)) << i), each | (u32::from(e(t)) << i)));
+    // The secret rules' key words (their flags), found through a window and by the table.
+    let words = |w: u8| u32::from(w) << tests.len();
+    (fast | words(super::literal::key_words(t)), each | words(super::literal::key_words_by_table(t)))
 }

@@ -8,6 +8,7 @@
 //! (`patterns::shell_patterns`) on generated segments. Never replaces text.
 
 use super::ascii::word;
+use super::windows::{self, Lanes, Window};
 
 /// Whether `t[i..]` starts with `needle` (lower-case ASCII), whatever the ASCII case.
 fn starts_ci(t: &[u8], i: usize, needle: &[u8]) -> bool {
@@ -72,6 +73,41 @@ const FIRSTS: [u32; 256] = {
 /// Which of the secret rules' words `t` holds (ASCII case-insensitive), in
 /// one pass: the flags above. A rule whose words are absent cannot match.
 pub(super) fn key_words(t: &[u8]) -> u8 {
+    let mut found = 0;
+    windows::each_hit::<WordStart>(t, |i| {
+        for &(w, flags) in words_from(t[i] | 0x20) {
+            if starts_ci(t, i, w) {
+                found |= flags;
+            }
+        }
+    });
+    found
+}
+
+/// Where a word may start: its first two letters, in either case, as a
+/// window (sixteen bytes at a time where there are vectors), checked in
+/// full by [`key_words`]. `| 0x20` maps no byte but a letter's two cases
+/// onto a lower-case letter.
+struct WordStart;
+impl Window for WordStart {
+    #[inline(always)]
+    fn hit<L: Lanes>(a: L, b: L, _: L, _: L) -> L {
+        let (a, b) = (a.folded(), b.folded());
+        let any = |x: L, of: &[u8]| of[1..].iter().fold(x.is(of[0]), |m, &c| m.or(x.is(c)));
+        a.is(b'p')
+            .and(any(b, b"awr"))
+            .or(a.is(b's').and(b.is(b'e')))
+            .or(a.is(b't').and(b.is(b'o')))
+            .or(a.is(b'a').and(any(b, b"pcu")))
+            .or(a.is(b'c').and(any(b, b"ro")))
+            .or(a.is(b'b').and(any(b, b"ea")))
+    }
+}
+
+/// [`key_words`] by its first form, the reference it is checked against:
+/// each byte looked up in a table of the words' first letters, the next
+/// byte's letter tested against the words' second ones.
+pub(super) fn key_words_by_table(t: &[u8]) -> u8 {
     let mut found = 0;
     // Every word is two bytes or more: the last byte starts none.
     for i in 0..t.len().saturating_sub(1) {
@@ -200,6 +236,23 @@ pub(crate) fn shell_class(segment: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 5000, ..Default::default() })]
+        #[test]
+        fn key_words_through_a_window_are_the_key_words_by_table(v in proptest::collection::vec(
+            proptest::sample::select(&[
+                "pass", "PASSW", "pwd", "Private", "secret", "sess", "Token", "to", "api_key", "API-KEY", "api key",
+                "apik", "access", "Auth", "cred", "credential", "COOKIE", "bearer", "Basic", "b", "p", "a", " ", "_",
+                "x", "é", "@uth", ".",
+            ][..]),
+            0..12,
+        )) {
+            // Pieces of every word, in both cases, at every place around a block.
+            let t = v.concat();
+            proptest::prop_assert_eq!(key_words(t.as_bytes()), key_words_by_table(t.as_bytes()), "{:?}", t);
+        }
+    }
 
     #[test]
     fn key_words_are_found_in_any_case_only_whole() {

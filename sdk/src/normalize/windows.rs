@@ -138,15 +138,16 @@ mod sse2 {
         }
     }
 
-    /// Whether some of the [`super::WINDOWS`] windows starting in `b[..13]` pass `W`.
+    /// Which of the [`super::WINDOWS`] windows starting in `b[..13]` pass
+    /// `W`: bit `i` for the window at `b[i]`.
     #[inline(always)]
-    pub(super) fn block<W: Window>(b: &[u8; 16]) -> bool {
+    pub(super) fn hits<W: Window>(b: &[u8; 16]) -> u16 {
         // The sixteen bytes read are `b`'s (an unaligned load has no
         // alignment to keep).
         let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
         let at = |k: u8| Sixteen { v, k };
         let hits = unsafe { _mm_movemask_epi8(W::hit(at(0), at(1), at(2), at(3)).v) };
-        hits & ((1 << super::WINDOWS) - 1) != 0
+        (hits & ((1 << super::WINDOWS) - 1)) as u16
     }
 }
 
@@ -210,16 +211,12 @@ mod simd128 {
         }
     }
 
+    /// Which of the windows starting in `b[..13]` pass `W`, as on x86_64.
     #[inline(always)]
-    fn block<W: Window>(b: &[u8; 16]) -> bool {
+    pub(super) fn hits<W: Window>(b: &[u8; 16]) -> u16 {
         let v = unsafe { v128_load(b.as_ptr().cast()) };
         let at = |k: u8| Sixteen { v, k };
-        u8x16_bitmask(W::hit(at(0), at(1), at(2), at(3)).v) & ((1 << super::WINDOWS) - 1) != 0
-    }
-
-    #[inline(always)]
-    pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
-        super::over_blocks(t, block::<W>)
+        u8x16_bitmask(W::hit(at(0), at(1), at(2), at(3)).v) & ((1 << super::WINDOWS) - 1)
     }
 }
 
@@ -269,14 +266,91 @@ fn over_blocks(t: &[u8], block: impl Fn(&[u8; 16]) -> bool) -> bool {
 #[inline]
 pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    return over_blocks(t, sse2::block::<W>);
+    return over_blocks(t, |b| sse2::hits::<W>(b) != 0);
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return simd128::any_window::<W>(t);
+    return over_blocks(t, |b| simd128::hits::<W>(b) != 0);
     #[cfg(not(any(
         all(target_arch = "x86_64", target_feature = "sse2"),
         all(target_arch = "wasm32", target_feature = "simd128")
     )))]
     each_window::<W>(t)
+}
+
+/// Calls `f` with the start of every window of `t` that passes `W`, in
+/// order, each once: the blocks as [`any_window`] reads them, each
+/// block's hits bit by bit, the overlapping last block's only past the
+/// windows already read.
+#[inline]
+pub(super) fn each_hit<W: Window>(t: &[u8], f: impl FnMut(usize)) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    return hits_by_block(t, sse2::hits::<W>, f);
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return hits_by_block(t, simd128::hits::<W>, f);
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    each_hit_one_by_one::<W>(t, f)
+}
+
+/// [`each_hit`] one window at a time: where there are no vectors, and the
+/// reference the blocks are checked against.
+#[cfg_attr(
+    all(
+        any(
+            all(target_arch = "x86_64", target_feature = "sse2"),
+            all(target_arch = "wasm32", target_feature = "simd128")
+        ),
+        not(test)
+    ),
+    allow(dead_code)
+)]
+pub(super) fn each_hit_one_by_one<W: Window>(t: &[u8], mut f: impl FnMut(usize)) {
+    let at = |i: usize| t.get(i).copied().unwrap_or(0);
+    (0..t.len()).filter(|&i| W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0).for_each(&mut f);
+}
+
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+fn hits_by_block(t: &[u8], hits: impl Fn(&[u8; 16]) -> u16, mut f: impl FnMut(usize)) {
+    let n = t.len();
+    // Window `start + k` for each hit `k` of the block at `start`, from
+    // `from` on and before the line's end.
+    let mut report = |start: usize, hits: u16, from: usize| {
+        let mut h = hits;
+        while h != 0 {
+            let i = start + h.trailing_zeros() as usize;
+            h &= h - 1;
+            if i >= from && i < n {
+                f(i);
+            }
+        }
+    };
+    let block = |b: &[u8]| hits(b.try_into().expect("sixteen bytes"));
+    if n < 16 {
+        let mut b = [0u8; WINDOWS + 16];
+        b[..n].copy_from_slice(t);
+        report(0, block(&b[..16]), 0);
+        if n > WINDOWS {
+            report(WINDOWS, block(&b[WINDOWS..]), WINDOWS);
+        }
+        return;
+    }
+    let mut start = 0;
+    while start + 16 <= n {
+        report(start, block(&t[start..start + 16]), start);
+        start += WINDOWS;
+    }
+    // The windows before `start` are read; `start` is at most `n - 3`.
+    if start + 3 < n {
+        report(n - 16, block(&t[n - 16..]), start);
+    }
+    let mut tail = [0u8; 16];
+    tail[..3].copy_from_slice(&t[n - 3..]);
+    report(n - 3, block(&tail) & 0b111, start);
 }
 
 #[cfg(test)]
@@ -340,6 +414,14 @@ mod tests {
             prop_assert_eq!(any_window::<DigitDash>(&t), each_window::<DigitDash>(&t), "{:?}", line);
             prop_assert_eq!(any_window::<DotThenA>(&t), each_window::<DotThenA>(&t), "{:?}", line);
             prop_assert_eq!(any_window::<Four>(&t), each_window::<Four>(&t), "{:?}", line);
+            let (mut blocks, mut one_by_one) = (Vec::new(), Vec::new());
+            each_hit::<DigitDash>(&t, |i| blocks.push(i));
+            each_hit_one_by_one::<DigitDash>(&t, |i| one_by_one.push(i));
+            prop_assert_eq!(&blocks, &one_by_one, "{:?}", line);
+            let (mut blocks, mut one_by_one) = (Vec::new(), Vec::new());
+            each_hit::<ColonLast>(&t, |i| blocks.push(i));
+            each_hit_one_by_one::<ColonLast>(&t, |i| one_by_one.push(i));
+            prop_assert_eq!(&blocks, &one_by_one, "{:?}", line);
         }
     }
 
