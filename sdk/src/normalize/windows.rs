@@ -1,13 +1,16 @@
 //! Four-byte windows over a line, tested thirteen at a time.
 //!
-//! Owns [`any_window`]: whether some window `t[i..i + 4]` of a line (the
-//! bytes past its end read as zeros) passes a test written once over
-//! [`Lanes`], so that it runs on one byte or on sixteen: with SSE2 on
+//! Owns [`any_window`] (whether some window `t[i..i + 4]` of a line, the
+//! bytes past its end read as zeros, passes a test) and [`each_hit`]
+//! (where the windows that pass it start), each test written once over
+//! [`Lanes`] so that it runs on one byte or on sixteen: with SSE2 on
 //! x86_64 (which every x86_64 has), and with `simd128` on wasm32 (which
 //! the repository's guest builds enable, `.cargo/config.toml`), thirteen
 //! windows take one load, a few instructions and no branch; elsewhere (a
-//! guest built without `simd128`) the windows are read one at a time. On the short lines errors are, that is a fraction of what a loop
-//! over the bytes costs. Never decides what a gate needs (`gates.rs` does).
+//! guest built without `simd128`) the windows are read one at a time. On
+//! the short lines errors are, that is a fraction of what a loop over the
+//! bytes costs (and, in a guest, of the fuel and epoch checks each of its
+//! iterations pays). Never decides what a gate needs (`gates.rs` does).
 
 /// Bytes, one or sixteen at a time, and the masks tests of them give
 /// (each lane all ones where the test holds, else zero).
