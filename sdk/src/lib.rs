@@ -165,10 +165,11 @@ pub mod __private {
         drop(det);
     }
 
-    /// How many observations a packed record holds (for the benchmark's twin).
-    /// The normalizer's gate window tests over `t`, as bits: read as the
-    /// gates read them and one window at a time (equal on every line). For
-    /// the guest fixture `window-check`, which checks them in wasm.
+    /// The normalizer's gate window tests and the secret rules' key words
+    /// over `t`, as bits: read as the gates read them and by their
+    /// references, one window at a time and the key words' table (equal on
+    /// every line). For the guest fixture `window-check`, which checks them
+    /// in wasm.
     pub fn window_tests(t: &[u8]) -> (u32, u32) {
         crate::normalize::window_tests(t)
     }
@@ -181,6 +182,7 @@ pub mod __private {
         all(target_arch = "wasm32", target_feature = "simd128")
     ));
 
+    /// How many observations a packed record holds (for the benchmark's twin).
     pub fn count(o: &types::Observations) -> usize {
         o.count as usize
     }

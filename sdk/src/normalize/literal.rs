@@ -70,8 +70,10 @@ const FIRSTS: [u32; 256] = {
     table
 };
 
-/// Which of the secret rules' words `t` holds (ASCII case-insensitive), in
-/// one pass: the flags above. A rule whose words are absent cannot match.
+/// Which of the secret rules' words `t` holds (ASCII case-insensitive): the
+/// flags above. Each word is checked only where a window of two bytes
+/// could start one ([`WordStart`]). A rule whose words are absent cannot
+/// match.
 pub(super) fn key_words(t: &[u8]) -> u8 {
     let mut found = 0;
     windows::each_hit::<WordStart>(t, |i| {
