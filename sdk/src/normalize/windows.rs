@@ -60,12 +60,17 @@ impl Lanes for u8 {
     }
 }
 
+/// Whether the window at `t[i]` passes `W` (the bytes past the end read as zeros).
+fn hit_at<W: Window>(t: &[u8], i: usize) -> bool {
+    let at = |i: usize| t.get(i).copied().unwrap_or(0);
+    W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0
+}
+
 /// Whether some window of `t` passes `W` (each window one at a time):
 /// where there are no vectors, and the reference the blocks are checked
 /// against (`gates::window_tests`).
 pub(super) fn each_window<W: Window>(t: &[u8]) -> bool {
-    let at = |i: usize| t.get(i).copied().unwrap_or(0);
-    (0..t.len()).any(|i| W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0)
+    (0..t.len()).any(|i| hit_at::<W>(t, i))
 }
 
 // SAFETY (each `unsafe` block in this module): SSE2 is part of x86_64's
@@ -141,7 +146,7 @@ mod sse2 {
         }
     }
 
-    /// Which of the [`super::WINDOWS`] windows starting in `b[..13]` pass
+    /// Which of the [`super::blocks::WINDOWS`] windows starting in `b[..13]` pass
     /// `W`: bit `i` for the window at `b[i]`.
     #[inline(always)]
     pub(super) fn hits<W: Window>(b: &[u8; 16]) -> u16 {
@@ -150,7 +155,7 @@ mod sse2 {
         let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
         let at = |k: u8| Sixteen { v, k };
         let hits = unsafe { _mm_movemask_epi8(W::hit(at(0), at(1), at(2), at(3)).v) };
-        (hits & ((1 << super::WINDOWS) - 1)) as u16
+        (hits & ((1 << super::blocks::WINDOWS) - 1)) as u16
     }
 }
 
@@ -219,48 +224,76 @@ mod simd128 {
     pub(super) fn hits<W: Window>(b: &[u8; 16]) -> u16 {
         let v = unsafe { v128_load(b.as_ptr().cast()) };
         let at = |k: u8| Sixteen { v, k };
-        u8x16_bitmask(W::hit(at(0), at(1), at(2), at(3)).v) & ((1 << super::WINDOWS) - 1)
+        u8x16_bitmask(W::hit(at(0), at(1), at(2), at(3)).v) & ((1 << super::blocks::WINDOWS) - 1)
     }
 }
 
-/// How many windows a block of sixteen bytes holds whole: those starting
-/// in its first thirteen bytes.
+/// The block schedule both readers share, where there are vectors.
 #[cfg(any(
     all(target_arch = "x86_64", target_feature = "sse2"),
     all(target_arch = "wasm32", target_feature = "simd128")
 ))]
-const WINDOWS: usize = 13;
+mod blocks {
+    use std::ops::ControlFlow;
 
-/// Whether some block of `t` has a window that `block` passes: each block
-/// of windows read at once, in place (the last one ending where the line
-/// does, overlapping the one before), then the three windows that run
-/// past the end; a line shorter than a block is copied, zeros after it.
-#[cfg(any(
-    all(target_arch = "x86_64", target_feature = "sse2"),
-    all(target_arch = "wasm32", target_feature = "simd128")
-))]
-#[inline(always)]
-fn over_blocks(t: &[u8], block: impl Fn(&[u8; 16]) -> bool) -> bool {
-    let block = |b: &[u8]| block(b.try_into().expect("sixteen bytes"));
-    let n = t.len();
-    if n < 16 {
-        let mut b = [0u8; WINDOWS + 16];
-        b[..n].copy_from_slice(t);
-        return block(&b[..16]) || (n > WINDOWS && block(&b[WINDOWS..]));
-    }
-    let mut start = 0;
-    while start + 16 <= n {
-        if block(&t[start..start + 16]) {
-            return true;
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    pub(super) use super::simd128::hits;
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub(super) use super::sse2::hits;
+
+    /// How many windows a block of sixteen bytes holds whole: those
+    /// starting in its first thirteen bytes.
+    pub(super) const WINDOWS: usize = 13;
+
+    /// Calls `f` with the start of each window of `t` that `hits` passes,
+    /// in order, each once, until it breaks: each block of windows read at
+    /// once, in place (the last one ending where the line does,
+    /// overlapping the one before, its windows already read skipped), then
+    /// the three windows that run past the end; a line shorter than a
+    /// block is copied, zeros after it.
+    #[inline(always)]
+    pub(super) fn walk(
+        t: &[u8],
+        hits: impl Fn(&[u8; 16]) -> u16,
+        mut f: impl FnMut(usize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let n = t.len();
+        // Window `start + k` for each hit `k` of the block at `start`, from
+        // `from` on and before the line's end.
+        let mut report = |start: usize, hits: u16, from: usize| {
+            let mut h = hits;
+            while h != 0 {
+                let i = start + h.trailing_zeros() as usize;
+                h &= h - 1;
+                if i >= from && i < n {
+                    f(i)?;
+                }
+            }
+            ControlFlow::Continue(())
+        };
+        let block = |b: &[u8]| hits(b.try_into().expect("sixteen bytes"));
+        if n < 16 {
+            let mut b = [0u8; WINDOWS + 16];
+            b[..n].copy_from_slice(t);
+            report(0, block(&b[..16]), 0)?;
+            if n > WINDOWS {
+                report(WINDOWS, block(&b[WINDOWS..]), WINDOWS)?;
+            }
+            return ControlFlow::Continue(());
         }
-        start += WINDOWS;
+        let mut start = 0;
+        while start + 16 <= n {
+            report(start, block(&t[start..start + 16]), start)?;
+            start += WINDOWS;
+        }
+        // The windows before `start` are read; `start` is at most `n - 3`.
+        if start + 3 < n {
+            report(n - 16, block(&t[n - 16..]), start)?;
+        }
+        let mut tail = [0u8; 16];
+        tail[..3].copy_from_slice(&t[n - 3..]);
+        report(n - 3, block(&tail) & 0b111, start)
     }
-    if start + 3 < n && block(&t[n - 16..]) {
-        return true;
-    }
-    let mut tail = [0u8; 16];
-    tail[..3].copy_from_slice(&t[n - 3..]);
-    block(&tail)
 }
 
 /// Whether some window of `t` passes `W`, sixteen bytes at a time where
@@ -268,10 +301,11 @@ fn over_blocks(t: &[u8], block: impl Fn(&[u8; 16]) -> bool) -> bool {
 /// else one window at a time.
 #[inline]
 pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    return over_blocks(t, |b| sse2::hits::<W>(b) != 0);
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return over_blocks(t, |b| simd128::hits::<W>(b) != 0);
+    #[cfg(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))]
+    return blocks::walk(t, blocks::hits::<W>, |_| std::ops::ControlFlow::Break(())).is_break();
     #[cfg(not(any(
         all(target_arch = "x86_64", target_feature = "sse2"),
         all(target_arch = "wasm32", target_feature = "simd128")
@@ -280,15 +314,17 @@ pub(super) fn any_window<W: Window>(t: &[u8]) -> bool {
 }
 
 /// Calls `f` with the start of every window of `t` that passes `W`, in
-/// order, each once: the blocks as [`any_window`] reads them, each
-/// block's hits bit by bit, the overlapping last block's only past the
-/// windows already read.
+/// order, each once (as [`any_window`] reads them).
 #[inline]
-pub(super) fn each_hit<W: Window>(t: &[u8], f: impl FnMut(usize)) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    return hits_by_block(t, sse2::hits::<W>, f);
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return hits_by_block(t, simd128::hits::<W>, f);
+pub(super) fn each_hit<W: Window>(t: &[u8], mut f: impl FnMut(usize)) {
+    #[cfg(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))]
+    let _ = blocks::walk(t, blocks::hits::<W>, |i| {
+        f(i);
+        std::ops::ControlFlow::Continue(())
+    });
     #[cfg(not(any(
         all(target_arch = "x86_64", target_feature = "sse2"),
         all(target_arch = "wasm32", target_feature = "simd128")
@@ -308,52 +344,8 @@ pub(super) fn each_hit<W: Window>(t: &[u8], f: impl FnMut(usize)) {
     ),
     allow(dead_code)
 )]
-pub(super) fn each_hit_one_by_one<W: Window>(t: &[u8], mut f: impl FnMut(usize)) {
-    let at = |i: usize| t.get(i).copied().unwrap_or(0);
-    (0..t.len()).filter(|&i| W::hit(at(i), at(i + 1), at(i + 2), at(i + 3)) != 0).for_each(&mut f);
-}
-
-#[cfg(any(
-    all(target_arch = "x86_64", target_feature = "sse2"),
-    all(target_arch = "wasm32", target_feature = "simd128")
-))]
-#[inline(always)]
-fn hits_by_block(t: &[u8], hits: impl Fn(&[u8; 16]) -> u16, mut f: impl FnMut(usize)) {
-    let n = t.len();
-    // Window `start + k` for each hit `k` of the block at `start`, from
-    // `from` on and before the line's end.
-    let mut report = |start: usize, hits: u16, from: usize| {
-        let mut h = hits;
-        while h != 0 {
-            let i = start + h.trailing_zeros() as usize;
-            h &= h - 1;
-            if i >= from && i < n {
-                f(i);
-            }
-        }
-    };
-    let block = |b: &[u8]| hits(b.try_into().expect("sixteen bytes"));
-    if n < 16 {
-        let mut b = [0u8; WINDOWS + 16];
-        b[..n].copy_from_slice(t);
-        report(0, block(&b[..16]), 0);
-        if n > WINDOWS {
-            report(WINDOWS, block(&b[WINDOWS..]), WINDOWS);
-        }
-        return;
-    }
-    let mut start = 0;
-    while start + 16 <= n {
-        report(start, block(&t[start..start + 16]), start);
-        start += WINDOWS;
-    }
-    // The windows before `start` are read; `start` is at most `n - 3`.
-    if start + 3 < n {
-        report(n - 16, block(&t[n - 16..]), start);
-    }
-    let mut tail = [0u8; 16];
-    tail[..3].copy_from_slice(&t[n - 3..]);
-    report(n - 3, block(&tail) & 0b111, start);
+pub(super) fn each_hit_one_by_one<W: Window>(t: &[u8], f: impl FnMut(usize)) {
+    (0..t.len()).filter(|&i| hit_at::<W>(t, i)).for_each(f);
 }
 
 #[cfg(test)]
