@@ -307,12 +307,13 @@ pub(super) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
 /// `s` with every `<secret>` between two `quote`s in place of the three,
 /// as `s.replace("\"<secret>\"", SECRET)` does for `"` (left to right, no
 /// two overlapping); `None` where there is none. Looks at each `<secret>`
-/// and the bytes around it, so a text without one costs a search for `<`
+/// and the bytes around it, so a text without one costs a `memchr` for `<`
 /// (a substring search would set up its searcher for each text and quote).
 fn unquoted(s: &str, quote: u8) -> Option<String> {
     let t = s.as_bytes();
     let (mut out, mut copied, mut at) = (None::<String>, 0, 0);
-    while let Some(i) = t[at..].iter().position(|&b| b == b'<').map(|i| at + i) {
+    // `at` is always just past an ASCII byte, so on a character boundary.
+    while let Some(i) = s[at..].find('<').map(|i| at + i) {
         at = i + 1;
         let quoted = i > copied
             && t[i - 1] == quote
@@ -368,6 +369,16 @@ pub(super) mod tests {
                 proptest::prop_assert_eq!(unquoted(&text, quote), want, "{:?}", text);
             }
         }
+    }
+
+    #[test]
+    fn two_quoted_secrets_sharing_a_quote_unquote_as_str_replace_leaves_them() {
+        // `str::replace` takes the first match, then searches past it: the
+        // quote they share goes with the first.
+        assert_eq!(unquoted("'<secret>'<secret>'", b'\'').as_deref(), Some("<secret><secret>'"));
+        assert_eq!(unquoted("x\"<secret>\"é`<secret>`", b'"').as_deref(), Some("x<secret>é`<secret>`"));
+        assert_eq!(unquoted("'<secret>\"", b'\''), None);
+        assert_eq!(unquoted("<secret>", b'"'), None);
     }
 
     /// (input, expected): each rule, with the secret varied.
