@@ -312,6 +312,25 @@ mod tests {
         assert!(!dir.path().join("x").exists(), "nothing is written");
     }
 
+    /// The `[target.wasm32-wasip2]` table of a cargo config, from its header to the next one.
+    fn wasm_target_table(config: &str) -> &str {
+        let start = config.find("[target.wasm32-wasip2]").expect("a [target.wasm32-wasip2] table");
+        let rest = &config[start..];
+        rest[1..].find("\n[").map_or(rest, |end| &rest[..end + 1]).trim()
+    }
+
+    #[test]
+    fn a_standalone_rust_detector_is_built_with_the_repositorys_guest_flags() {
+        // The SDK's normalizer reads sixteen bytes at a time only with
+        // `simd128`: a standalone project builds as the repository's guests do.
+        let repo = std::fs::read_to_string(crate::guest::repo_root().join(".cargo/config.toml")).unwrap();
+        assert!(wasm_target_table(&repo).contains("+simd128"), "{repo}");
+        let dir = tempfile::tempdir().unwrap();
+        let project = new_standalone(&crate::guest::repo_root(), "x", Lang::Rust, &dir.path().join("x")).unwrap();
+        let written = std::fs::read_to_string(project.join(".cargo/config.toml")).unwrap();
+        assert_eq!(wasm_target_table(&written), wasm_target_table(&repo));
+    }
+
     #[test]
     fn names_are_identifiers() {
         assert!(check_name("slow_tool").is_ok());
