@@ -177,10 +177,7 @@ pub mod __private {
     /// Whether the gates read sixteen bytes at a time in this build (SSE2
     /// on x86_64, `simd128` on wasm32), so that `window_tests` compares two
     /// different codes.
-    pub const WINDOWS_IN_VECTORS: bool = cfg!(any(
-        all(target_arch = "x86_64", target_feature = "sse2"),
-        all(target_arch = "wasm32", target_feature = "simd128")
-    ));
+    pub const WINDOWS_IN_VECTORS: bool = crate::normalize::VECTORS;
 
     /// How many observations a packed record holds (for the benchmark's twin).
     pub fn count(o: &types::Observations) -> usize {

@@ -72,6 +72,7 @@ const HEAD_TAIL: usize = 16 * 1024;
 
 pub(crate) use gates::window_tests;
 pub(crate) use literal::{SHELL_CLASSES, shell_class};
+pub(crate) use windows::VECTORS;
 
 /// Words after which a three-digit number is an HTTP status, which names
 /// the failure (`HTTP/1.1 503`, `status code 404`, `returned error: 500`).

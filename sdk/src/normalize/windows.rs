@@ -296,6 +296,12 @@ mod blocks {
     }
 }
 
+/// Whether this build reads sixteen bytes at a time (the `blocks` above).
+pub(crate) const VECTORS: bool = cfg!(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "wasm32", target_feature = "simd128")
+));
+
 /// Whether some window of `t` passes `W`, sixteen bytes at a time where
 /// the target has vectors of them (SSE2 on x86_64, `simd128` on wasm32),
 /// else one window at a time.
