@@ -55,24 +55,32 @@ pub fn copy_databases(data_dir: &Path) -> Result<tempfile::TempDir> {
 /// The `sqlite3` shell reading both databases of `dir` (a copy of the data
 /// dir's, [`copy_databases`]), read-only.
 pub fn sqlite_shell(dir: &Path) -> Result<Duration> {
-    let data_dir = dir;
     let started = Instant::now();
-    for (db, query) in [("messages.db", MESSAGES), ("runtime.db", RUNTIME)] {
-        let path = data_dir.join(db);
-        if !path.exists() {
-            continue;
-        }
-        let out = Command::new("sqlite3")
-            .arg("-readonly")
-            .arg(&path)
-            .arg(query)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .context("cannot run sqlite3")?;
-        if !out.status.success() {
-            bail!("sqlite3 on {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-        }
+    for db in ["messages.db", "runtime.db"] {
+        sqlite_shell_one(dir, db)?;
+    }
+    Ok(started.elapsed())
+}
+
+/// The `sqlite3` shell running `db`'s selection in `dir` (nothing when the
+/// database is absent): its time.
+pub fn sqlite_shell_one(dir: &Path, db: &str) -> Result<Duration> {
+    let query = if db == "messages.db" { MESSAGES } else { RUNTIME };
+    let path = dir.join(db);
+    let started = Instant::now();
+    if !path.exists() {
+        return Ok(started.elapsed());
+    }
+    let out = Command::new("sqlite3")
+        .arg("-readonly")
+        .arg(&path)
+        .arg(query)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run sqlite3")?;
+    if !out.status.success() {
+        bail!("sqlite3 on {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
     }
     Ok(started.elapsed())
 }

@@ -49,6 +49,10 @@ struct Args {
     /// With --detectors-only: these detectors (default: every one with a native twin).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Run only the raw read, source by source beside the floor's part for
+    /// the same data, and print it (writes nothing).
+    #[arg(long)]
+    read_only: bool,
 }
 
 fn main() {
@@ -86,6 +90,11 @@ fn run(args: Args) -> Result<()> {
             eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs())
         })?;
         print!("{}", report::detector_lines(&sizes));
+        return Ok(());
+    }
+    if args.read_only {
+        let sizes = suite::read_only(&opts, &mut |m| eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs()))?;
+        print!("{}", report::read_lines(&sizes));
         return Ok(());
     }
     let mut report = suite::run(&opts, &mut |m| eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs()))?;

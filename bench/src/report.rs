@@ -615,6 +615,25 @@ fn detector_row(records: u64, d: &DetectorResult) -> String {
 
 /// The component-vs-native figures alone, one line a detector (what
 /// `sentinel-bench --detectors-only` prints).
+/// The `--read-only` table: each source's raw read beside the floor's part
+/// for the same data.
+pub fn read_lines(sizes: &[(usize, Vec<crate::suite::SourceRead>)]) -> String {
+    let mut s = String::from(
+        "| records | source | rows read | read (ms) | floor part (ms) | read / floor |\n|---:|---|---:|---:|---:|---:|\n",
+    );
+    for (records, rows) in sizes {
+        for r in rows {
+            let read = r.read.as_secs_f64() * 1e3;
+            let (floor, ratio) = match r.floor {
+                Some(f) => (format!("{:.1}", f.as_secs_f64() * 1e3), format!("{:.2}", read / (f.as_secs_f64() * 1e3))),
+                None => ("–".into(), "–".into()),
+            };
+            s += &format!("| {records} | {} | {} | {read:.1} | {floor} | {ratio} |\n", r.source, r.records);
+        }
+    }
+    s
+}
+
 pub fn detector_lines(sizes: &[(u64, Vec<DetectorResult>)]) -> String {
     let mut s = String::from(DETECTOR_HEADER);
     for (records, detectors) in sizes {

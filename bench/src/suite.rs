@@ -82,6 +82,60 @@ pub fn detectors_only(
     Ok(out)
 }
 
+/// One source's raw read at one size: its records and median time, and the
+/// part of the floor that reads the same data (`None` when none does).
+pub struct SourceRead {
+    pub source: String,
+    pub records: u64,
+    pub read: Duration,
+    pub floor: Option<Duration>,
+}
+
+/// The raw read source by source at each size, beside the floor's part for
+/// the same data (`--read-only`): where the reader's gap to the floor is.
+pub fn read_only(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Vec<(usize, Vec<SourceRead>)>> {
+    std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
+    let mut out = Vec::new();
+    for &target in &opts.sizes {
+        let set = data::prepare(&opts.work, target)?;
+        let reps = reps_for(opts, set.records);
+        progress(&format!("{} records: every source, {reps} times", set.records));
+        let copy = crate::floors::copy_databases(&set.dir)?;
+        let mut rows = Vec::new();
+        for s in &sentinel_host::config::Config::default().sources() {
+            let (mut times, mut floors, mut records) = (Vec::new(), Vec::new(), 0);
+            for _ in 0..reps {
+                let ctx = ReadContext {
+                    data_dir: &set.dir,
+                    scan_time_ms: set.scan_time_ms,
+                    batch_rows: opts.batch_rows,
+                    cursor: None,
+                };
+                let t = Instant::now();
+                let report = s
+                    .read(&ctx, &mut |b| {
+                        drop(std::hint::black_box(b));
+                        Ok(())
+                    })
+                    .with_context(|| format!("source {}", s.name()))?;
+                times.push(t.elapsed());
+                records = report.records;
+                let floor = match s.name() {
+                    "messages" => Some(crate::floors::sqlite_shell_one(copy.path(), "messages.db")?),
+                    "runtime" => Some(crate::floors::sqlite_shell_one(copy.path(), "runtime.db")?),
+                    "events" => Some(crate::floors::line_count(&set.dir)?.0),
+                    _ => None,
+                };
+                floors.extend(floor);
+            }
+            let floor = (!floors.is_empty()).then(|| median(&floors));
+            rows.push(SourceRead { source: s.name().to_owned(), records, read: median(&times), floor });
+        }
+        out.push((set.records, rows));
+    }
+    Ok(out)
+}
+
 fn reps_for(opts: &Options, records: usize) -> usize {
     opts.reps.unwrap_or(if records <= 200_000 { 5 } else { 3 }).max(1)
 }
