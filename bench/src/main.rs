@@ -46,7 +46,8 @@ struct Args {
     /// Run only the component-vs-native table and print it (writes nothing).
     #[arg(long)]
     detectors_only: bool,
-    /// With --detectors-only: these detectors (default: every one with a native twin).
+    /// With --detectors-only: these detectors (default: every one with a native
+    /// twin); with --read-only: these sources (default: every one).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run only the raw read, source by source beside the floor's part for
@@ -93,7 +94,8 @@ fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     if args.read_only {
-        let sizes = suite::read_only(&opts, &mut |m| eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs()))?;
+        let sizes =
+            suite::read_only(&opts, &args.only, &mut |m| eprintln!("==> [{:>4}s] {m}", started.elapsed().as_secs()))?;
         print!("{}", report::read_lines(&sizes));
         return Ok(());
     }

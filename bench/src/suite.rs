@@ -93,7 +93,11 @@ pub struct SourceRead {
 
 /// The raw read source by source at each size, beside the floor's part for
 /// the same data (`--read-only`): where the reader's gap to the floor is.
-pub fn read_only(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Vec<(usize, Vec<SourceRead>)>> {
+pub fn read_only(
+    opts: &Options,
+    only: &[String],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<(usize, Vec<SourceRead>)>> {
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
     let mut out = Vec::new();
     for &target in &opts.sizes {
@@ -102,7 +106,8 @@ pub fn read_only(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Vec<(
         progress(&format!("{} records: every source, {reps} times", set.records));
         let copy = crate::floors::copy_databases(&set.dir)?;
         let mut rows = Vec::new();
-        for s in &sentinel_host::config::Config::default().sources() {
+        let sources = sentinel_host::config::Config::default().sources();
+        for s in sources.iter().filter(|s| only.is_empty() || only.iter().any(|o| o == s.name())) {
             let (mut times, mut floors, mut records) = (Vec::new(), Vec::new(), 0);
             for _ in 0..reps {
                 let ctx = ReadContext {
