@@ -15,8 +15,9 @@
 //! [`PENDING_MAX_AGE_MS`] before the newest `at`.
 //!
 //! SQLite selects the rows (an activity, its key typed, in the window, in
-//! `(at, id)` order) and hands each one's `data` over whole, borrowed from
-//! the row; the JSON is classified in Rust in one pass ([`activity`]: failed,
+//! `at` order through the application's index: the rows of one `at` are put
+//! in `id` order here, holding only the kept ones, never a sorter copying
+//! every row) and hands each one's `data` over whole, borrowed from the row; the JSON is classified in Rust in one pass ([`activity`]: failed,
 //! pending, malformed, or neither), exactly as the query that used to run
 //! `json_valid` and `json_extract` over every row in SQLite classified it
 //! (that query is kept as the tests' oracle). Since the filter runs in Rust,
@@ -29,9 +30,9 @@
 //! ISO date in `at`, a number in `id`) cannot be ordered against the cursor,
 //! so it is never paged over; it is counted as skipped by one count query at
 //! the end of the read. A page whose first row is not past the previous
-//! page's last, or whose rows come back out of order (a schema change
-//! between pages, a collation that lies), ends the read as this source's
-//! error, never a loop (a key repeated within one page, a table with no
+//! page's last, or whose `at` goes back (a schema change between pages, an
+//! index that lies), ends the read as this source's error, never a loop; ids
+//! compare as bytes whatever collation the column declares (a key repeated within one page, a table with no
 //! unique id, is read, not refused). A kept row whose id, thread id or
 //! fields are text that is not UTF-8 is skipped and counted. A view or
 //! virtual table standing in for `messages` is refused
@@ -67,16 +68,19 @@ const COLUMNS: &[Column] = &[
     Column::int("exit_code"),
 ];
 
-/// Activity rows in `(at, id)` order past the key `(?2, ?3)`, from `?1` on
-/// (the window's start, or the key's `at` when that is later), each with its
+/// Activity rows past the key `(?2, ?3)` in `at` order, from `?1` on (the
+/// window's start, or the key's `at` when that is later), each with its
 /// `data` whole: the rows are classified in Rust ([`activity`]), so a page
 /// steps on until it has its rows or the rows run out. The index on `at`
-/// keeps it in order without a sort of the window (the plan is tested).
+/// keeps it in order without a sort (the plan is tested); the rows of one
+/// `at` are put in `id` order in Rust ([`Group`]), so SQLite never copies a
+/// row's `data` into a sorter. The ids compare as bytes (`COLLATE BINARY`,
+/// whatever the column declares), as the Rust sort does.
 const PAGE_QUERY: &str = "
 SELECT id, thread_id, at, data FROM messages
 WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text'
-  AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3))
-ORDER BY at, id";
+  AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3 COLLATE BINARY))
+ORDER BY at";
 
 /// The rows of the cursor's pending keys (`?1`, a JSON array of ids) from
 /// before the window (`?2`), with [`PAGE_QUERY`]'s columns.
@@ -188,36 +192,68 @@ fn page_on(conn: &Connection, window_start: i64, after: (i64, &[u8]), limit: usi
     let after_id = ToSqlOutput::Borrowed(ValueRef::Text(after.1));
     let mut rows = stmt.query(rusqlite::params![from, after.0, after_id])?;
     let mut page = Page::default();
-    let (mut prev_at, mut prev_id) = (after.0, after.1.to_vec());
-    let mut first = true;
+    let mut group = Group { at: after.0, kept: Vec::new() };
     while let Some(r) = rows.next()? {
         let at: i64 = r.get(2)?;
         let id = match r.get_ref(0)? {
             ValueRef::Text(t) => t,
             _ => &[],
         };
-        // Within a page a key may repeat (a table with no unique id); past
-        // the previous page's it must move.
-        let order = (at, id).cmp(&(prev_at, prev_id.as_slice()));
-        if order.is_lt() || (first && order.is_eq()) {
-            page.disorder = Some((prev_at, prev_id));
+        // `at` never goes back, and the key's own `at` resumes past its id.
+        if at < group.at || (at == after.0 && id <= after.1) {
+            page.disorder = Some((group.at, group.kept.last().map_or_else(|| after.1.to_vec(), |(id, _)| id.clone())));
             return Ok(page);
         }
-        first = false;
-        prev_at = at;
-        prev_id.clear();
-        prev_id.extend_from_slice(id);
-        if let Some(k) = kept(conn, r, at, id)? {
-            page.kept.push(k);
-            if page.kept.len() >= limit {
-                page.last = Some((prev_at, prev_id));
+        if at != group.at {
+            if group.flush(&mut page, limit) {
                 return Ok(page);
             }
+            group.at = at;
+        }
+        if let Some(k) = kept(conn, r, at, id)? {
+            group.push(id, k, limit - page.kept.len());
         }
     }
-    page.ran_out = true;
-    page.last = Some((prev_at, prev_id));
+    if !group.flush(&mut page, limit) {
+        page.ran_out = true;
+    }
     Ok(page)
+}
+
+/// The kept rows of one `at`, in the order SQLite read them (the index's),
+/// put in `id` order when the group ends: at most the `room` smallest ids
+/// are held, the others read again by the next page.
+struct Group {
+    at: i64,
+    kept: Vec<(Vec<u8>, Kept)>,
+}
+
+impl Group {
+    fn push(&mut self, id: &[u8], k: Kept, room: usize) {
+        self.kept.push((id.to_vec(), k));
+        if self.kept.len() >= 2 * room.max(1) {
+            self.sort();
+            self.kept.truncate(room);
+        }
+    }
+
+    fn sort(&mut self) {
+        self.kept.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+
+    /// The group's rows into `page`, in `id` order, up to `limit`: whether
+    /// the page is full (its last key set where it stopped).
+    fn flush(&mut self, page: &mut Page, limit: usize) -> bool {
+        self.sort();
+        let room = limit - page.kept.len();
+        let full = self.kept.len() >= room;
+        self.kept.truncate(room);
+        if full {
+            page.last = self.kept.last().map(|(id, _)| (self.at, id.clone()));
+        }
+        page.kept.extend(self.kept.drain(..).map(|(_, k)| k));
+        full
+    }
 }
 
 fn count_mistyped(db: &mut PagedRead<'_>, window_start: i64) -> rusqlite::Result<u64> {
@@ -443,7 +479,7 @@ mod tests {
     }
 
     #[test]
-    fn the_page_query_reads_in_key_order_through_the_index_without_sorting_the_window() {
+    fn the_page_query_reads_through_the_index_on_at_with_no_sorter() {
         let dir = tempfile::tempdir().unwrap();
         let c = db(dir.path());
         let plan: Vec<String> = c
@@ -453,10 +489,10 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        // Read through the index on `at` (only rows with one `at` sorted
-        // by id), never a sort of the whole window before the first row.
+        // Read through the index on `at`, with no sorter at all: not of the
+        // window, not of the rows of one `at` (they are sorted in Rust).
         assert!(plan.iter().any(|l| l.contains("USING INDEX messages_at")), "{plan:?}");
-        assert!(!plan.iter().any(|l| l == "USE TEMP B-TREE FOR ORDER BY"), "{plan:?}");
+        assert!(!plan.iter().any(|l| l.contains("TEMP B-TREE")), "{plan:?}");
     }
 
     #[test]
@@ -471,6 +507,35 @@ mod tests {
         let (ids, report) = read(dir.path(), None);
         assert_eq!(ids, ["m1", "m0", "m4"], "(at, id) order across pages of two");
         assert_eq!((report.records, report.skipped), (3, 1));
+    }
+
+    /// Rows of one `at` more than a page holds, stored out of `id` order in
+    /// a column that declares `NOCASE`: read in byte order across pages of
+    /// one, none lost or repeated (a `NOCASE` resume would lose `a` after `B`).
+    #[test]
+    fn the_rows_of_one_at_are_paged_in_byte_order_whatever_the_collation() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("messages.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE messages(id TEXT COLLATE NOCASE, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
+             CREATE INDEX messages_at ON messages(at);",
+        )
+        .unwrap();
+        for (id, at) in [("m", 50), ("c", 100), ("B", 100), ("a", 100), ("D", 100), ("z", 200)] {
+            failed(&c, id, at.into());
+        }
+        c.execute("INSERT INTO messages VALUES('b0', 'th', 100, 'activity', '{\"tool\":{\"ok\":true}}')", []).unwrap();
+        for batch_rows in [1, 2, 3, 100] {
+            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows, cursor: None };
+            let mut ids = Vec::new();
+            MessagesSource::default()
+                .read(&ctx, &mut |b| {
+                    ids.extend(b.first_texts());
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(ids, ["m", "B", "D", "a", "c", "z"], "pages of {batch_rows}");
+        }
     }
 
     fn activity(c: &Connection, id: &str, at: i64, ok: Option<bool>) {
