@@ -12,7 +12,10 @@
 //!
 //! The file is untrusted: pages advance strictly on `id` as an integer; a row
 //! whose `id` is of another type is never paged over but counted as skipped,
-//! and one whose `at` is not an integer is skipped and counted. A page whose
+//! and one whose `at` is not an integer, or whose assignment id (or, for an
+//! event that opens a wait, thread or bot id) is text that is not UTF-8, is
+//! skipped and counted (such a text used to end the whole read with an
+//! error, every scan). A page whose
 //! ids do not advance ends the read as this source's error, never a loop. A
 //! view or virtual table standing in for `assignment_events` is refused.
 
@@ -21,7 +24,7 @@ use std::path::Path;
 
 use super::pages::PagedRead;
 use rusqlite::Connection;
-use rusqlite::types::Value;
+use rusqlite::types::ValueRef;
 use serde::{Deserialize, Serialize};
 
 use crate::model::record::{BatchBuilder, Cell, Column};
@@ -67,22 +70,69 @@ struct Cursor {
     open: BTreeMap<String, Open>,
 }
 
+/// What an event does to its assignment's wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    /// `enqueued` or `resume_due`: a wait opens.
+    Opens,
+    /// `started`: the wait closes into a record.
+    Starts,
+    /// `completed` or `cancelled`: the wait is dropped.
+    Ends,
+    Other,
+}
+
+impl Event {
+    fn of(v: ValueRef<'_>) -> Event {
+        match v {
+            ValueRef::Text(b"enqueued" | b"resume_due") => Event::Opens,
+            ValueRef::Text(b"started") => Event::Starts,
+            ValueRef::Text(b"completed" | b"cancelled") => Event::Ends,
+            _ => Event::Other,
+        }
+    }
+}
+
 struct Row {
     id: i64,
     assignment_id: String,
+    event: Event,
+    /// `None` when `at` is not an integer, or a text the row needs is not
+    /// UTF-8: the row is skipped.
+    at: Option<i64>,
+    /// Only read for an event that opens a wait.
     thread_id: Option<String>,
     bot_id: Option<String>,
-    event: String,
-    /// `None` when `at` is not an integer: the row is skipped.
-    at: Option<i64>,
 }
 
-fn text(v: Value) -> Option<String> {
-    match v {
-        Value::Text(s) => Some(s),
-        Value::Integer(i) => Some(i.to_string()),
+/// A text cell that is not UTF-8.
+struct NotUtf8;
+
+/// A cell as text: text, or an integer's digits; `None` otherwise.
+fn text(v: ValueRef<'_>) -> Result<Option<String>, NotUtf8> {
+    Ok(match v {
+        ValueRef::Text(s) => Some(std::str::from_utf8(s).map_err(|_| NotUtf8)?.to_owned()),
+        ValueRef::Integer(i) => Some(i.to_string()),
         _ => None,
-    }
+    })
+}
+
+/// One row, reading only the cells its event needs.
+fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    let (id, event) = (r.get(0)?, Event::of(r.get_ref(4)?));
+    let at = match r.get_ref(5)? {
+        ValueRef::Integer(i) => Some(i),
+        _ => None,
+    };
+    let assignment = text(r.get_ref(1)?);
+    let (thread, bot) =
+        if event == Event::Opens { (text(r.get_ref(2)?), text(r.get_ref(3)?)) } else { (Ok(None), Ok(None)) };
+    Ok(match (assignment, thread, bot) {
+        (Ok(a), Ok(thread_id), Ok(bot_id)) => {
+            Row { id, assignment_id: a.unwrap_or_default(), event, at, thread_id, bot_id }
+        }
+        _ => Row { id, assignment_id: String::new(), event, at: None, thread_id: None, bot_id: None },
+    })
 }
 
 fn page(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row>> {
@@ -91,19 +141,7 @@ fn page(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row
         "SELECT id, assignment_id, thread_id, bot_id, event, at FROM assignment_events
          WHERE typeof(id) = 'integer' AND id > ?1 ORDER BY id LIMIT ?2",
     )?;
-    let rows = stmt.query_map(rusqlite::params![after, limit as i64], |r| {
-        Ok(Row {
-            id: r.get(0)?,
-            assignment_id: text(r.get(1)?).unwrap_or_default(),
-            thread_id: text(r.get(2)?),
-            bot_id: text(r.get(3)?),
-            event: text(r.get(4)?).unwrap_or_default(),
-            at: match r.get(5)? {
-                Value::Integer(i) => Some(i),
-                _ => None,
-            },
-        })
-    })?;
+    let rows = stmt.query_map(rusqlite::params![after, limit as i64], row_of)?;
     rows.collect()
 }
 
@@ -192,21 +230,21 @@ impl Source for QueueSource {
                     report.skipped += 1;
                     continue;
                 };
-                match row.event.as_str() {
-                    "enqueued" | "resume_due" => {
+                match row.event {
+                    Event::Opens => {
                         let open = Open { event_id: row.id, at, thread_id: row.thread_id, bot_id: row.bot_id };
                         cursor.open.insert(row.assignment_id, open);
                     }
-                    "started" => {
+                    Event::Starts => {
                         if let Some(open) = cursor.open.remove(&row.assignment_id) {
                             self.push(&mut builder, ctx, sink, &row.assignment_id, &open, Some(at))?;
                             report.records += 1;
                         }
                     }
-                    "completed" | "cancelled" => {
+                    Event::Ends => {
                         cursor.open.remove(&row.assignment_id);
                     }
-                    _ => {}
+                    Event::Other => {}
                 }
             }
             if last_page {
@@ -305,6 +343,28 @@ mod tests {
         let (got, report) = read(dir.path(), None, 1_000);
         // c's wait is read; a stays open (its start had no usable time).
         assert_eq!(got, vec![(4, 300, false), (1, 900, true)]);
+        assert_eq!(report.skipped, 2);
+    }
+
+    /// A thread id that is not UTF-8 (and, for a start, an assignment id) skips
+    /// that one row, counted, where it used to fail the whole read every scan.
+    #[test]
+    fn a_row_whose_text_is_not_utf8_is_skipped_and_counted_not_the_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("runtime.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE assignment_events(id INTEGER PRIMARY KEY, assignment_id TEXT, thread_id TEXT, bot_id TEXT,
+                                            event TEXT, at INTEGER);
+             INSERT INTO assignment_events VALUES
+               (1, 'a', CAST(x'ff' AS TEXT), 'b', 'enqueued', 100),
+               (2, 'c', 't', 'b', 'enqueued', 200),
+               (3, CAST(x'c3' AS TEXT), 't', 'b', 'started', 300),
+               (4, 'c', CAST(x'ff' AS TEXT), 'b', 'started', 500);",
+        )
+        .unwrap();
+        let (got, report) = read(dir.path(), None, 1_000);
+        // A start reads no thread id: c's wait closes at 500.
+        assert_eq!(got, vec![(2, 300, false)]);
         assert_eq!(report.skipped, 2);
     }
 }
