@@ -78,9 +78,15 @@ impl Position {
                 return Ended::Replaced;
             }
         }
-        self.rolling.extend_from_slice(&self.line_tail);
-        self.rolling.extend_from_slice(upto_nl);
-        keep_last(&mut self.rolling, TAIL_BYTES as usize);
+        if upto_nl.len() >= TAIL_BYTES as usize {
+            // The line alone holds the tail: no need to copy it whole.
+            self.rolling.clear();
+            self.rolling.extend_from_slice(&upto_nl[upto_nl.len() - TAIL_BYTES as usize..]);
+        } else {
+            self.rolling.extend_from_slice(&self.line_tail);
+            self.rolling.extend_from_slice(upto_nl);
+            keep_last(&mut self.rolling, TAIL_BYTES as usize);
+        }
         self.line_tail.clear();
         let line_len = self.pending.len() + piece.len();
         self.offset += line_len as u64 + 1;
@@ -149,7 +155,7 @@ impl FileRead<'_, '_> {
                 break;
             }
             let mut data = &chunk[..n];
-            while let Some(nl) = data.iter().position(|&b| b == b'\n') {
+            while let Some(nl) = memchr::memchr(b'\n', data) {
                 let (upto_nl, rest) = data.split_at(nl + 1);
                 data = rest;
                 match at.end_line(upto_nl, &self.fp, max) {
@@ -192,10 +198,11 @@ impl FileRead<'_, '_> {
         {
             return Ok(());
         }
-        if let Some(c) = ev.created_at
-            && self.threads.get(thread).is_none_or(|&h| c > h)
-        {
-            self.threads.insert(thread.to_owned(), c);
+        if let Some(c) = ev.created_at {
+            match self.threads.get_mut(thread) {
+                Some(h) => *h = (*h).max(c),
+                None => _ = self.threads.insert(thread.to_owned(), c),
+            }
         }
         let stopped = |reason: String| SourceError::Stopped { source_name: self.source.name.clone(), reason };
         self.builder.push_row(&ev.cells(self.name)).map_err(|e| stopped(e.to_string()))?;

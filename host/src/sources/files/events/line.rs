@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use serde::de::{self, Deserialize, Deserializer, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, Visitor};
 
 use crate::model::record::{Cell, Column};
 
@@ -185,6 +185,52 @@ struct Fields<'a> {
 
 struct FieldsVisitor;
 
+/// A key a record takes.
+enum Field {
+    Type,
+    Id,
+    ThreadId,
+    TurnId,
+    BotId,
+    CreatedAt,
+    Ok,
+    StopReason,
+    Cost,
+}
+
+/// An object key, as the [`Field`] it names (compared
+/// unescaped, as `serde_json::Value` keys are), read without being copied:
+/// `Cow<str>`'s own `Deserialize` always copies.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Option<Field>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Option<Field>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(match v {
+            "type" => Field::Type,
+            "id" => Field::Id,
+            "threadId" => Field::ThreadId,
+            "turnId" => Field::TurnId,
+            "botId" => Field::BotId,
+            "createdAt" => Field::CreatedAt,
+            "ok" => Field::Ok,
+            "stopReason" => Field::StopReason,
+            "cost" => Field::Cost,
+            _ => return Ok(None),
+        }))
+    }
+}
+
 impl<'de> Visitor<'de> for FieldsVisitor {
     type Value = Fields<'de>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -192,19 +238,19 @@ impl<'de> Visitor<'de> for FieldsVisitor {
     }
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut f = Fields::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = map.next_key_seed(Key)? {
             let value: Scalar<'de> = map.next_value()?;
-            let slot = match key.as_ref() {
-                "type" => &mut f.ty,
-                "id" => &mut f.id,
-                "threadId" => &mut f.thread_id,
-                "turnId" => &mut f.turn_id,
-                "botId" => &mut f.bot_id,
-                "createdAt" => &mut f.created_at,
-                "ok" => &mut f.ok,
-                "stopReason" => &mut f.stop_reason,
-                "cost" => &mut f.cost,
-                _ => continue,
+            let slot = match key {
+                Some(Field::Type) => &mut f.ty,
+                Some(Field::Id) => &mut f.id,
+                Some(Field::ThreadId) => &mut f.thread_id,
+                Some(Field::TurnId) => &mut f.turn_id,
+                Some(Field::BotId) => &mut f.bot_id,
+                Some(Field::CreatedAt) => &mut f.created_at,
+                Some(Field::Ok) => &mut f.ok,
+                Some(Field::StopReason) => &mut f.stop_reason,
+                Some(Field::Cost) => &mut f.cost,
+                None => continue,
             };
             *slot = Some(value);
         }
