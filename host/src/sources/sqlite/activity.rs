@@ -8,7 +8,10 @@
 //!
 //! The pass is a streaming `serde_json` visitor over the row's text, which
 //! it borrows: a string without escapes is never copied, and what no path
-//! names is read over, never built. A key matches a path step as SQLite's
+//! names is read over, never built. Before it, the common plain shape (no
+//! escape, no float, shallow: [`plain`]) is read byte by byte, about three
+//! times faster, giving exactly the visitor's values; any other text goes to
+//! the visitor. A key matches a path step as SQLite's
 //! does (its first occurrence wins; an escaped key is compared unescaped, up
 //! to a `\u0000` in it). Where the pass cannot be sure of SQLite's answer it
 //! does not guess: the row's `data` is handed to SQLite's own functions, in
@@ -28,6 +31,8 @@
 //! escape unescapes to such bytes), converting it ended the whole read with
 //! an error, on every scan, for that one row. Such a row is now skipped and
 //! counted as malformed.
+
+mod plain;
 
 use std::borrow::Cow;
 
@@ -157,11 +162,25 @@ struct Tool<'a> {
     ok: Option<Got<'a>>,
 }
 
-/// The class of `text`, or `None` when SQLite must decide.
+/// The class of `text`, or `None` when SQLite must decide: read by the
+/// plain pass ([`plain`]) when `text` has its shape, else by `serde_json`.
 fn fast(text: &str) -> Option<Class<'_>> {
+    match plain::top(text) {
+        Some(top) => class_of(top),
+        None => fast_serde(text),
+    }
+}
+
+/// The class of `text` read by `serde_json`, or `None` when SQLite must decide.
+fn fast_serde(text: &str) -> Option<Class<'_>> {
     let mut de = serde_json::Deserializer::from_str(text);
     let top = de.deserialize_any(TopVisitor).ok()?;
     de.end().ok()?;
+    class_of(top)
+}
+
+/// The class the paths' values give, or `None` when SQLite must decide.
+fn class_of(top: Top<'_>) -> Option<Class<'_>> {
     let Some(tool) = top.tool.flatten() else {
         // No tool object: `$.tool.ok` is null and `$.tool` no object.
         return Some(Class::Other);

@@ -14,10 +14,11 @@
 //! [`PENDING_MAX_ROWS`] rows (the newest), none older than
 //! [`PENDING_MAX_AGE_MS`] before the newest `at`.
 //!
-//! SQLite selects the rows (an activity, its key typed, in the window, in
+//! SQLite selects the rows (an activity, its `at` an integer, in the window, in
 //! `at` order through the application's index: the rows of one `at` are put
 //! in `id` order here, holding only the kept ones, never a sorter copying
-//! every row) and hands each one's `data` over whole, borrowed from the row; the JSON is classified in Rust in one pass ([`activity`]: failed,
+//! every row) and hands each one's `data` over whole, borrowed from the row;
+//! the JSON is classified in Rust in one pass ([`activity`]: failed,
 //! pending, malformed, or neither), exactly as the query that used to run
 //! `json_valid` and `json_extract` over every row in SQLite classified it
 //! (that query is kept as the tests' oracle). Since the filter runs in Rust,
@@ -26,16 +27,19 @@
 //! only kept rows are copied.
 //!
 //! The file is untrusted. Pages advance strictly on a typed key, `(at, id)`
-//! with `at` an integer and `id` text: a row whose key has another type (an
-//! ISO date in `at`, a number in `id`) cannot be ordered against the cursor,
-//! so it is never paged over; it is counted as skipped by one count query at
-//! the end of the read. A page whose first row is not past the previous
-//! page's last, or whose `at` goes back (a schema change between pages, an
-//! index that lies), ends the read as this source's error, never a loop; ids
-//! compare as bytes whatever collation the column declares (a key repeated within one page, a table with no
-//! unique id, is read, not refused). A kept row whose id, thread id or
-//! fields are text that is not UTF-8 is skipped and counted. A view or
-//! virtual table standing in for `messages` is refused
+//! with `at` an integer and `id` text. A row whose `at` has another type (an
+//! ISO date, a float) cannot be ordered against the cursor, so it is never
+//! paged over; it is counted as skipped by one count query at the end of the
+//! read, over the index on `at` alone. A row whose `id` is not text (a
+//! number, a blob, null) is read once, by the page that reads its `at`
+//! whole, and skipped and counted there. A page whose first row is not past
+//! the previous page's last, or whose `at` goes back (a schema change
+//! between pages, an index that lies), ends the read as this source's error,
+//! never a loop; ids compare as bytes whatever collation the column declares
+//! (a key repeated within one page, a table with no unique id, is read, not
+//! refused). A kept row whose id, thread id or fields are text that is not
+//! UTF-8 is skipped and counted. A view or virtual table standing in for
+//! `messages` is refused
 //! ([`super::require_table`]).
 
 use std::collections::VecDeque;
@@ -75,11 +79,13 @@ const COLUMNS: &[Column] = &[
 /// keeps it in order without a sort (the plan is tested); the rows of one
 /// `at` are put in `id` order in Rust ([`Group`]), so SQLite never copies a
 /// row's `data` into a sorter. The ids compare as bytes (`COLLATE BINARY`,
-/// whatever the column declares), as the Rust sort does.
+/// whatever the column declares), as the Rust sort does. A row whose id is
+/// not text is read (and counted as skipped) once, by the page that reads
+/// its `at` whole; a page resuming within that `at` takes text ids only.
 const PAGE_QUERY: &str = "
 SELECT id, thread_id, at, data FROM messages
-WHERE type = 'activity' AND typeof(at) = 'integer' AND typeof(id) = 'text'
-  AND at >= ?1 AND (at > ?2 OR (at = ?2 AND id > ?3 COLLATE BINARY))
+WHERE type = 'activity' AND typeof(at) = 'integer'
+  AND at >= ?1 AND (at > ?2 OR (at = ?2 AND typeof(id) = 'text' AND id > ?3 COLLATE BINARY))
 ORDER BY at";
 
 /// The rows of the cursor's pending keys (`?1`, a JSON array of ids) from
@@ -90,11 +96,15 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND type = 'activity'
   AND typeof(at) = 'integer' AND typeof(id) = 'text' AND at < ?2
 ORDER BY at, id";
 
-/// Activity rows in the window whose paging key is not `(integer, text)`:
-/// skipped, and counted here because the pages never reach them.
+/// Activity rows in the window whose `at` is not an integer (and those at
+/// the very first key, `at` = `i64::MIN`, whose id is not text): skipped,
+/// and counted here because the pages never reach them. Every condition on
+/// `at` is read from the index on it, so a row is looked up in the table
+/// only when its `at` is mistyped: one pass over the index, not the rows.
 const COUNT_MISTYPED: &str = "
 SELECT COUNT(*) FROM messages
-WHERE type = 'activity' AND at >= ?1 AND NOT (typeof(at) = 'integer' AND typeof(id) = 'text')";
+WHERE at >= ?1 AND (typeof(at) <> 'integer' OR (at = -9223372036854775808 AND typeof(id) <> 'text'))
+  AND type = 'activity'";
 
 /// Reads failed tool calls (`kind = tool-failure`) from `messages.db`.
 #[derive(Debug, Clone)]
@@ -176,6 +186,8 @@ struct Page {
     /// A row came back before the previous one (or, first on the page, not
     /// past the previous page's key): the key it did not advance past.
     disorder: Option<(i64, Vec<u8>)>,
+    /// Rows read whose id is not text: skipped.
+    mistyped: u64,
 }
 
 /// One page of rows after `after`, on the read's handle.
@@ -196,11 +208,11 @@ fn page_on(conn: &Connection, window_start: i64, after: (i64, &[u8]), limit: usi
     while let Some(r) = rows.next()? {
         let at: i64 = r.get(2)?;
         let id = match r.get_ref(0)? {
-            ValueRef::Text(t) => t,
-            _ => &[],
+            ValueRef::Text(t) => Some(t),
+            _ => None,
         };
         // `at` never goes back, and the key's own `at` resumes past its id.
-        if at < group.at || (at == after.0 && id <= after.1) {
+        if at < group.at || (at == after.0 && id.is_none_or(|id| id <= after.1)) {
             page.disorder = Some((group.at, group.kept.last().map_or_else(|| after.1.to_vec(), |(id, _)| id.clone())));
             return Ok(page);
         }
@@ -210,6 +222,10 @@ fn page_on(conn: &Connection, window_start: i64, after: (i64, &[u8]), limit: usi
             }
             group.at = at;
         }
+        let Some(id) = id else {
+            page.mistyped += 1;
+            continue;
+        };
         if let Some(k) = kept(conn, r, at, id)? {
             group.push(id, k, limit - page.kept.len());
         }
@@ -391,6 +407,7 @@ impl Source for MessagesSource {
                     .into(),
                 });
             }
+            report.skipped += page.mistyped;
             for row in page.kept {
                 match row {
                     // Followed until it resolves; the oldest give way first.
@@ -511,7 +528,7 @@ mod tests {
 
     /// Rows of one `at` more than a page holds, stored out of `id` order in
     /// a column that declares `NOCASE`: read in byte order across pages of
-    /// one, none lost or repeated (a `NOCASE` resume would lose `a` after `B`).
+    /// one, none lost or repeated (a `NOCASE` resume would lose `a` and `c` after `B`).
     #[test]
     fn the_rows_of_one_at_are_paged_in_byte_order_whatever_the_collation() {
         let dir = tempfile::tempdir().unwrap();
@@ -535,6 +552,39 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!(ids, ["m", "B", "D", "a", "c", "z"], "pages of {batch_rows}");
+        }
+    }
+
+    /// Ids that are not text (an integer, null, a blob: the column declares
+    /// no type), in groups of one `at` cut by pages of any size and at the
+    /// very first key: each skipped and counted once, the text ones read.
+    #[test]
+    fn rows_whose_id_is_not_text_are_counted_once_whatever_the_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("messages.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE messages(id, thread_id TEXT, at INTEGER, type TEXT, data TEXT);
+             CREATE INDEX messages_at ON messages(at);",
+        )
+        .unwrap();
+        let rows = "('m1', 100), (7, 100), (NULL, 100), (x'00', 100), ('m0', 100), ('m2', 200), (8, 200), \
+                    (9, -9223372036854775808), ('a', -9223372036854775808), (x'01', 300)";
+        c.execute_batch(&format!(
+            "CREATE TEMP TABLE k(id, at); INSERT INTO k VALUES {rows};
+             INSERT INTO messages SELECT id, 'th', at, 'activity', '{{\"tool\":{{\"ok\":false}}}}' FROM k;"
+        ))
+        .unwrap();
+        for batch_rows in [1, 2, 3, 100] {
+            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows, cursor: None };
+            let mut ids = Vec::new();
+            let report = MessagesSource::default()
+                .read(&ctx, &mut |b| {
+                    ids.extend(b.first_texts());
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(ids, ["a", "m0", "m1", "m2"], "pages of {batch_rows}");
+            assert_eq!(report.skipped, 6, "pages of {batch_rows}");
         }
     }
 

@@ -339,8 +339,8 @@ mod hostile {
     }
 }
 
-/// Inserts row `n`: `data` stored as `stored`, odd ids and thread ids now
-/// and then.
+/// Inserts row `n` (below 100): `data` stored as `stored`, odd ids and
+/// thread ids now and then.
 fn insert(c: &Connection, n: usize, at: i64, kind: &str, odd: u8, stored: &hostile::Stored) {
     use hostile::Stored;
     use rusqlite::types::Value as V;
@@ -364,10 +364,14 @@ fn insert(c: &Connection, n: usize, at: i64, kind: &str, odd: u8, stored: &hosti
         2 => ("?1", "CAST(X'74ff' AS TEXT)"),
         3 => ("?1", "7"),
         4 => ("?1", "NULL"),
+        5 => ("CAST(?1 AS BLOB)", "'th'"),
+        6 => ("NULL", "'th'"),
         _ => ("?1", "'th'"),
     };
     let sql = format!("INSERT INTO messages VALUES({id}, {thread}, ?2, ?3, {cast})");
-    let res = c.execute(&sql, rusqlite::params![format!("m{n:02}"), at, kind, data]);
+    // Ids not in insertion (rowid) order, so rows of one `at` come out of
+    // the index in another order than the page's (`n` < 100: a permutation).
+    let res = c.execute(&sql, rusqlite::params![format!("m{:02}", (n * 7) % 100), at, kind, data]);
     // An empty id twice is refused by the primary key: one is enough.
     if let Err(e) = res {
         assert!(e.to_string().contains("UNIQUE"), "{e}");
