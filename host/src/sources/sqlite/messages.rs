@@ -464,7 +464,12 @@ mod tests {
     }
 
     fn read(dir: &Path, cursor: Option<&str>) -> (Vec<String>, SourceReport) {
-        let ctx = ReadContext { data_dir: dir, scan_time_ms: 0, batch_rows: 2, cursor };
+        read_in(dir, cursor, 2)
+    }
+
+    /// A read in pages of `batch_rows`: the ids delivered, and the report.
+    fn read_in(dir: &Path, cursor: Option<&str>, batch_rows: usize) -> (Vec<String>, SourceReport) {
+        let ctx = ReadContext { data_dir: dir, scan_time_ms: 0, batch_rows, cursor };
         let mut ids = Vec::new();
         let report = MessagesSource::default()
             .read(&ctx, &mut |b| {
@@ -543,14 +548,7 @@ mod tests {
         }
         c.execute("INSERT INTO messages VALUES('b0', 'th', 100, 'activity', '{\"tool\":{\"ok\":true}}')", []).unwrap();
         for batch_rows in [1, 2, 3, 100] {
-            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows, cursor: None };
-            let mut ids = Vec::new();
-            MessagesSource::default()
-                .read(&ctx, &mut |b| {
-                    ids.extend(b.first_texts());
-                    Ok(())
-                })
-                .unwrap();
+            let (ids, _) = read_in(dir.path(), None, batch_rows);
             assert_eq!(ids, ["m", "B", "D", "a", "c", "z"], "pages of {batch_rows}");
         }
     }
@@ -575,14 +573,7 @@ mod tests {
         ))
         .unwrap();
         for batch_rows in [1, 2, 3, 100] {
-            let ctx = ReadContext { data_dir: dir.path(), scan_time_ms: 0, batch_rows, cursor: None };
-            let mut ids = Vec::new();
-            let report = MessagesSource::default()
-                .read(&ctx, &mut |b| {
-                    ids.extend(b.first_texts());
-                    Ok(())
-                })
-                .unwrap();
+            let (ids, report) = read_in(dir.path(), None, batch_rows);
             assert_eq!(ids, ["a", "m0", "m1", "m2"], "pages of {batch_rows}");
             assert_eq!(report.skipped, 6, "pages of {batch_rows}");
         }

@@ -120,39 +120,38 @@ impl<'a> Scan<'a> {
     /// An object at `depth`: `member` reads each key's value (and must
     /// consume it).
     fn members(&mut self, depth: usize, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        (depth <= MAX_DEPTH).then_some(())?;
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            let key = self.string()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
-            member(self, key)?;
-            self.ws();
-            if self.eat(b'}').is_some() {
-                return Some(());
-            }
-            self.eat(b',')?;
-            self.ws();
-        }
+        self.sequence(depth, (b'{', b'}'), |s| {
+            let key = s.string()?;
+            s.ws();
+            s.eat(b':')?;
+            s.ws();
+            member(s, key)
+        })
     }
 
     /// An array at `depth`, read over.
     fn elements(&mut self, depth: usize) -> Option<()> {
+        self.sequence(depth, (b'[', b']'), |s| s.skip(depth + 1))
+    }
+
+    /// A container at `depth` between `open` and `close`: `item` reads each
+    /// of its comma-separated items.
+    fn sequence(
+        &mut self,
+        depth: usize,
+        (open, close): (u8, u8),
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
         (depth <= MAX_DEPTH).then_some(())?;
-        self.eat(b'[')?;
+        self.eat(open)?;
         self.ws();
-        if self.eat(b']').is_some() {
+        if self.eat(close).is_some() {
             return Some(());
         }
         loop {
-            self.skip(depth + 1)?;
+            item(self)?;
             self.ws();
-            if self.eat(b']').is_some() {
+            if self.eat(close).is_some() {
                 return Some(());
             }
             self.eat(b',')?;
