@@ -5,18 +5,19 @@
 //! prepared once a read through the statement cache, its page cache kept:
 //! SQLite itself checks at each read's start, by the WAL index or the file
 //! change counter, whether the database changed since) and the per-page
-//! rules a one-page read ([`super::with_db`]) has always had: each page has its own wall-clock budget, and
-//! a page read `immutable=1` while a `-wal` appeared is read again in the
-//! normal mode. A quiescent (`immutable=1`) handle is kept only while its
-//! file is seen unchanged: SQLite cannot see a change under it, so before
-//! each page the file's [`Stamp`] (device, inode, size, modification and
-//! change times) is taken again, and any difference (a writer that came,
-//! wrote, checkpointed and left no `-wal` behind) opens the handle afresh. A
-//! file modified less than [`SETTLED`] before it was opened is never kept
-//! (a later write may fall in the same timestamp tick: git's "racily clean"
-//! rule); its pages open afresh, as every quiescent page did before. It never holds a read transaction between pages
-//! (each page's statement runs to its end and is reset, so a checkpoint is
-//! never blocked), and never writes.
+//! rules a one-page read ([`super::with_db`]) has always had: each page has
+//! its own wall-clock budget, and a page read `immutable=1` while a `-wal`
+//! appeared is read again in the normal mode. A quiescent (`immutable=1`)
+//! handle is kept only while its file is seen unchanged: SQLite cannot see
+//! a change under it, so before each page the file's [`Stamp`] (device,
+//! inode, size, modification and change times) is taken again, and any
+//! difference (a writer that came, wrote, checkpointed and left no `-wal`
+//! behind) opens the handle afresh. A file modified less than [`SETTLED`]
+//! before it was opened is never kept (a later write may fall in the same
+//! timestamp tick: git's "racily clean" rule); its pages open afresh, as
+//! every quiescent page did before. It never holds a read transaction
+//! between pages (each page's statement runs to its end and is reset, so a
+//! checkpoint is never blocked), and never writes.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
