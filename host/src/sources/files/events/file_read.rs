@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-use super::fingerprint::{FINGERPRINT_BYTES, TAIL_BYTES, bytes_before, fingerprint_of, keep_last, short_hash};
+use super::fingerprint::{FINGERPRINT_BYTES, TAIL_BYTES, append_last, bytes_before, fingerprint_of, short_hash};
 use super::line::{Event, Line, parse};
 use super::{EventsSource, FileCursor, Tally};
 use crate::model::record::BatchBuilder;
@@ -78,15 +78,8 @@ impl Position {
                 return Ended::Replaced;
             }
         }
-        if upto_nl.len() >= TAIL_BYTES as usize {
-            // The line alone holds the tail: no need to copy it whole.
-            self.rolling.clear();
-            self.rolling.extend_from_slice(&upto_nl[upto_nl.len() - TAIL_BYTES as usize..]);
-        } else {
-            self.rolling.extend_from_slice(&self.line_tail);
-            self.rolling.extend_from_slice(upto_nl);
-            keep_last(&mut self.rolling, TAIL_BYTES as usize);
-        }
+        append_last(&mut self.rolling, &self.line_tail, TAIL_BYTES as usize);
+        append_last(&mut self.rolling, upto_nl, TAIL_BYTES as usize);
         self.line_tail.clear();
         let line_len = self.pending.len() + piece.len();
         self.offset += line_len as u64 + 1;
@@ -110,8 +103,7 @@ impl Position {
 
     /// Keeps `data`, the start of a line with no newline yet.
     fn partial(&mut self, data: &[u8], max_line_bytes: usize) {
-        self.line_tail.extend_from_slice(data);
-        keep_last(&mut self.line_tail, TAIL_BYTES as usize);
+        append_last(&mut self.line_tail, data, TAIL_BYTES as usize);
         if self.overlong || self.pending.len() + data.len() > max_line_bytes {
             self.overlong = true;
             self.pending.clear();

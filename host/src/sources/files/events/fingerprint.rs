@@ -48,8 +48,15 @@ pub(super) fn fingerprint_of(head: &[u8]) -> Option<String> {
     }
 }
 
-/// Keeps only the last `n` bytes.
-pub(super) fn keep_last(buf: &mut Vec<u8>, n: usize) {
+/// Appends `more` to `buf` and keeps only the last `n` bytes of the two,
+/// copying no more of `more` than is kept.
+pub(super) fn append_last(buf: &mut Vec<u8>, more: &[u8], n: usize) {
+    if more.len() >= n {
+        buf.clear();
+        buf.extend_from_slice(&more[more.len() - n..]);
+        return;
+    }
+    buf.extend_from_slice(more);
     if buf.len() > n {
         buf.drain(..buf.len() - n);
     }
@@ -69,4 +76,24 @@ pub(super) fn continues(file: &mut File, len: u64, fp: &str, cursor: &FileCursor
     cursor.fingerprint == fp
         && len >= cursor.offset
         && bytes_before(file, cursor.offset).is_ok_and(|b| short_hash(&b) == cursor.tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the pieces' lengths, what is kept is the last `n` bytes of
+    /// everything appended, as appending it all and cutting would keep.
+    #[test]
+    fn append_last_keeps_the_last_bytes_of_everything_appended() {
+        let pieces: [&[u8]; 6] = [b"abc", b"", b"defghijk", b"l", b"mnopqrstuvwxyz0123", b"45"];
+        for n in [0, 1, 4, 8, 20, 64] {
+            let (mut kept, mut all) = (Vec::new(), Vec::new());
+            for p in pieces {
+                append_last(&mut kept, p, n);
+                all.extend_from_slice(p);
+                assert_eq!(kept, all[all.len().saturating_sub(n)..], "n = {n}, after {:?}", String::from_utf8_lossy(p));
+            }
+        }
+    }
 }
