@@ -141,8 +141,20 @@ struct Row {
 enum Kept {
     Failed(Row),
     Pending(i64, String),
-    /// Malformed, or a kept row whose id or thread id is not UTF-8.
-    Skipped,
+    /// Malformed, or a kept row whose id or thread id is not UTF-8: its id
+    /// as stored.
+    Skipped(Vec<u8>),
+}
+
+impl Kept {
+    /// The row's id, as it is ordered.
+    fn id(&self) -> &[u8] {
+        match self {
+            Kept::Failed(row) => row.id.as_bytes(),
+            Kept::Pending(_, id) => id.as_bytes(),
+            Kept::Skipped(id) => id,
+        }
+    }
 }
 
 /// A thread id cell as the query's `text_of` made it: `Err` for text that
@@ -163,14 +175,14 @@ fn kept(conn: &Connection, r: &rusqlite::Row<'_>, at: i64, id: &[u8]) -> rusqlit
         return Ok(None);
     }
     let (Ok(id), Ok(thread_id)) = (std::str::from_utf8(id), thread_id_of(r.get_ref(1)?)) else {
-        return Ok(Some(Kept::Skipped));
+        return Ok(Some(Kept::Skipped(id.to_vec())));
     };
     Ok(Some(match class {
         Class::Failed(fields) => {
             Kept::Failed(Row { id: id.to_owned(), thread_id, at, fields: activity::owned(fields) })
         }
         Class::Pending => Kept::Pending(at, id.to_owned()),
-        Class::Malformed | Class::Other => Kept::Skipped,
+        Class::Malformed | Class::Other => Kept::Skipped(id.as_bytes().to_vec()),
     }))
 }
 
@@ -213,7 +225,7 @@ fn page_on(conn: &Connection, window_start: i64, after: (i64, &[u8]), limit: usi
         };
         // `at` never goes back, and the key's own `at` resumes past its id.
         if at < group.at || (at == after.0 && id.is_none_or(|id| id <= after.1)) {
-            page.disorder = Some((group.at, group.kept.last().map_or_else(|| after.1.to_vec(), |(id, _)| id.clone())));
+            page.disorder = Some((group.at, group.kept.last().map_or_else(|| after.1.to_vec(), |k| k.id().to_vec())));
             return Ok(page);
         }
         if at != group.at {
@@ -227,7 +239,7 @@ fn page_on(conn: &Connection, window_start: i64, after: (i64, &[u8]), limit: usi
             continue;
         };
         if let Some(k) = kept(conn, r, at, id)? {
-            group.push(id, k, limit - page.kept.len());
+            group.push(k, limit - page.kept.len());
         }
     }
     if !group.flush(&mut page, limit) {
@@ -241,20 +253,22 @@ fn page_on(conn: &Connection, window_start: i64, after: (i64, &[u8]), limit: usi
 /// are held, the others read again by the next page.
 struct Group {
     at: i64,
-    kept: Vec<(Vec<u8>, Kept)>,
+    kept: Vec<Kept>,
 }
 
 impl Group {
-    fn push(&mut self, id: &[u8], k: Kept, room: usize) {
-        self.kept.push((id.to_vec(), k));
-        if self.kept.len() >= 2 * room.max(1) {
+    /// Holds `k`; past twice the `room` (never 0: the page is not full) the
+    /// smallest ids are kept.
+    fn push(&mut self, k: Kept, room: usize) {
+        self.kept.push(k);
+        if self.kept.len() >= 2 * room {
             self.sort();
             self.kept.truncate(room);
         }
     }
 
     fn sort(&mut self) {
-        self.kept.sort_by(|a, b| a.0.cmp(&b.0));
+        self.kept.sort_by(|a, b| a.id().cmp(b.id()));
     }
 
     /// The group's rows into `page`, in `id` order, up to `limit`: whether
@@ -265,9 +279,9 @@ impl Group {
         let full = self.kept.len() >= room;
         self.kept.truncate(room);
         if full {
-            page.last = self.kept.last().map(|(id, _)| (self.at, id.clone()));
+            page.last = self.kept.last().map(|k| (self.at, k.id().to_vec()));
         }
-        page.kept.extend(self.kept.drain(..).map(|(_, k)| k));
+        page.kept.append(&mut self.kept);
         full
     }
 }
@@ -293,7 +307,7 @@ fn pending_rows(db: &mut PagedRead<'_>, pending: &[(i64, String)], window_start:
                 ValueRef::Text(t) => t,
                 _ => &[],
             };
-            out.push(kept(conn, r, r.get(2)?, id)?.unwrap_or(Kept::Skipped));
+            out.push(kept(conn, r, r.get(2)?, id)?.unwrap_or_else(|| Kept::Skipped(id.to_vec())));
         }
         Ok(out)
     })
@@ -422,7 +436,7 @@ impl Source for MessagesSource {
                         push(&mut builder, &row)?;
                         report.records += 1;
                     }
-                    Kept::Failed(_) | Kept::Skipped => report.skipped += 1,
+                    Kept::Failed(_) | Kept::Skipped(_) => report.skipped += 1,
                 }
             }
             if !builder.is_empty() {
