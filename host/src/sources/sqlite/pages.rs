@@ -154,12 +154,7 @@ mod tests {
     #[test]
     fn a_writer_appearing_between_pages_moves_the_read_out_of_immutable() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("m.db");
-        {
-            let c = Connection::open(&db).unwrap();
-            c.pragma_update(None, "journal_mode", "WAL").unwrap();
-            c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
-        }
+        let db = quiescent(dir.path());
         let mut read = PagedRead::open(&db).unwrap();
         assert_eq!(read.mode, OpenMode::Quiescent);
         assert_eq!(read.run(count).unwrap(), 1);
@@ -176,6 +171,7 @@ mod tests {
         std::fs::File::options().write(true).open(path).unwrap().set_modified(hour_ago).unwrap();
     }
 
+    /// A WAL database with no `-wal`, of one row.
     fn quiescent(dir: &Path) -> std::path::PathBuf {
         let db = dir.join("m.db");
         let c = Connection::open(&db).unwrap();
@@ -193,12 +189,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = quiescent(dir.path());
         settle(&db);
-        let mut read = PagedRead::open(&db).unwrap();
+        assert_eq!(opens_over_three_pages(&db), 1);
+    }
+
+    /// The handles a read of three pages of `db` opened.
+    fn opens_over_three_pages(db: &Path) -> usize {
+        let mut read = PagedRead::open(db).unwrap();
         assert_eq!(read.mode, OpenMode::Quiescent);
         for _ in 0..3 {
             assert_eq!(read.run(count).unwrap(), 1);
         }
-        assert_eq!(read.opens(), 1);
+        read.opens()
     }
 
     /// Between two pages a writer comes, commits and goes, its last close
@@ -227,11 +228,7 @@ mod tests {
     fn a_quiescent_file_modified_just_before_the_open_opens_afresh_each_page() {
         let dir = tempfile::tempdir().unwrap();
         let db = quiescent(dir.path());
-        let mut read = PagedRead::open(&db).unwrap();
-        for _ in 0..3 {
-            assert_eq!(read.run(count).unwrap(), 1);
-        }
-        assert_eq!(read.opens(), 3);
+        assert_eq!(opens_over_three_pages(&db), 3);
     }
 
     /// Each page has a budget of its own on a kept handle: re-armed, a

@@ -112,7 +112,7 @@ impl<'a> Scan<'a> {
     fn skip(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'{' => self.members(depth, |s, _| s.skip(depth + 1)),
-            b'[' => self.elements(depth),
+            b'[' => self.sequence(depth, (b'[', b']'), |s| s.skip(depth + 1)),
             _ => self.value(depth).map(drop),
         }
     }
@@ -127,11 +127,6 @@ impl<'a> Scan<'a> {
             s.ws();
             member(s, key)
         })
-    }
-
-    /// An array at `depth`, read over.
-    fn elements(&mut self, depth: usize) -> Option<()> {
-        self.sequence(depth, (b'[', b']'), |s| s.skip(depth + 1))
     }
 
     /// A container at `depth` between `open` and `close`: `item` reads each
