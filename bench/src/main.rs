@@ -47,7 +47,8 @@ struct Args {
     #[arg(long)]
     detectors_only: bool,
     /// With --detectors-only: these detectors (default: every one with a native
-    /// twin); with --read-only: these sources (default: every one).
+    /// twin); with --read-only: these sources (default: every one). A name
+    /// that is neither is refused.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run only the raw read, source by source beside the floor's part for

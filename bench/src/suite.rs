@@ -65,6 +65,7 @@ pub fn detectors_only(
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
     let warm_cache = opts.cache.clone().unwrap_or_else(|| opts.work.join("cache"));
     let components = Components::load(opts, &warm_cache)?;
+    known_names(only, components.loaded.iter().map(|d| d.descriptor.name.as_str()), "detector")?;
     let wanted = |n: &str| if only.is_empty() { native::twin(n).is_some() } else { only.iter().any(|o| o == n) };
     let mut out = Vec::new();
     for &target in &opts.sizes {
@@ -80,6 +81,21 @@ pub fn detectors_only(
         out.push((set.records as u64, results));
     }
     Ok(out)
+}
+
+/// Refuses an `--only` name that is none of `known` (a typo would
+/// otherwise measure nothing and print an empty table), naming it and what
+/// there is.
+fn known_names<'a>(only: &[String], known: impl Iterator<Item = &'a str>, what: &str) -> Result<()> {
+    let known: Vec<&str> = known.collect();
+    let unknown: Vec<&str> = only.iter().map(String::as_str).filter(|o| !known.contains(o)).collect();
+    ensure!(
+        unknown.is_empty(),
+        "--only: no {what} named {} (there are: {})",
+        unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
+        known.join(", ")
+    );
+    Ok(())
 }
 
 /// One source's raw read at one size: its records and median time, and the
@@ -99,6 +115,8 @@ pub fn read_only(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<(usize, Vec<SourceRead>)>> {
     std::fs::create_dir_all(&opts.work).with_context(|| format!("cannot create {}", opts.work.display()))?;
+    let sources = sentinel_host::config::Config::default().sources();
+    known_names(only, sources.iter().map(|s| s.name()), "source")?;
     let mut out = Vec::new();
     for &target in &opts.sizes {
         let set = data::prepare(&opts.work, target)?;
@@ -106,7 +124,6 @@ pub fn read_only(
         progress(&format!("{} records: every source, {reps} times", set.records));
         let copy = crate::floors::copy_databases(&set.dir)?;
         let mut rows = Vec::new();
-        let sources = sentinel_host::config::Config::default().sources();
         for s in sources.iter().filter(|s| only.is_empty() || only.iter().any(|o| o == s.name())) {
             let (mut times, mut floors, mut records) = (Vec::new(), Vec::new(), 0);
             for _ in 0..reps {
@@ -779,6 +796,16 @@ fn summarise(name: String, records: u64, runs: &Runs) -> DetectorResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_only_name_that_is_no_source_or_detector_is_refused_by_name() {
+        let only = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let known = ["messages", "events"];
+        assert!(known_names(&only(&[]), known.into_iter(), "source").is_ok());
+        assert!(known_names(&only(&["events"]), known.into_iter(), "source").is_ok());
+        let e = known_names(&only(&["events", "mesages"]), known.into_iter(), "source").unwrap_err().to_string();
+        assert_eq!(e, "--only: no source named `mesages` (there are: messages, events)");
+    }
 
     #[test]
     fn the_long_running_baseline_is_every_detector_written_in_rust_and_no_port() {
