@@ -185,47 +185,35 @@ struct Fields<'a> {
 
 struct FieldsVisitor;
 
-/// A key a record takes.
-enum Field {
-    Type,
-    Id,
-    ThreadId,
-    TurnId,
-    BotId,
-    CreatedAt,
-    Ok,
-    StopReason,
-    Cost,
-}
+/// An object key, as the slot of [`Fields`] it names (`None`: a key no
+/// record takes), compared unescaped as `serde_json::Value` keys are and
+/// read without being copied: `Cow<str>`'s own `Deserialize` always copies.
+struct Key<'f, 'de>(&'f mut Fields<'de>);
 
-/// An object key, as the [`Field`] it names (compared
-/// unescaped, as `serde_json::Value` keys are), read without being copied:
-/// `Cow<str>`'s own `Deserialize` always copies.
-struct Key;
-
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = Option<Field>;
+impl<'f, 'de> DeserializeSeed<'de> for Key<'f, 'de> {
+    type Value = Option<&'f mut Option<Scalar<'de>>>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_str(self)
     }
 }
 
-impl<'de> Visitor<'de> for Key {
-    type Value = Option<Field>;
+impl<'f, 'de> Visitor<'de> for Key<'f, 'de> {
+    type Value = Option<&'f mut Option<Scalar<'de>>>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("an object key")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        let f = self.0;
         Ok(Some(match v {
-            "type" => Field::Type,
-            "id" => Field::Id,
-            "threadId" => Field::ThreadId,
-            "turnId" => Field::TurnId,
-            "botId" => Field::BotId,
-            "createdAt" => Field::CreatedAt,
-            "ok" => Field::Ok,
-            "stopReason" => Field::StopReason,
-            "cost" => Field::Cost,
+            "type" => &mut f.ty,
+            "id" => &mut f.id,
+            "threadId" => &mut f.thread_id,
+            "turnId" => &mut f.turn_id,
+            "botId" => &mut f.bot_id,
+            "createdAt" => &mut f.created_at,
+            "ok" => &mut f.ok,
+            "stopReason" => &mut f.stop_reason,
+            "cost" => &mut f.cost,
             _ => return Ok(None),
         }))
     }
@@ -238,21 +226,11 @@ impl<'de> Visitor<'de> for FieldsVisitor {
     }
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut f = Fields::default();
-        while let Some(key) = map.next_key_seed(Key)? {
+        while let Some(slot) = map.next_key_seed(Key(&mut f))? {
             let value: Scalar<'de> = map.next_value()?;
-            let slot = match key {
-                Some(Field::Type) => &mut f.ty,
-                Some(Field::Id) => &mut f.id,
-                Some(Field::ThreadId) => &mut f.thread_id,
-                Some(Field::TurnId) => &mut f.turn_id,
-                Some(Field::BotId) => &mut f.bot_id,
-                Some(Field::CreatedAt) => &mut f.created_at,
-                Some(Field::Ok) => &mut f.ok,
-                Some(Field::StopReason) => &mut f.stop_reason,
-                Some(Field::Cost) => &mut f.cost,
-                None => continue,
-            };
-            *slot = Some(value);
+            if let Some(slot) = slot {
+                *slot = Some(value);
+            }
         }
         Ok(f)
     }
