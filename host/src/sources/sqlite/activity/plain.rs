@@ -21,6 +21,12 @@ use super::{Got, Tool, Top};
 /// is 128).
 const MAX_DEPTH: usize = 64;
 
+/// An object's and an array's delimiters, opening and closing.
+const OBJECT: [u8; 2] = *b"{}";
+const ARRAY: [u8; 2] = *b"[]";
+const OPEN_OBJECT: u8 = OBJECT[0];
+const OPEN_ARRAY: u8 = ARRAY[0];
+
 /// The paths' values of `text`, when it has the plain shape.
 pub(super) fn top(text: &str) -> Option<Top<'_>> {
     let mut s = Scan { text, bytes: text.as_bytes(), at: 0 };
@@ -97,7 +103,7 @@ impl<'a> Scan<'a> {
     fn value(&mut self, depth: usize) -> Option<Got<'a>> {
         Some(match self.peek()? {
             b'"' => Got::Text(Cow::Borrowed(self.string()?)),
-            b'{' | b'[' => {
+            OPEN_OBJECT | OPEN_ARRAY => {
                 self.skip(depth)?;
                 Got::Nested
             }
@@ -111,8 +117,8 @@ impl<'a> Scan<'a> {
     /// One value read over.
     fn skip(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
-            b'{' => self.members(depth, |s, _| s.skip(depth + 1)),
-            b'[' => self.sequence(depth, (b'[', b']'), |s| s.skip(depth + 1)),
+            OPEN_OBJECT => self.members(depth, |s, _| s.skip(depth + 1)),
+            OPEN_ARRAY => self.sequence(depth, ARRAY, |s| s.skip(depth + 1)),
             _ => self.value(depth).map(drop),
         }
     }
@@ -120,7 +126,7 @@ impl<'a> Scan<'a> {
     /// An object at `depth`: `member` reads each key's value (and must
     /// consume it).
     fn members(&mut self, depth: usize, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.sequence(depth, (b'{', b'}'), |s| {
+        self.sequence(depth, OBJECT, |s| {
             let key = s.string()?;
             s.ws();
             s.eat(b':')?;
@@ -129,12 +135,12 @@ impl<'a> Scan<'a> {
         })
     }
 
-    /// A container at `depth` between `open` and `close`: `item` reads each
-    /// of its comma-separated items.
+    /// A container at `depth` between `open` and `close` ([`OBJECT`] or
+    /// [`ARRAY`]): `item` reads each of its comma-separated items.
     fn sequence(
         &mut self,
         depth: usize,
-        (open, close): (u8, u8),
+        [open, close]: [u8; 2],
         mut item: impl FnMut(&mut Self) -> Option<()>,
     ) -> Option<()> {
         (depth <= MAX_DEPTH).then_some(())?;
@@ -156,7 +162,7 @@ impl<'a> Scan<'a> {
 
     /// `from`'s value: its first `botId`, absent when it is not an object.
     fn from(&mut self) -> Option<Got<'a>> {
-        if self.peek()? != b'{' {
+        if self.peek()? != OPEN_OBJECT {
             self.skip(1)?;
             return Some(Got::Absent);
         }
@@ -174,7 +180,7 @@ impl<'a> Scan<'a> {
     /// `tool`'s value: the first of each of its four fields, `None` when it
     /// is not an object.
     fn tool(&mut self) -> Option<Option<Tool<'a>>> {
-        if self.peek()? != b'{' {
+        if self.peek()? != OPEN_OBJECT {
             self.skip(1)?;
             return Some(None);
         }
